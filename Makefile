@@ -1,0 +1,47 @@
+# Front door: make deps | make | make test | make demo | make bench.
+BUILD ?= build
+PRESET ?= release
+JOBS ?= $(shell nproc)
+NEXUS := $(BUILD)/nexus
+SHARED ?= ../shared
+DEMO_MODEL ?= $(SHARED)/models/stories260K.gguf
+
+.PHONY: all deps build test demo bench fuzz clean
+
+all: build
+
+# Debian packages the build and tests need (idempotent; CUDA is preinstalled on these machines).
+DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
+  nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: all Debian packages present"; fi
+
+$(BUILD)/build.ninja:
+	cmake --preset $(PRESET)
+
+build: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+demo: build
+	@if [ -f "$(DEMO_MODEL)" ]; then \
+	  $(NEXUS) run -m $(DEMO_MODEL) -n 200 --temp 0; \
+	else \
+	  echo "make demo: model '$(DEMO_MODEL)' not found; run 'make demo DEMO_MODEL=path/to/model.gguf'"; \
+	  exit 1; \
+	fi
+
+bench: build
+	$(BUILD)/nexus_micro_bench
+
+fuzz:
+	cmake --preset fuzz && cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
+
+clean:
+	rm -rf $(BUILD) build-debug build-fuzz

@@ -1,0 +1,328 @@
+// GGUF parser: a bounds-checked cursor over the mapped bytes. Every length and count is checked
+// against the bytes left before anything is allocated.
+#include <cstring>
+#include <limits>
+
+#include "io/gguf.h"
+#include "io/mapped_file.h"
+
+namespace nexus {
+namespace {
+
+constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
+constexpr uint64_t kMaxStringBytes = 1ull << 30;
+
+class Cursor {
+ public:
+  Cursor(std::span<const uint8_t> b, const std::string& name) : b_(b), name_(name) {}
+  size_t pos() const { return pos_; }
+  size_t left() const { return b_.size() - pos_; }
+
+  Status fail(const std::string& what) const { return fail_at(pos_, what); }
+  Status fail_at(size_t at, const std::string& what) const {
+    return Status::error("gguf: " + name_ + ": at offset " + std::to_string(at) + ": " + what);
+  }
+
+  template <typename T>
+  Status read(T* out, const char* what) {
+    if (left() < sizeof(T))
+      return fail("file truncated while reading " + std::string(what) + " (need " +
+                  std::to_string(sizeof(T)) + " bytes, " + std::to_string(left()) + " left)");
+    std::memcpy(out, b_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return Status::ok();
+  }
+
+  Status read_string(std::string* out, const char* what) {
+    const size_t at = pos_;
+    uint64_t n = 0;
+    NEXUS_RETURN_IF_ERROR(read(&n, what));
+    if (n > left() || n > kMaxStringBytes)
+      return fail_at(at, std::string(what) + " length " + std::to_string(n) + " exceeds the " +
+                             std::to_string(left()) + " bytes left in the file");
+    out->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
+    pos_ += n;
+    return Status::ok();
+  }
+
+ private:
+  std::span<const uint8_t> b_;
+  const std::string& name_;
+  size_t pos_ = 0;
+};
+
+// Smallest encoded size of one element of `t` (used to bound array counts).
+size_t min_size(GgufType t) {
+  switch (t) {
+    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
+    case GgufType::kU16: case GgufType::kI16: return 2;
+    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
+    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: case GgufType::kString: return 8;
+    case GgufType::kArray: return 12;
+  }
+  return 1;
+}
+
+bool valid_type(uint32_t t) { return t <= 12; }
+
+Status read_scalar(Cursor& c, GgufType t, GgufValue* v, bool in_array) {
+  switch (t) {
+    case GgufType::kU8: { uint8_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "u8")); v->i = x; break; }
+    case GgufType::kI8: { int8_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "i8")); v->i = x; break; }
+    case GgufType::kU16: { uint16_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "u16")); v->i = x; break; }
+    case GgufType::kI16: { int16_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "i16")); v->i = x; break; }
+    case GgufType::kU32: { uint32_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "u32")); v->i = x; break; }
+    case GgufType::kI32: { int32_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "i32")); v->i = x; break; }
+    case GgufType::kU64: {
+      uint64_t x;
+      NEXUS_RETURN_IF_ERROR(c.read(&x, "u64"));
+      v->u = x;
+      v->i = x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? std::numeric_limits<int64_t>::max()
+                 : static_cast<int64_t>(x);
+      break;
+    }
+    case GgufType::kI64: { int64_t x; NEXUS_RETURN_IF_ERROR(c.read(&x, "i64")); v->i = x; break; }
+    case GgufType::kF32: { float x; NEXUS_RETURN_IF_ERROR(c.read(&x, "f32")); v->f = x; break; }
+    case GgufType::kF64: { double x; NEXUS_RETURN_IF_ERROR(c.read(&x, "f64")); v->f = x; break; }
+    case GgufType::kBool: {
+      uint8_t x;
+      const size_t at = c.pos();
+      NEXUS_RETURN_IF_ERROR(c.read(&x, "bool"));
+      if (x > 1) return c.fail_at(at, "bool value " + std::to_string(x) + " is not 0 or 1");
+      v->i = x;
+      break;
+    }
+    case GgufType::kString: NEXUS_RETURN_IF_ERROR(c.read_string(&v->s, "string")); break;
+    case GgufType::kArray:
+      if (in_array) return c.fail("nested arrays are not supported");
+      break;
+  }
+  return Status::ok();
+}
+
+Status read_value(Cursor& c, GgufType t, GgufValue* v) {
+  v->type = t;
+  if (t != GgufType::kArray) return read_scalar(c, t, v, false);
+  uint32_t et = 0;
+  const size_t at = c.pos();
+  NEXUS_RETURN_IF_ERROR(c.read(&et, "array element type"));
+  if (!valid_type(et)) return c.fail_at(at, "unknown array element type " + std::to_string(et));
+  if (et == static_cast<uint32_t>(GgufType::kArray))
+    return c.fail_at(at, "nested arrays are not supported");
+  v->array_type = static_cast<GgufType>(et);
+  uint64_t n = 0;
+  const size_t at_n = c.pos();
+  NEXUS_RETURN_IF_ERROR(c.read(&n, "array length"));
+  if (n > c.left() / min_size(v->array_type))
+    return c.fail_at(at_n, "array length " + std::to_string(n) + " does not fit in the " +
+                               std::to_string(c.left()) + " bytes left in the file");
+  GgufValue e;
+  if (v->array_type == GgufType::kString) {
+    v->as.reserve(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      NEXUS_RETURN_IF_ERROR(c.read_string(&e.s, "array string"));
+      v->as.push_back(std::move(e.s));
+    }
+  } else if (v->array_type == GgufType::kF32 || v->array_type == GgufType::kF64) {
+    v->af.reserve(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      NEXUS_RETURN_IF_ERROR(read_scalar(c, v->array_type, &e, true));
+      v->af.push_back(e.f);
+    }
+  } else {
+    v->ai.reserve(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      NEXUS_RETURN_IF_ERROR(read_scalar(c, v->array_type, &e, true));
+      v->ai.push_back(e.i);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<GgufFile> GgufFile::open(const std::string& path) {
+  auto mf = MappedFile::open(path);
+  if (!mf) return mf.status();
+  std::shared_ptr<MappedFile> m = std::move(mf).value();
+  std::span<const uint8_t> bytes(m->data(), m->size());
+  auto r = parse(bytes, m, path);
+  return r;
+}
+
+Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::shared_ptr<void> keepalive,
+                                 const std::string& name) {
+  GgufFile g;
+  g.path_ = name;
+  g.size_ = bytes.size();
+  g.keepalive_ = std::move(keepalive);
+  Cursor c(bytes, g.path_);
+
+  uint32_t magic = 0;
+  NEXUS_RETURN_IF_ERROR(c.read(&magic, "magic"));
+  if (magic != kMagic) {
+    if (magic == 0x47475546) return c.fail_at(0, "big-endian GGUF files are not supported");
+    return c.fail_at(0, "bad magic (not a GGUF file)");
+  }
+  NEXUS_RETURN_IF_ERROR(c.read(&g.version_, "version"));
+  if (g.version_ == 1) return c.fail_at(4, "GGUF version 1 is not supported (convert to v3)");
+  if (g.version_ != 2 && g.version_ != 3)
+    return c.fail_at(4, "unsupported GGUF version " + std::to_string(g.version_));
+
+  uint64_t n_tensors = 0, n_kv = 0;
+  NEXUS_RETURN_IF_ERROR(c.read(&n_tensors, "tensor count"));
+  NEXUS_RETURN_IF_ERROR(c.read(&n_kv, "metadata count"));
+  // Each tensor info takes at least 8+4+8+4+8 bytes, each key/value at least 8+4+1.
+  if (n_tensors > c.left() / 32)
+    return c.fail_at(8, "tensor count " + std::to_string(n_tensors) + " is impossible for a " +
+                            std::to_string(bytes.size()) + "-byte file");
+  if (n_kv > c.left() / 13)
+    return c.fail_at(16, "metadata count " + std::to_string(n_kv) + " is impossible for a " +
+                             std::to_string(bytes.size()) + "-byte file");
+
+  g.kv_.reserve(n_kv);
+  for (uint64_t k = 0; k < n_kv; ++k) {
+    std::string key;
+    const size_t at = c.pos();
+    NEXUS_RETURN_IF_ERROR(c.read_string(&key, "metadata key"));
+    if (g.kv_index_.count(key)) return c.fail_at(at, "duplicate metadata key '" + key + "'");
+    uint32_t t = 0;
+    const size_t at_t = c.pos();
+    NEXUS_RETURN_IF_ERROR(c.read(&t, "metadata value type"));
+    if (!valid_type(t))
+      return c.fail_at(at_t, "unknown value type " + std::to_string(t) + " for key '" + key + "'");
+    GgufValue v;
+    NEXUS_RETURN_IF_ERROR(read_value(c, static_cast<GgufType>(t), &v));
+    g.kv_index_.emplace(key, g.kv_.size());
+    g.kv_.emplace_back(std::move(key), std::move(v));
+  }
+
+  if (auto a = g.find("general.alignment")) {
+    if (a->i <= 0 || a->i > (1 << 20) || (a->i & (a->i - 1)) != 0)
+      return c.fail("general.alignment " + std::to_string(a->i) + " is not a power of two");
+    g.alignment_ = static_cast<uint32_t>(a->i);
+  }
+
+  g.tensors_.reserve(n_tensors);
+  for (uint64_t k = 0; k < n_tensors; ++k) {
+    GgufTensorInfo ti;
+    const size_t at = c.pos();
+    NEXUS_RETURN_IF_ERROR(c.read_string(&ti.name, "tensor name"));
+    if (g.tensor_index_.count(ti.name))
+      return c.fail_at(at, "duplicate tensor name '" + ti.name + "'");
+    uint32_t nd = 0;
+    NEXUS_RETURN_IF_ERROR(c.read(&nd, "tensor rank"));
+    if (nd == 0 || nd > kMaxDims)
+      return c.fail("tensor '" + ti.name + "' has rank " + std::to_string(nd) + " (1 to " +
+                    std::to_string(kMaxDims) + " supported)");
+    std::vector<int64_t> dims(nd);
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      uint64_t x = 0;
+      NEXUS_RETURN_IF_ERROR(c.read(&x, "tensor dimension"));
+      if (x == 0 || x > (1ull << 40) || numel > (1ull << 50) / x)
+        return c.fail("tensor '" + ti.name + "' dimension " + std::to_string(d) + " = " +
+                      std::to_string(x) + " is out of range");
+      numel *= x;
+      dims[nd - 1 - d] = static_cast<int64_t>(x);
+    }
+    uint32_t type = 0;
+    const size_t at_type = c.pos();
+    NEXUS_RETURN_IF_ERROR(c.read(&type, "tensor type"));
+    auto tr = dtype_traits(type);
+    if (!tr)
+      return c.fail_at(at_type, "tensor '" + ti.name + "' has unknown type id " +
+                                    std::to_string(type));
+    ti.dtype = static_cast<DType>(type);
+    if (dims.back() % tr->block_size != 0)
+      return c.fail_at(at_type, "tensor '" + ti.name + "' row of " + std::to_string(dims.back()) +
+                                    " is not a multiple of the " + std::string(tr->name) +
+                                    " block size " + std::to_string(tr->block_size));
+    ti.nbytes = static_cast<size_t>(numel / tr->block_size) * tr->block_bytes;
+    ti.shape = std::move(dims);
+    NEXUS_RETURN_IF_ERROR(c.read(&ti.offset, "tensor offset"));
+    if (ti.offset % g.alignment_ != 0)
+      return c.fail("tensor '" + ti.name + "' offset " + std::to_string(ti.offset) +
+                    " is not aligned to " + std::to_string(g.alignment_));
+    g.tensor_index_.emplace(ti.name, g.tensors_.size());
+    g.tensors_.push_back(std::move(ti));
+  }
+
+  g.data_offset_ = (c.pos() + g.alignment_ - 1) / g.alignment_ * g.alignment_;
+  if (n_tensors > 0 && g.data_offset_ > bytes.size())
+    return c.fail("data section starts at " + std::to_string(g.data_offset_) +
+                  ", past the end of the file (" + std::to_string(bytes.size()) + " bytes)");
+  const size_t data_bytes = n_tensors > 0 ? bytes.size() - g.data_offset_ : 0;
+  for (auto& ti : g.tensors_) {
+    if (ti.offset > data_bytes || ti.nbytes > data_bytes - ti.offset)
+      return Status::error("gguf: " + g.path_ + ": tensor '" + ti.name + "' data [" +
+                           std::to_string(g.data_offset_ + ti.offset) + ", +" +
+                           std::to_string(ti.nbytes) + ") runs past the end of the file (" +
+                           std::to_string(bytes.size()) + " bytes)");
+    ti.data = bytes.data() + g.data_offset_ + ti.offset;
+  }
+  return g;
+}
+
+const GgufValue* GgufFile::find(std::string_view key) const {
+  auto it = kv_index_.find(key);
+  return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
+}
+
+std::optional<std::string> GgufFile::get_string(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v || v->type != GgufType::kString) return std::nullopt;
+  return v->s;
+}
+
+static bool is_int(GgufType t) {
+  return t == GgufType::kU8 || t == GgufType::kI8 || t == GgufType::kU16 || t == GgufType::kI16 ||
+         t == GgufType::kU32 || t == GgufType::kI32 || t == GgufType::kU64 ||
+         t == GgufType::kI64 || t == GgufType::kBool;
+}
+
+std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v || !is_int(v->type)) return std::nullopt;
+  return v->i;
+}
+
+std::optional<double> GgufFile::get_float(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (v->type == GgufType::kF32 || v->type == GgufType::kF64) return v->f;
+  if (is_int(v->type)) return static_cast<double>(v->i);
+  return std::nullopt;
+}
+
+const std::vector<std::string>* GgufFile::get_string_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v || v->type != GgufType::kArray || v->array_type != GgufType::kString) return nullptr;
+  return &v->as;
+}
+
+const std::vector<double>* GgufFile::get_float_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v || v->type != GgufType::kArray ||
+      (v->array_type != GgufType::kF32 && v->array_type != GgufType::kF64))
+    return nullptr;
+  return &v->af;
+}
+
+const std::vector<int64_t>* GgufFile::get_int_array(std::string_view key) const {
+  const GgufValue* v = find(key);
+  if (!v || v->type != GgufType::kArray || !is_int(v->array_type)) return nullptr;
+  return &v->ai;
+}
+
+const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Tensor GgufFile::tensor(const GgufTensorInfo& info) const {
+  return Tensor(info.dtype, info.shape, const_cast<uint8_t*>(info.data), keepalive_);
+}
+
+}  // namespace nexus

@@ -1,0 +1,206 @@
+// GGUF v3 writer and GgufValue rendering.
+#include <algorithm>
+#include <cstring>
+
+#include "io/gguf.h"
+#include "io/mapped_file.h"
+
+namespace nexus {
+namespace {
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &v, sizeof(T));
+}
+
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+void put_scalar(std::vector<uint8_t>& out, GgufType t, int64_t i, uint64_t u, double f) {
+  switch (t) {
+    case GgufType::kU8: put<uint8_t>(out, static_cast<uint8_t>(i)); break;
+    case GgufType::kI8: put<int8_t>(out, static_cast<int8_t>(i)); break;
+    case GgufType::kU16: put<uint16_t>(out, static_cast<uint16_t>(i)); break;
+    case GgufType::kI16: put<int16_t>(out, static_cast<int16_t>(i)); break;
+    case GgufType::kU32: put<uint32_t>(out, static_cast<uint32_t>(i)); break;
+    case GgufType::kI32: put<int32_t>(out, static_cast<int32_t>(i)); break;
+    case GgufType::kU64: put<uint64_t>(out, u ? u : static_cast<uint64_t>(i)); break;
+    case GgufType::kI64: put<int64_t>(out, i); break;
+    case GgufType::kF32: put<float>(out, static_cast<float>(f)); break;
+    case GgufType::kF64: put<double>(out, f); break;
+    case GgufType::kBool: put<uint8_t>(out, i ? 1 : 0); break;
+    default: throw Error("[gguf writer] not a scalar type");
+  }
+}
+
+}  // namespace
+
+std::string_view gguf_type_name(GgufType t) {
+  static constexpr std::string_view kNames[] = {"u8",  "i8",  "u16",   "i16", "u32",
+                                                "i32", "f32", "bool",  "str", "arr",
+                                                "u64", "i64", "f64"};
+  const auto i = static_cast<uint32_t>(t);
+  return i < 13 ? kNames[i] : "?";
+}
+
+std::string GgufValue::to_string() const {
+  switch (type) {
+    case GgufType::kString: return s.size() > 80 ? "\"" + s.substr(0, 77) + "...\"" : "\"" + s + "\"";
+    case GgufType::kF32: case GgufType::kF64: return std::to_string(f);
+    case GgufType::kBool: return i ? "true" : "false";
+    case GgufType::kU64: return std::to_string(u);
+    case GgufType::kArray: {
+      std::string r = "[" + std::string(gguf_type_name(array_type)) + " x " +
+                      std::to_string(array_size()) + "]";
+      return r;
+    }
+    default: return std::to_string(i);
+  }
+}
+
+void GgufWriter::set(const std::string& key, GgufValue v) {
+  for (auto& kv : kv_)
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  kv_.emplace_back(key, std::move(v));
+}
+
+void GgufWriter::set_string(const std::string& key, std::string v) {
+  GgufValue g;
+  g.type = GgufType::kString;
+  g.s = std::move(v);
+  set(key, std::move(g));
+}
+void GgufWriter::set_u32(const std::string& key, uint32_t v) {
+  GgufValue g;
+  g.type = GgufType::kU32;
+  g.i = v;
+  set(key, std::move(g));
+}
+void GgufWriter::set_i32(const std::string& key, int32_t v) {
+  GgufValue g;
+  g.type = GgufType::kI32;
+  g.i = v;
+  set(key, std::move(g));
+}
+void GgufWriter::set_u64(const std::string& key, uint64_t v) {
+  GgufValue g;
+  g.type = GgufType::kU64;
+  g.u = v;
+  g.i = static_cast<int64_t>(v);
+  set(key, std::move(g));
+}
+void GgufWriter::set_f32(const std::string& key, float v) {
+  GgufValue g;
+  g.type = GgufType::kF32;
+  g.f = v;
+  set(key, std::move(g));
+}
+void GgufWriter::set_bool(const std::string& key, bool v) {
+  GgufValue g;
+  g.type = GgufType::kBool;
+  g.i = v;
+  set(key, std::move(g));
+}
+void GgufWriter::set_string_array(const std::string& key, std::vector<std::string> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kString;
+  g.as = std::move(v);
+  set(key, std::move(g));
+}
+void GgufWriter::set_f32_array(const std::string& key, std::vector<double> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kF32;
+  g.af = std::move(v);
+  set(key, std::move(g));
+}
+void GgufWriter::set_i32_array(const std::string& key, std::vector<int64_t> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kI32;
+  g.ai = std::move(v);
+  set(key, std::move(g));
+}
+
+void GgufWriter::copy_metadata(const GgufFile& src, bool (*skip)(std::string_view)) {
+  for (const auto& [k, v] : src.metadata())
+    if (!skip || !skip(k)) set(k, v);
+}
+
+void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            const void* data) {
+  NEXUS_CHECK(!shape.empty() && shape.size() <= kMaxDims,
+              "[gguf writer] tensor '" + name + "' has rank " + std::to_string(shape.size()));
+  for (const auto& t : tensors_)
+    NEXUS_CHECK(t.name != name, "[gguf writer] duplicate tensor '" + name + "'");
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  const size_t n = row_bytes(dtype, shape.back()) * static_cast<size_t>(rows);
+  PendingTensor t{name, dtype, std::move(shape), {}};
+  t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + n);
+  tensors_.push_back(std::move(t));
+}
+
+std::vector<uint8_t> GgufWriter::serialize() const {
+  std::vector<uint8_t> out;
+  put<uint32_t>(out, 0x46554747);
+  put<uint32_t>(out, 3);
+  put<uint64_t>(out, tensors_.size());
+  const bool has_align =
+      alignment_ != 32 && std::none_of(kv_.begin(), kv_.end(), [](const auto& kv) {
+        return kv.first == "general.alignment";
+      });
+  put<uint64_t>(out, kv_.size() + (has_align ? 1 : 0));
+  auto put_kv = [&](const std::string& key, const GgufValue& v) {
+    put_string(out, key);
+    put<uint32_t>(out, static_cast<uint32_t>(v.type));
+    if (v.type == GgufType::kString) {
+      put_string(out, v.s);
+    } else if (v.type == GgufType::kArray) {
+      put<uint32_t>(out, static_cast<uint32_t>(v.array_type));
+      put<uint64_t>(out, v.array_size());
+      for (const auto& s : v.as) put_string(out, s);
+      for (double f : v.af) put_scalar(out, v.array_type, 0, 0, f);
+      for (int64_t i : v.ai) put_scalar(out, v.array_type, i, 0, 0);
+    } else {
+      put_scalar(out, v.type, v.i, v.u, v.f);
+    }
+  };
+  for (const auto& [k, v] : kv_) put_kv(k, v);
+  if (has_align) {
+    GgufValue a;
+    a.type = GgufType::kU32;
+    a.i = alignment_;
+    put_kv("general.alignment", a);
+  }
+  uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    put_string(out, t.name);
+    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
+    for (size_t d = t.shape.size(); d-- > 0;) put<uint64_t>(out, t.shape[d]);
+    put<uint32_t>(out, static_cast<uint32_t>(t.dtype));
+    put<uint64_t>(out, offset);
+    offset += (t.bytes.size() + alignment_ - 1) / alignment_ * alignment_;
+  }
+  out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  for (const auto& t : tensors_) {
+    out.insert(out.end(), t.bytes.begin(), t.bytes.end());
+    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  }
+  return out;
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  const std::vector<uint8_t> img = serialize();
+  return write_file_atomic(path, img.data(), img.size());
+}
+
+}  // namespace nexus
