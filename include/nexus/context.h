@@ -1,0 +1,66 @@
+// An inference context: a model plus KV cache, scratch arena and threads. decode() runs the
+// forward pass for a batch of tokens that may belong to several sequences at different positions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "nexus/dtype.h"
+#include "nexus/model.h"
+#include "nexus/status.h"
+
+namespace nexus {
+
+struct ContextOptions {
+  int64_t n_ctx = 0;            // positions per sequence (0 = the model's training context)
+  int n_seq = 1;                // sequences held at once
+  DType kv_type = DType::kF16;  // kF16, kF32 or kQ8_0
+  int n_threads = 1;
+  int64_t max_batch = 512;      // most tokens per decode() call
+};
+
+// Tokens to run: token[i] at position pos[i] of sequence seq[i]; logits are returned for the rows
+// with want_logits[i] (empty = only the last token).
+struct Batch {
+  std::vector<int32_t> token;
+  std::vector<int32_t> pos;
+  std::vector<int32_t> seq;
+  std::vector<uint8_t> want_logits;
+
+  void add(int32_t t, int32_t p, int32_t s, bool logits) {
+    token.push_back(t);
+    pos.push_back(p);
+    seq.push_back(s);
+    want_logits.push_back(logits ? 1 : 0);
+  }
+  size_t size() const { return token.size(); }
+  void clear() { token.clear(); pos.clear(); seq.clear(); want_logits.clear(); }
+};
+
+class ContextImpl;
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(const Model& model, const ContextOptions& opts);
+  ~Context();
+
+  // Runs the batch. The KV cache of each sequence must already hold positions [0, pos) for the
+  // sequence's first token in the batch (positions within a sequence are consecutive).
+  // On success `logits` holds one row of n_vocab floats per requested token, in batch order.
+  Status decode(const Batch& batch, std::vector<float>* logits);
+  // Forgets a sequence's cached positions (all of them, or from `from_pos` on).
+  void clear_seq(int seq, int32_t from_pos = 0);
+  // Positions currently cached for `seq`.
+  int32_t seq_len(int seq) const;
+  const ContextOptions& options() const;
+  const Model& model() const;
+  size_t kv_bytes() const;
+
+ private:
+  explicit Context(std::unique_ptr<ContextImpl> impl);
+  std::unique_ptr<ContextImpl> impl_;
+};
+
+}  // namespace nexus

@@ -1,0 +1,78 @@
+// A loaded language model: hyper-parameters plus weights memory-mapped from a GGUF file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nexus/dtype.h"
+#include "nexus/status.h"
+#include "nexus/tensor.h"
+
+namespace nexus {
+
+class GgufFile;
+
+enum class Arch { kLlama, kQwen2, kQwen3, kGpt2 };
+enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;
+  int64_t dim = 0;          // embedding width
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;     // may differ from dim / n_heads (qwen3)
+  int64_t ffn_dim = 0;
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  int64_t rope_dim = 0;     // rotated dims per head (<= head_dim)
+  RopeStyle rope = RopeStyle::kNormal;
+  int64_t sliding_window = 0;  // 0 = full causal attention
+  bool tied_output = false;
+};
+
+// One transformer block's weights (absent tensors are empty Tensors).
+struct LayerWeights {
+  Tensor attn_norm, attn_norm_b;
+  Tensor wq, wk, wv, wo;           // separate projections (llama, qwen)
+  Tensor wqkv, bqkv;               // fused projection (gpt2)
+  Tensor bq, bk, bv, bo;
+  Tensor q_norm, k_norm;           // qwen3 per-head RMSNorm
+  Tensor ffn_norm, ffn_norm_b;
+  Tensor w_gate, w_up, w_down;     // SwiGLU (llama, qwen) or up/down (gpt2)
+  Tensor b_up, b_down;
+};
+
+struct ModelWeights {
+  Tensor tok_embd;
+  Tensor pos_embd;                 // gpt2 learned positions
+  std::vector<LayerWeights> layers;
+  Tensor out_norm, out_norm_b;
+  Tensor output;                   // == tok_embd when tied
+};
+
+class Model {
+ public:
+  // Opens a GGUF model; errors name the file and the problem (unknown arch, missing tensor, ...).
+  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // Builds a model from an already parsed file (the file's mapping is kept alive).
+  static Result<std::unique_ptr<Model>> from_gguf(std::shared_ptr<const GgufFile> file);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const GgufFile& gguf() const { return *file_; }
+  int64_t n_params() const;
+  size_t weight_bytes() const;
+
+ private:
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::shared_ptr<const GgufFile> file_;
+};
+
+}  // namespace nexus
