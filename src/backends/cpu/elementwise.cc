@@ -1,0 +1,65 @@
+// Scalar reference implementations of the element-wise ops (sums in double for stable norms).
+#include <cmath>
+
+#include "ops/elementwise.h"
+
+namespace nexus {
+
+void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+    if (w) {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+    } else {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
+    }
+  }
+}
+
+void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
+                int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double mean = 0.0;
+    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= dim;
+    double var = 0.0;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= dim;
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      float v = static_cast<float>((xr[i] - mean) * inv);
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      yr[i] = v;
+    }
+  }
+}
+
+void swiglu(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kC * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void add_bias(float* y, const float* b, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] += b[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace nexus

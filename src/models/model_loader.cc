@@ -1,0 +1,156 @@
+// Model::load: reads the common hyper-parameters, binds every tensor by the architecture's name
+// table and checks its shape, so a wrong or incomplete file fails here with the tensor named.
+#include <cmath>
+#include <cstdio>
+
+#include "models/arch.h"
+#include "nexus/model.h"
+
+namespace nexus {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+Status bind(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape,
+            bool required, Tensor* out) {
+  const GgufTensorInfo* ti = f.find_tensor(name);
+  if (ti == nullptr) {
+    if (required) return Status::error(f.path() + ": missing tensor '" + name + "'");
+    return Status::ok();
+  }
+  // 1-D tensors are compared by element count; matrices by shape.
+  if (ti->shape != shape)
+    return Status::error(f.path() + ": tensor '" + name + "' has shape " + shape_str(ti->shape) +
+                         ", expected " + shape_str(shape));
+  if (!traits(ti->dtype).supported)
+    return Status::error(f.path() + ": tensor '" + name + "' has type " +
+                         std::string(dtype_name(ti->dtype)) + ", which nexus cannot compute with");
+  if (shape.size() == 1 && ti->dtype != DType::kF32)
+    return Status::error(f.path() + ": tensor '" + name + "' (1-D) must be F32, is " +
+                         std::string(dtype_name(ti->dtype)));
+  *out = f.tensor(*ti);
+  return Status::ok();
+}
+
+Status positive(const std::string& path, const char* key, int64_t v) {
+  if (v <= 0 || v > (1ll << 31))
+    return Status::error(path + ": hyper-parameter " + key + " = " + std::to_string(v) +
+                         " is out of range");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+  auto g = GgufFile::open(path);
+  if (!g) return g.status();
+  return from_gguf(std::make_shared<const GgufFile>(std::move(g).value()));
+}
+
+Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
+  const GgufFile& f = *file;
+  const std::string p = f.path();
+  auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) return Status::error(p + ": no general.architecture key (not a model file?)");
+  const ArchSpec* spec = find_arch(*arch_name);
+  if (!spec)
+    return Status::error(p + ": unsupported architecture '" + *arch_name + "' (supported: " +
+                         supported_archs() + ")");
+  auto m = std::unique_ptr<Model>(new Model());
+  m->file_ = file;
+  ModelConfig& c = m->config_;
+  c.arch = spec->arch;
+  c.arch_name = *arch_name;
+  const std::string a = *arch_name + ".";
+  auto need_int = [&](const std::string& key, int64_t* out) -> Status {
+    auto v = f.get_int(a + key);
+    if (!v) return Status::error(p + ": missing hyper-parameter " + a + key);
+    *out = *v;
+    return positive(p, (a + key).c_str(), *v);
+  };
+  NEXUS_RETURN_IF_ERROR(need_int("embedding_length", &c.dim));
+  NEXUS_RETURN_IF_ERROR(need_int("block_count", &c.n_layers));
+  NEXUS_RETURN_IF_ERROR(need_int("feed_forward_length", &c.ffn_dim));
+  NEXUS_RETURN_IF_ERROR(need_int("attention.head_count", &c.n_heads));
+  NEXUS_RETURN_IF_ERROR(need_int("context_length", &c.n_ctx_train));
+  c.n_kv_heads = f.get_int(a + "attention.head_count_kv").value_or(c.n_heads);
+  NEXUS_RETURN_IF_ERROR(positive(p, "attention.head_count_kv", c.n_kv_heads));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return Status::error(p + ": head_count " + std::to_string(c.n_heads) +
+                         " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
+  c.head_dim = f.get_int(a + "attention.key_length").value_or(c.dim / c.n_heads);
+  NEXUS_RETURN_IF_ERROR(positive(p, "attention.key_length", c.head_dim));
+  if (auto vl = f.get_int(a + "attention.value_length"); vl && *vl != c.head_dim)
+    return Status::error(p + ": value_length " + std::to_string(*vl) + " != key_length " +
+                         std::to_string(c.head_dim) + " is not supported");
+  c.rope_dim = f.get_int(a + "rope.dimension_count").value_or(c.head_dim);
+  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    return Status::error(p + ": rope.dimension_count " + std::to_string(c.rope_dim) +
+                         " is invalid for head dim " + std::to_string(c.head_dim));
+  c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
+  c.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+  if (c.sliding_window < 0) return Status::error(p + ": negative attention.sliding_window");
+  NEXUS_RETURN_IF_ERROR(spec->read_config(f, &c));
+  if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
+    return Status::error(p + ": invalid normalisation epsilon");
+
+  // Vocabulary size: from the embedding table (the tokenizer may carry the same number).
+  const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (!emb) return Status::error(p + ": missing tensor 'token_embd.weight'");
+  if (emb->shape.size() != 2 || emb->shape[1] != c.dim)
+    return Status::error(p + ": token_embd.weight has the wrong shape for dim " +
+                         std::to_string(c.dim));
+  c.n_vocab = emb->shape[0];
+
+  ModelWeights& w = m->weights_;
+  NEXUS_RETURN_IF_ERROR(bind(f, "token_embd.weight", {c.n_vocab, c.dim}, true, &w.tok_embd));
+  if (c.arch == Arch::kGpt2)
+    NEXUS_RETURN_IF_ERROR(
+        bind(f, "position_embd.weight", {c.n_ctx_train, c.dim}, true, &w.pos_embd));
+  NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.weight", {c.dim}, true, &w.out_norm));
+  NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.bias", {c.dim}, c.arch == Arch::kGpt2, &w.out_norm_b));
+  NEXUS_RETURN_IF_ERROR(bind(f, "output.weight", {c.n_vocab, c.dim}, false, &w.output));
+  c.tied_output = w.output.empty();
+  if (c.tied_output) w.output = w.tok_embd;
+
+  const std::vector<LayerSlot> slots = spec->layer_slots(c);
+  w.layers.resize(c.n_layers);
+  char name[256];
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    for (const LayerSlot& s : slots) {
+      std::snprintf(name, sizeof(name), s.name, static_cast<int>(l));
+      NEXUS_RETURN_IF_ERROR(bind(f, name, s.shape, s.required, &(w.layers[l].*(s.field))));
+    }
+  }
+  return m;
+}
+
+int64_t Model::n_params() const {
+  int64_t n = 0;
+  for (const auto& t : file_->tensors()) {
+    int64_t k = 1;
+    for (int64_t d : t.shape) k *= d;
+    n += k;
+  }
+  return n;
+}
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const auto& t : file_->tensors()) n += t.nbytes;
+  return n;
+}
+
+const ArchSpec* find_arch(std::string_view name) {
+  for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec()})
+    if (s->name == name) return s;
+  return nullptr;
+}
+
+std::string supported_archs() { return "llama, qwen2, qwen3, gpt2"; }
+
+}  // namespace nexus

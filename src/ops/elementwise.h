@@ -1,0 +1,23 @@
+// Row-wise and element-wise ops of the forward pass: normalisation, activations, bias, residual.
+// Implemented in backends/cpu/elementwise.cc; inputs are f32 row-major [rows x dim].
+#pragma once
+
+#include <cstdint>
+
+namespace nexus {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (w may be null = all ones). y may alias x.
+void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim);
+// y = (x - mean) / sqrt(var + eps) * w + b. y may alias x.
+void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
+                int64_t dim);
+// g = silu(g) * u, elementwise over n values.
+void swiglu(float* g, const float* u, int64_t n);
+// x = gelu(x) with GPT-2's tanh approximation.
+void gelu_tanh(float* x, int64_t n);
+// y[r, :] += b for every row.
+void add_bias(float* y, const float* b, int64_t rows, int64_t dim);
+// y += x over n values.
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace nexus

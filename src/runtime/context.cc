@@ -1,0 +1,166 @@
+// Context: owns the KV cache, activation buffers and threads; validates a batch and runs the
+// architecture's forward pass over it.
+#include "nexus/context.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "io/gguf.h"
+#include "models/arch.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/rope.h"
+#include "runtime/forward.h"
+
+namespace nexus {
+
+class ContextImpl {
+ public:
+  ContextImpl(const Model& m, const ContextOptions& o)
+      : model(m),
+        opts(o),
+        pool(o.n_threads),
+        kv(m.config().n_layers, o.n_seq, o.n_ctx, m.config().n_kv_heads, m.config().head_dim,
+           o.kv_type) {
+    const ModelConfig& c = m.config();
+    const int64_t b = o.max_batch;
+    const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+    const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, 1.0f};
+    const size_t attn = attention_scratch_floats(ap, kvw) * pool.size();
+    const size_t h_width = std::max(c.dim, qw);
+    const size_t sizes[] = {static_cast<size_t>(b * c.dim), b * h_width,
+                            static_cast<size_t>(b * qw),    static_cast<size_t>(b * kvw),
+                            static_cast<size_t>(b * kvw),   static_cast<size_t>(b * qw),
+                            static_cast<size_t>(b * c.ffn_dim), static_cast<size_t>(b * c.ffn_dim),
+                            static_cast<size_t>(b * (qw + 2 * kvw)),
+                            static_cast<size_t>(b * c.rope_dim), attn};
+    size_t total = 0;
+    for (size_t s : sizes) total += (s * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    activations = Arena(total, MemCategory::kActivations);
+    float** bufs[] = {&st.x, &st.h, &st.q, &st.k, &st.v, &st.att, &st.a, &st.b, &st.qkv,
+                      &st.rope_cs, &st.attn_scratch};
+    for (size_t i = 0; i < std::size(sizes); ++i) *bufs[i] = activations.alloc_n<float>(sizes[i]);
+    // Scratch for activation conversion in matmul: generous bound (f32 copy of the widest input
+    // plus block headers) for the largest batch.
+    const int64_t widest = std::max({c.dim, qw, c.ffn_dim});
+    scratch = Arena(static_cast<size_t>(b * widest) * 8 + (1 << 16), MemCategory::kScratch);
+    st.kv = &kv;
+    st.pool = &pool;
+    st.scratch = &scratch;
+  }
+
+  const Model& model;
+  ContextOptions opts;
+  ThreadPool pool;
+  KvCache kv;
+  Arena activations;
+  Arena scratch;
+  ForwardState st;
+  std::vector<int32_t> out_rows;
+  std::vector<int32_t> next_pos;
+};
+
+Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
+Context::~Context() = default;
+
+Result<std::unique_ptr<Context>> Context::create(const Model& model, const ContextOptions& opts) {
+  ContextOptions o = opts;
+  const ModelConfig& c = model.config();
+  if (o.n_ctx == 0) o.n_ctx = c.n_ctx_train;
+  if (o.n_ctx < 1) return Status::error("context size must be positive, got " + std::to_string(o.n_ctx));
+  if (c.arch == Arch::kGpt2 && o.n_ctx > c.n_ctx_train)
+    return Status::error("context " + std::to_string(o.n_ctx) + " exceeds gpt2's " +
+                         std::to_string(c.n_ctx_train) + " learned positions");
+  if (o.n_seq < 1) return Status::error("n_seq must be >= 1");
+  if (o.n_threads < 1) return Status::error("threads must be >= 1, got " + std::to_string(o.n_threads));
+  if (o.max_batch < 1) return Status::error("max_batch must be >= 1");
+  o.max_batch = std::min<int64_t>(o.max_batch, o.n_ctx * o.n_seq);
+  if (o.kv_type != DType::kF32 && o.kv_type != DType::kF16 && o.kv_type != DType::kQ8_0)
+    return Status::error("KV cache type must be f32, f16 or q8_0, got " +
+                         std::string(dtype_name(o.kv_type)));
+  if (o.kv_type == DType::kQ8_0 && (c.n_kv_heads * c.head_dim) % 32 != 0)
+    return Status::error("q8_0 KV cache needs n_kv_heads * head_dim to be a multiple of 32");
+  try {
+    auto impl = std::make_unique<ContextImpl>(model, o);
+    impl->next_pos.assign(o.n_seq, 0);
+    return std::unique_ptr<Context>(new Context(std::move(impl)));
+  } catch (const Error& e) {
+    return Status::error(std::string("cannot create context: ") + e.what());
+  }
+}
+
+Status Context::decode(const Batch& batch, std::vector<float>* logits) {
+  ContextImpl& im = *impl_;
+  const ModelConfig& c = im.model.config();
+  const int64_t n = static_cast<int64_t>(batch.token.size());
+  if (n == 0) return Status::error("empty batch");
+  if (batch.pos.size() != batch.token.size() || batch.seq.size() != batch.token.size() ||
+      (!batch.want_logits.empty() && batch.want_logits.size() != batch.token.size()))
+    return Status::error("batch arrays have different lengths");
+  if (n > im.opts.max_batch)
+    return Status::error("batch of " + std::to_string(n) + " tokens exceeds the maximum " +
+                         std::to_string(im.opts.max_batch));
+  // Positions of each sequence must continue its cache without gaps.
+  std::vector<int32_t>& next = im.next_pos;
+  for (int s = 0; s < im.opts.n_seq; ++s) next[s] = im.kv.len(s);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = batch.token[i], s = batch.seq[i], p = batch.pos[i];
+    if (t < 0 || t >= c.n_vocab)
+      return Status::error("token id " + std::to_string(t) + " out of range [0, " +
+                           std::to_string(c.n_vocab) + ")");
+    if (s < 0 || s >= im.opts.n_seq)
+      return Status::error("sequence id " + std::to_string(s) + " out of range [0, " +
+                           std::to_string(im.opts.n_seq) + ")");
+    if (p >= im.opts.n_ctx)
+      return Status::error("context full: position " + std::to_string(p) + " of sequence " +
+                           std::to_string(s) + " is past the context size " +
+                           std::to_string(im.opts.n_ctx));
+    if (p != next[s])
+      return Status::error("sequence " + std::to_string(s) + ": position " + std::to_string(p) +
+                           " given, " + std::to_string(next[s]) + " expected");
+    ++next[s];
+  }
+  im.out_rows.clear();
+  if (batch.want_logits.empty()) {
+    im.out_rows.push_back(static_cast<int32_t>(n - 1));
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      if (batch.want_logits[i]) im.out_rows.push_back(static_cast<int32_t>(i));
+  }
+  logits->resize(im.out_rows.size() * c.n_vocab);
+
+  ForwardState& st = im.st;
+  st.n = n;
+  st.token = batch.token.data();
+  st.pos = batch.pos.data();
+  st.seq = batch.seq.data();
+  st.out_rows = im.out_rows.data();
+  st.n_out = static_cast<int64_t>(im.out_rows.size());
+  st.logits = logits->data();
+  embed_rows(im.model.weights().tok_embd, batch.token, st.x);
+  if (!im.model.weights().pos_embd.empty()) {
+    embed_rows(im.model.weights().pos_embd, batch.pos, st.h);  // learned positions (gpt2)
+    add_inplace(st.x, st.h, n * c.dim);
+  }
+  if (c.rope != RopeStyle::kNone) rope_table(st.pos, n, c.rope_dim, c.rope_theta, st.rope_cs);
+  try {
+    find_arch(c.arch_name)->forward(im.model, st);
+  } catch (const Error& e) {
+    return Status::error(e.what());
+  }
+  for (int s = 0; s < im.opts.n_seq; ++s) im.kv.set_len(s, next[s]);
+  return Status::ok();
+}
+
+void Context::clear_seq(int seq, int32_t from_pos) {
+  if (seq < 0 || seq >= impl_->opts.n_seq) return;
+  impl_->kv.set_len(seq, std::min(impl_->kv.len(seq), std::max<int32_t>(0, from_pos)));
+}
+
+int32_t Context::seq_len(int seq) const { return impl_->kv.len(seq); }
+const ContextOptions& Context::options() const { return impl_->opts; }
+const Model& Context::model() const { return impl_->model; }
+size_t Context::kv_bytes() const { return impl_->kv.bytes(); }
+
+}  // namespace nexus

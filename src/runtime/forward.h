@@ -1,0 +1,49 @@
+// Per-call state of a forward pass: the batch, preallocated activation buffers (sized for the
+// context's max batch, so no allocation per token), the KV cache and the threads.
+#pragma once
+
+#include <cstdint>
+
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "nexus/model.h"
+#include "runtime/kv_cache.h"
+
+namespace nexus {
+
+struct ForwardState {
+  int64_t n = 0;  // tokens in the batch
+  const int32_t* token = nullptr;
+  const int32_t* pos = nullptr;
+  const int32_t* seq = nullptr;
+  const int32_t* out_rows = nullptr;  // batch rows whose logits are wanted
+  int64_t n_out = 0;
+  float* logits = nullptr;            // [n_out][n_vocab]
+
+  // Activations, each with room for max_batch rows.
+  float* x = nullptr;     // residual stream [n][dim]
+  float* h = nullptr;     // normed input / projection output [n][max(dim, q width)]
+  float* q = nullptr;     // [n][n_heads * head_dim]
+  float* k = nullptr;     // [n][n_kv_heads * head_dim]
+  float* v = nullptr;
+  float* att = nullptr;   // attention output [n][n_heads * head_dim]
+  float* a = nullptr;     // ffn [n][ffn_dim]
+  float* b = nullptr;     // ffn [n][ffn_dim]
+  float* qkv = nullptr;   // fused projection output [n][q + 2 kv width] (gpt2)
+  float* rope_cs = nullptr;       // [n][rope_dim/2][2]
+  float* attn_scratch = nullptr;  // per-thread attention tiles
+
+  KvCache* kv = nullptr;
+  ThreadPool* pool = nullptr;
+  Arena* scratch = nullptr;  // reset before each matmul
+};
+
+// y = x W^T (+ bias when `b` is not empty), for st.n rows.
+void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* y,
+            ForwardState& st);
+// Writes the step's keys and values into the cache.
+void store_kv(int64_t layer, ForwardState& st);
+// Final norm (RMS or, with a bias, Layer norm) of the wanted rows and the output projection.
+void output_head(const Model& model, ForwardState& st, bool layer_norm);
+
+}  // namespace nexus
