@@ -1,0 +1,44 @@
+// Runs the nexus CLI as a child process and captures stdout, stderr and the exit code.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "test_paths.h"
+
+namespace nexus::test {
+
+struct CliResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// `args` is appended to the binary path as-is (quote it yourself).
+inline CliResult run_cli(const std::string& args) {
+  static int counter = 0;
+  const std::string err_path = ::testing::TempDir() + "nexus_cli_err_" +
+                               std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string cmd = cli_path() + " " + args + " 2>" + err_path;
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path, std::ios::binary);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+}  // namespace nexus::test
