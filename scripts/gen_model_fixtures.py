@@ -34,7 +34,8 @@ import torch
 
 # --------------------------------------------------------------------------------------------
 # Cases. head_dim defaults to dim / n_heads; rope_dim to head_dim. Every case keeps the K/V row
-# width (n_kv_heads * head_dim) a multiple of 32 so a Q8_0 KV cache can hold it.
+# width (n_kv_heads * head_dim) a multiple of 32 so a Q8_0 KV cache can hold it. gqa_map, gelu
+# and qkv_order are only changed by the self-check's deliberate mistakes (see mutations()).
 # --------------------------------------------------------------------------------------------
 
 BASE = dict(n_ctx=64, n_layers=2, dim=64, rope_base=10000.0, rope="normal", norm="rms",
@@ -614,9 +615,10 @@ def check_stories260k(path, tok_path):
     wq, wk = take(n_layers, dim, dim), take(n_layers, n_kv * hd, dim)
     wv, wo = take(n_layers, n_kv * hd, dim), take(n_layers, dim, dim)
     rms_ffn = take(n_layers, dim)
-    w1, w2, w3 = take(n_layers, hidden, dim), take(n_layers, dim, hidden), take(n_layers, hidden, dim)
+    w1, w2 = take(n_layers, hidden, dim), take(n_layers, dim, hidden)
+    w3 = take(n_layers, hidden, dim)
     rms_final = take(dim)
-    take(seq_len, hd // 2)
+    take(seq_len, hd // 2)  # llama2.c's precomputed RoPE tables (real, imaginary): recomputed
     take(seq_len, hd // 2)
     out = emb if shared else take(vocab, dim)
     w = {"tok_embd": emb, "out_norm": rms_final, "output": out, "layers": [
