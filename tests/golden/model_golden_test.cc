@@ -1,0 +1,422 @@
+// Golden tests of the forward pass: every architecture's logits against PyTorch references
+// (tests/fixtures/models, written by scripts/gen_model_fixtures.py), through one-batch prefill,
+// token-by-token decoding, split prompts, cache truncation, KV cache types and thread counts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "nexus/context.h"
+#include "nexus/model.h"
+#include "test_paths.h"
+
+namespace nexus {
+namespace {
+
+constexpr std::array<const char*, 6> kFixtures = {"llama_gqa_tied", "llama_untied", "qwen2",
+                                                  "qwen3",          "gpt2",         "llama_swa"};
+
+std::string fixture_path(const std::string& name, const char* ext) {
+  return test::fixtures_dir() + "/models/" + name + ext;
+}
+
+// NAME.logits.bin: "NXLG", int32 version 1, n_vocab, n_seq, len[n_seq], the tokens of each
+// sequence, then float32 logits[sum(len)][n_vocab] in the same order (little-endian).
+struct Reference {
+  int32_t n_vocab = 0;
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+  std::vector<std::vector<float>> logits;    // per sequence: len rows of n_vocab
+  float max_abs = 0;                         // max |logit| over everything
+
+  std::span<const float> row(int seq, int pos) const {
+    return std::span<const float>(logits[seq]).subspan(static_cast<size_t>(pos) * n_vocab, n_vocab);
+  }
+};
+
+// A reference row that a decoded row should equal.
+struct WantRow {
+  int seq = 0;
+  int pos = 0;
+  std::span<const float> logits;
+};
+
+WantRow want_row(const Reference& ref, int seq, int pos) { return {seq, pos, ref.row(seq, pos)}; }
+
+Result<Reference> read_reference(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::error(path + ": cannot open (run scripts/gen_model_fixtures.py)");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = 0;
+  auto take = [&](void* dst, size_t n) {
+    if (bytes.size() - at < n) return false;
+    std::memcpy(dst, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  char magic[4];
+  int32_t head[3];  // version, n_vocab, n_seq
+  if (!take(magic, 4) || std::memcmp(magic, "NXLG", 4) != 0 || !take(head, sizeof(head)) ||
+      head[0] != 1 || head[1] <= 0 || head[2] <= 0 || head[2] > 64)
+    return Status::error(path + ": not an NXLG v1 logits file");
+  Reference ref;
+  ref.n_vocab = head[1];
+  std::vector<int32_t> lens(head[2]);
+  if (!take(lens.data(), lens.size() * 4)) return Status::error(path + ": truncated header");
+  for (int32_t len : lens) {
+    if (len <= 0 || len > 4096) return Status::error(path + ": bad sequence length");
+    ref.tokens.emplace_back(len);
+    if (!take(ref.tokens.back().data(), len * 4u)) return Status::error(path + ": truncated");
+  }
+  for (int32_t len : lens) {
+    ref.logits.emplace_back(static_cast<size_t>(len) * ref.n_vocab);
+    if (!take(ref.logits.back().data(), ref.logits.back().size() * 4))
+      return Status::error(path + ": truncated logits");
+    for (float v : ref.logits.back()) ref.max_abs = std::max(ref.max_abs, std::fabs(v));
+  }
+  if (at != bytes.size()) return Status::error(path + ": trailing bytes");
+  return ref;
+}
+
+// |got - want| <= abs + rel * |want| for every logit. F32 caches must match the float64
+// reference to float32 rounding; F16 / Q8_0 caches get an absolute bound scaled by max|logit|
+// (the generator's simulation of those caches gives ~7e-4 and ~2e-2 of max|logit|).
+struct Tolerance {
+  double abs = 1e-4;
+  double rel = 1e-5;
+};
+
+Tolerance tolerance_for(DType kv, const Reference& ref) {
+  if (kv == DType::kF16) return {1e-2 * ref.max_abs, 0.0};
+  if (kv == DType::kQ8_0) return {6e-2 * ref.max_abs, 0.0};
+  return {};
+}
+
+// Compares rows of logits (batch order) with the reference rows they should equal, and prints the
+// largest error so a passing run still shows the margin.
+::testing::AssertionResult logits_match(std::span<const float> got,
+                                        const std::vector<WantRow>& want, const Tolerance& tol,
+                                        const std::string& what) {
+  const size_t n_vocab = want.empty() ? 0 : want[0].logits.size();
+  if (got.size() != want.size() * n_vocab)
+    return ::testing::AssertionFailure() << what << ": got " << got.size() << " logits, want "
+                                         << want.size() << " rows of " << n_vocab;
+  double max_err = 0;
+  size_t worst = 0, bad = 0;
+  for (size_t r = 0; r < want.size(); ++r) {
+    for (size_t c = 0; c < n_vocab; ++c) {
+      const double g = got[r * n_vocab + c], w = want[r].logits[c];
+      const double err = std::isfinite(g) ? std::fabs(g - w) : INFINITY;
+      if (err > tol.abs + tol.rel * std::fabs(w)) ++bad;
+      if (!(err <= max_err)) {
+        max_err = err;
+        worst = r * n_vocab + c;
+      }
+    }
+  }
+  std::printf("  %-48s max |err| %.3g (abs tol %.3g)\n", what.c_str(), max_err, tol.abs);
+  if (bad == 0) return ::testing::AssertionSuccess();
+  const WantRow& w = want[worst / n_vocab];
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << got.size() << " logits out of tolerance; worst in "
+         << "output row " << worst / n_vocab << " (seq " << w.seq << " pos " << w.pos
+         << "), vocab id " << worst % n_vocab << ": got " << got[worst] << ", want "
+         << w.logits[worst % n_vocab] << " (|err| " << max_err << ")";
+}
+
+class GoldenModel {
+ public:
+  explicit GoldenModel(const std::string& name) : name_(name) {
+    auto m = Model::load(fixture_path(name, ".gguf"));
+    if (!m) {
+      error_ = m.status().message();
+      return;
+    }
+    model_ = std::move(m).value();
+    auto r = read_reference(fixture_path(name, ".logits.bin"));
+    if (!r) {
+      error_ = r.status().message();
+      return;
+    }
+    ref_ = std::move(r).value();
+  }
+  const std::string& error() const { return error_; }
+  const Model& model() const { return *model_; }
+  const Reference& ref() const { return ref_; }
+  const std::string& name() const { return name_; }
+
+  std::unique_ptr<Context> context(DType kv, int threads, std::string* err) const {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_seq = 2;
+    o.kv_type = kv;
+    o.n_threads = threads;
+    auto c = Context::create(*model_, o);
+    if (!c) {
+      *err = c.status().message();
+      return nullptr;
+    }
+    return std::move(c).value();
+  }
+
+ private:
+  std::string name_, error_;
+  std::unique_ptr<Model> model_;
+  Reference ref_;
+};
+
+#define NEXUS_LOAD_GOLDEN(var, name)               \
+  GoldenModel var(name);                           \
+  ASSERT_TRUE(var.error().empty()) << var.error(); \
+  ASSERT_EQ(var.model().config().n_vocab, var.ref().n_vocab)
+
+#define NEXUS_MAKE_CONTEXT(var, golden, kv, threads)                        \
+  std::string var##_err;                                                    \
+  std::unique_ptr<Context> var = (golden).context(kv, threads, &var##_err); \
+  ASSERT_NE(var, nullptr) << var##_err
+
+#define NEXUS_DECODE(ctx, batch, logits)         \
+  do {                                           \
+    Status st_ = (ctx).decode(batch, &(logits)); \
+    ASSERT_TRUE(st_) << st_.message();           \
+  } while (0)
+
+// Scenario shared by the split-prompt test and the KV type x thread count sweep: sequence 0's
+// first 5 tokens and sequence 1's first 8 in one batch, then one token of each unfinished
+// sequence per decode call (so one batch holds two sequences at different positions).
+void run_split_prompt(const GoldenModel& g, DType kv, int threads) {
+  NEXUS_MAKE_CONTEXT(ctx, g, kv, threads);
+  const Reference& ref = g.ref();
+  const Tolerance tol = tolerance_for(kv, ref);
+  const std::array<int, 2> prompt = {5, 8};
+  Batch b;
+  std::vector<WantRow> want;
+  for (int s = 0; s < 2; ++s) {
+    for (int p = 0; p < prompt[s]; ++p) {
+      b.add(ref.tokens[s][p], p, s, true);
+      want.push_back(want_row(ref, s, p));
+    }
+  }
+  std::vector<float> logits;
+  NEXUS_DECODE(*ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, want, tol, g.name() + " split prompt"));
+  for (int step = 0;; ++step) {
+    b.clear();
+    want.clear();
+    for (int s = 0; s < 2; ++s) {
+      const int p = prompt[s] + step;
+      if (p >= static_cast<int>(ref.tokens[s].size())) continue;
+      b.add(ref.tokens[s][p], p, s, true);
+      want.push_back(want_row(ref, s, p));
+    }
+    if (b.size() == 0) break;
+    NEXUS_DECODE(*ctx, b, logits);
+    // Later steps build on earlier ones: report the first divergence only.
+    ::testing::AssertionResult r =
+        logits_match(logits, want, tol, g.name() + " split step " + std::to_string(step));
+    if (!r) {
+      ADD_FAILURE() << r.message();
+      return;
+    }
+  }
+  EXPECT_EQ(ctx->seq_len(0), static_cast<int32_t>(ref.tokens[0].size()));
+  EXPECT_EQ(ctx->seq_len(1), static_cast<int32_t>(ref.tokens[1].size()));
+}
+
+class ModelGolden : public ::testing::TestWithParam<const char*> {};
+
+// The loader reads the hyper-parameters the fixture was made with (NAME.json).
+TEST_P(ModelGolden, ConfigMatchesFixture) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  std::ifstream in(fixture_path(GetParam(), ".json"));
+  ASSERT_TRUE(in) << "missing " << fixture_path(GetParam(), ".json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json& f = j.at("config");
+  const ModelConfig& c = g.model().config();
+  const std::string arch = f.at("arch");
+  EXPECT_EQ(c.arch_name, arch);
+  const Arch want_arch = arch == "llama"   ? Arch::kLlama
+                         : arch == "qwen2" ? Arch::kQwen2
+                         : arch == "qwen3" ? Arch::kQwen3
+                                           : Arch::kGpt2;
+  EXPECT_EQ(c.arch, want_arch);
+  EXPECT_EQ(c.n_vocab, f.at("n_vocab").get<int64_t>());
+  EXPECT_EQ(c.n_ctx_train, f.at("n_ctx").get<int64_t>());
+  EXPECT_EQ(c.dim, f.at("dim").get<int64_t>());
+  EXPECT_EQ(c.n_layers, f.at("n_layers").get<int64_t>());
+  EXPECT_EQ(c.n_heads, f.at("n_heads").get<int64_t>());
+  EXPECT_EQ(c.n_kv_heads, f.at("n_kv_heads").get<int64_t>());
+  EXPECT_EQ(c.head_dim, f.at("head_dim").get<int64_t>());
+  EXPECT_EQ(c.ffn_dim, f.at("ffn_dim").get<int64_t>());
+  EXPECT_FLOAT_EQ(c.norm_eps, f.at("norm_eps").get<float>());
+  const std::string rope = f.at("rope");
+  EXPECT_EQ(c.rope, rope == "normal" ? RopeStyle::kNormal
+                    : rope == "neox" ? RopeStyle::kNeox
+                                     : RopeStyle::kNone);
+  if (rope != "none") {
+    EXPECT_FLOAT_EQ(c.rope_theta, f.at("rope_base").get<float>());
+    EXPECT_EQ(c.rope_dim, f.at("rope_dim").get<int64_t>());
+  }
+  EXPECT_EQ(c.sliding_window, f.at("window").get<int64_t>());
+  EXPECT_EQ(c.tied_output, f.at("tied").get<bool>());
+  EXPECT_EQ(g.model().n_params(), j.at("n_params").get<int64_t>());
+
+  // Weight views are outermost-first (tensor.h): a linear layer is {n_out, n_in}.
+  const ModelWeights& w = g.model().weights();
+  ASSERT_EQ(w.layers.size(), static_cast<size_t>(c.n_layers));
+  EXPECT_EQ(w.tok_embd.shape(), (std::vector<int64_t>{c.n_vocab, c.dim}));
+  EXPECT_EQ(w.output.shape(), (std::vector<int64_t>{c.n_vocab, c.dim}));
+  if (c.tied_output) {
+    EXPECT_EQ(w.output.data(), w.tok_embd.data());
+  }
+  const LayerWeights& l = w.layers[1];
+  const int64_t q_width = c.n_heads * c.head_dim, kv_width = c.n_kv_heads * c.head_dim;
+  if (c.arch == Arch::kGpt2) {
+    EXPECT_EQ(w.pos_embd.shape(), (std::vector<int64_t>{c.n_ctx_train, c.dim}));
+    EXPECT_EQ(l.wqkv.shape(), (std::vector<int64_t>{q_width + 2 * kv_width, c.dim}));
+  } else {
+    EXPECT_EQ(l.wq.shape(), (std::vector<int64_t>{q_width, c.dim}));
+    EXPECT_EQ(l.wk.shape(), (std::vector<int64_t>{kv_width, c.dim}));
+    EXPECT_EQ(l.wo.shape(), (std::vector<int64_t>{c.dim, q_width}));
+    EXPECT_EQ(l.w_gate.shape(), (std::vector<int64_t>{c.ffn_dim, c.dim}));
+  }
+  EXPECT_EQ(l.w_down.shape(), (std::vector<int64_t>{c.dim, c.ffn_dim}));
+  if (c.arch == Arch::kQwen3) {
+    EXPECT_EQ(l.q_norm.shape(), (std::vector<int64_t>{c.head_dim}));
+    EXPECT_EQ(l.k_norm.shape(), (std::vector<int64_t>{c.head_dim}));
+  }
+}
+
+// (a) Both sequences in one batch, interleaved token by token, logits for every row.
+TEST_P(ModelGolden, TwoSequencesInOneBatch) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1);
+  const Reference& ref = g.ref();
+  Batch b;
+  std::vector<WantRow> want;
+  const size_t n = std::max(ref.tokens[0].size(), ref.tokens[1].size());
+  for (size_t p = 0; p < n; ++p) {
+    for (int s = 0; s < 2; ++s) {
+      if (p >= ref.tokens[s].size()) continue;
+      b.add(ref.tokens[s][p], static_cast<int32_t>(p), s, true);
+      want.push_back(want_row(ref, s, static_cast<int>(p)));
+    }
+  }
+  std::vector<float> logits;
+  NEXUS_DECODE(*ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, want, {}, g.name() + " one batch"));
+  EXPECT_EQ(ctx->seq_len(0), static_cast<int32_t>(ref.tokens[0].size()));
+  EXPECT_EQ(ctx->seq_len(1), static_cast<int32_t>(ref.tokens[1].size()));
+}
+
+// (b) One token per decode call (the KV-cache path): sequence 0 in slot 0, then sequence 1 in
+// slot 1 while slot 0 is full.
+TEST_P(ModelGolden, TokenByToken) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1);
+  const Reference& ref = g.ref();
+  std::vector<float> logits;
+  for (int s = 0; s < 2; ++s) {
+    for (int p = 0; p < static_cast<int>(ref.tokens[s].size()); ++p) {
+      Batch b;
+      b.add(ref.tokens[s][p], p, s, true);
+      NEXUS_DECODE(*ctx, b, logits);
+      ::testing::AssertionResult r =
+          logits_match(logits, {want_row(ref, s, p)}, {},
+                       g.name() + " seq " + std::to_string(s) + " pos " + std::to_string(p));
+      if (!r) {  // later positions build on this one: report the first divergence only
+        ADD_FAILURE() << r.message();
+        return;
+      }
+    }
+    EXPECT_EQ(ctx->seq_len(s), static_cast<int32_t>(ref.tokens[s].size()));
+  }
+}
+
+// (c) Prompts as one batch, then one token per sequence per call.
+TEST_P(ModelGolden, SplitPrompt) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  run_split_prompt(g, DType::kF32, 1);
+}
+
+// want_logits left empty returns only the last row; clear_seq(seq, from) truncates a sequence
+// so it can be re-decoded from there; a cleared slot takes a new, longer sequence.
+TEST_P(ModelGolden, ClearAndReplay) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1);
+  const Reference& ref = g.ref();
+  const std::vector<int32_t>& s0 = ref.tokens[0];
+  const std::vector<int32_t>& s1 = ref.tokens[1];
+  const int n0 = static_cast<int>(s0.size()), n1 = static_cast<int>(s1.size());
+  std::vector<float> logits;
+
+  Batch b;
+  for (int p = 0; p < n0; ++p) {
+    b.token.push_back(s0[p]);
+    b.pos.push_back(p);
+    b.seq.push_back(0);
+  }
+  NEXUS_DECODE(*ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, {want_row(ref, 0, n0 - 1)}, {}, g.name() + " default last row"));
+  EXPECT_EQ(ctx->seq_len(0), n0);
+  EXPECT_EQ(ctx->seq_len(1), 0);
+
+  ctx->clear_seq(0, 5);
+  EXPECT_EQ(ctx->seq_len(0), 5);
+  b.clear();
+  std::vector<WantRow> want;
+  for (int p = 5; p < n0; ++p) {
+    b.add(s0[p], p, 0, p % 2 == 0);  // only some rows
+    if (p % 2 == 0) want.push_back(want_row(ref, 0, p));
+  }
+  NEXUS_DECODE(*ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, want, {}, g.name() + " replay after clear_seq(0, 5)"));
+
+  ctx->clear_seq(0);
+  EXPECT_EQ(ctx->seq_len(0), 0);
+  b.clear();
+  want.clear();
+  for (int p = 0; p < n1; ++p) {
+    b.add(s1[p], p, 0, true);
+    want.push_back(want_row(ref, 1, p));
+  }
+  NEXUS_DECODE(*ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, want, {}, g.name() + " seq 1 in cleared slot 0"));
+  EXPECT_EQ(ctx->seq_len(0), n1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGolden, ::testing::ValuesIn(kFixtures),
+                         [](const auto& info) { return std::string(info.param); });
+
+// The split-prompt scenario for every KV cache type and 1-3 threads.
+class ModelGoldenKv : public ::testing::TestWithParam<std::tuple<const char*, DType, int>> {};
+
+TEST_P(ModelGoldenKv, SplitPrompt) {
+  const auto& [name, kv, threads] = GetParam();
+  NEXUS_LOAD_GOLDEN(g, name);
+  run_split_prompt(g, kv, threads);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGoldenKv,
+                         ::testing::Combine(::testing::ValuesIn(kFixtures),
+                                            ::testing::Values(DType::kF32, DType::kF16,
+                                                              DType::kQ8_0),
+                                            ::testing::Values(1, 2, 3)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param))) + "_t" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+}  // namespace
+}  // namespace nexus
