@@ -193,6 +193,10 @@ void Sampler::softmax(size_t n) {
   for (size_t i = 0; i < n; ++i) mx = std::max(mx, cand_[i].logit);
   NEXUS_CHECK(mx > -std::numeric_limits<float>::infinity(),
               "[sampler] every logit is -inf, nothing to sample");
+  // Inputs are checked, but extreme penalties (repeat_penalty near 0) can still overflow.
+  NEXUS_CHECK(mx < std::numeric_limits<float>::infinity(),
+              "[sampler] a penalized logit overflowed to +inf (repeat_penalty " +
+                  fmt_float(params_.repeat_penalty) + ")");
   // Subtracting the max keeps exp() in (0, 1]; -inf logits give exactly 0. Dividing (rather than
   // multiplying by 1/T) keeps the max term at exp(0) even for a denormal T. Sum in double so that
   // a 100k-entry vocabulary does not lose the small terms.

@@ -47,8 +47,9 @@ float kept_p(const Sampler& s, int32_t id) {
 }
 
 TEST(Rng, KnownAnswers) {
-  // Reference outputs of xoshiro256starstar.c from state {1, 2, 3, 4} and splitmix64.c from
-  // 1234567 (the published test vectors; also checked with an independent Python version).
+  // Published vectors: xoshiro256starstar.c from state {1, 2, 3, 4} (as in the rand_xoshiro
+  // crate's tests) and splitmix64 from 1234567 (Rosetta Code); the seed-42 values come from an
+  // independent Python implementation that reproduces both.
   Xoshiro256 x({1, 2, 3, 4});
   const uint64_t want[] = {11520ull,
                            0ull,
@@ -359,6 +360,12 @@ TEST(Sampler, BadLogitsThrowNamingTheToken) {
   EXPECT_THROW(s.sample(std::vector<float>(3, 0.0f)), Error);
   EXPECT_THROW(s.accept(4), Error);
   EXPECT_THROW(s.accept(-1), Error);
+  // A repeat_penalty near 0 can push a penalized logit to +inf; that is reported, not sampled.
+  SamplerParams tiny = plain(1.0f);
+  tiny.repeat_penalty = 1e-38f;
+  Sampler t(tiny, 2);
+  t.accept(0);
+  EXPECT_THROW(t.sample(std::vector<float>{1000.0f, 0.0f}), Error);
   Sampler g(plain(0.0f), 2);
   EXPECT_THROW(g.sample(std::vector<float>{nan, 0.0f}), Error);
   EXPECT_THROW(g.sample(std::vector<float>(2, kNegInf)), Error);
