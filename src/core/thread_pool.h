@@ -1,5 +1,6 @@
-// Fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into one
-// contiguous chunk per thread; the calling thread works too, so a pool of N uses N threads.
+// Fixed pool of worker threads for data-parallel loops, tuned for many short parallel regions
+// (a decode step has dozens): workers spin briefly on an atomic generation counter before
+// sleeping, and the caller works too, so a pool of N uses N threads.
 #pragma once
 
 #include <atomic>
@@ -21,23 +22,26 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Calls fn(thread_index, n_threads) on every thread and waits for all to return.
+  // Calls fn(thread_index, n_threads) on every thread and waits for all to return. Exceptions
+  // thrown on the calling thread propagate; workers must not throw.
   void run(const std::function<void(int, int)>& fn);
-  // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per thread.
-  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per thread; runs inline
+  // when n < 2 * min_per_thread (too little work to be worth waking the workers).
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t min_per_thread = 1);
 
  private:
   void worker(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_start_;
-  std::condition_variable cv_done_;
   const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 }  // namespace nexus
