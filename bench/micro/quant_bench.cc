@@ -45,6 +45,38 @@ void BM_VecDot(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 
+// Four activation rows against one weight row: four vec_dot calls (range(1) == 0) or one
+// vec_dot_rows pass that decodes each weight block once (range(1) == 1, types that have one).
+void BM_VecDot4Rows(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const bool fused = state.range(1) != 0;
+  constexpr int64_t kN = 4096;
+  const cpu::TypeKernels& k = cpu::kernels(t);
+  if (fused && k.vec_dot_rows == nullptr) {
+    state.SkipWithError("no vec_dot_rows kernel for this type");
+    return;
+  }
+  const auto w = encode(t, random_floats(kN, 1));
+  const DType dt = cpu::vec_dot_type(t);
+  const size_t xs = row_bytes(dt, kN);
+  std::vector<uint8_t> x(4 * xs);
+  for (int j = 0; j < 4; ++j) {
+    const auto xf = random_floats(kN, 10 + j);
+    cpu::quantize_row(dt, xf.data(), x.data() + j * xs, kN);
+  }
+  float out[4];
+  for (auto _ : state) {
+    if (fused) {
+      k.vec_dot_rows(kN, w.data(), x.data(), xs, 4, out);
+    } else {
+      for (int j = 0; j < 4; ++j) out[j] = k.vec_dot(kN, w.data(), x.data() + j * xs);
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 4);
+  state.SetLabel(std::string(dtype_name(t)) + (fused ? " rows" : " separate"));
+}
+
 // 1024x1024 weight, range(1) tokens, range(2) threads.
 void BM_Matmul(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
@@ -78,6 +110,10 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_VecDot)->Apply(vec_dot_args);
+BENCHMARK(BM_VecDot4Rows)
+    ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
+                    static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
+                   {0, 1}});
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime();
 
 }  // namespace

@@ -198,6 +198,33 @@ TEST_P(QuantParity, VecDotMatchesFloatActivations) {
   }
 }
 
+// The multi-row kernels must give each row exactly what vec_dot gives it alone.
+TEST_P(QuantParity, VecDotRowsMatchesVecDotExactly) {
+  const DType t = GetParam();
+  const DType dt = cpu::vec_dot_type(t);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::TypeKernels& k = cpu::kernels(t, isa);
+    if (k.vec_dot_rows == nullptr) continue;
+    for (int64_t n : test_sizes(t)) {
+      const auto w = test::quantize(t, random_floats(n, 900), isa);
+      const size_t xs = row_bytes(dt, n);
+      std::vector<uint8_t> x(xs * cpu::kMaxDotRows);
+      for (int j = 0; j < cpu::kMaxDotRows; ++j) {
+        const auto xf = random_floats(n, 910 + j);
+        cpu::kernels(dt, isa).quantize(xf.data(), x.data() + j * xs, n);
+      }
+      for (int nx = 1; nx <= cpu::kMaxDotRows; ++nx) {
+        float out[cpu::kMaxDotRows];
+        k.vec_dot_rows(n, w.data(), x.data(), xs, nx, out);
+        for (int j = 0; j < nx; ++j)
+          EXPECT_EQ(out[j], k.vec_dot(n, w.data(), x.data() + j * xs))
+              << dtype_name(t) << " n=" << n << " nx=" << nx << " row " << j;
+      }
+    }
+  }
+}
+
 TEST_P(QuantParity, EntryPointsUseActiveKernels) {
   const DType t = GetParam();
   const int64_t n = 3 * traits(t).block_size;

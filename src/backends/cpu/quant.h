@@ -32,6 +32,12 @@ enum class Isa { kScalar, kAvx2 };
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using DequantizeFn = void (*)(const void* x, float* y, int64_t n);
 using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Most activation rows a VecDotRowsFn takes in one call.
+constexpr int kMaxDotRows = 4;
+// out[j] = vec_dot(n, w, x + j * x_stride) for j < nx (1 <= nx <= kMaxDotRows) in one pass over
+// the weight row, bit-identical to separate vec_dot calls.
+using VecDotRowsFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int nx,
+                              float* out);
 
 // The kernels of one dtype for one ISA. Entries without a specialised version fall back to the
 // scalar one, so every pointer is valid.
@@ -41,6 +47,7 @@ struct TypeKernels {
   QuantizeFn quantize;
   DequantizeFn dequantize;
   VecDotFn vec_dot;
+  VecDotRowsFn vec_dot_rows;  // null where no multi-row kernel exists: call vec_dot per row
 };
 
 // True when this CPU can run `isa` (kScalar always).

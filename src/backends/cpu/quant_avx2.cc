@@ -165,18 +165,6 @@ void dequantize_q4_0_avx2(const void* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i) store_scaled(codes_q4_0(b[i]), h2f(b[i].d), y + kQK * i);
 }
 
-float vec_dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ4_0*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256i p = avx2::dot_i8_i8(codes_q4_0(a[i]), y);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-  }
-  return avx2::hsum(acc);
-}
-
 // ---- Q4_1 ----
 
 void dequantize_q4_1_avx2(const void* x, float* y, int64_t n) {
@@ -287,19 +275,6 @@ void dequantize_q8_0_avx2(const void* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i)
     store_scaled(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs)), h2f(b[i].d),
                  y + kQK * i);
-}
-
-float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ8_0*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs));
-    const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
-    const __m256i p = avx2::dot_i8_i8(qa, qb);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(h2f(a[i].d) * h2f(b[i].d)), acc);
-  }
-  return avx2::hsum(acc);
 }
 
 void quantize_q8_1_avx2(const float* x, void* y, int64_t n) {

@@ -3,6 +3,7 @@
 // files and may only be called after isa_supported(Isa::kAvx2).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace nexus::cpu {
@@ -69,6 +70,17 @@ NEXUS_DECLARE_DOT(q5_k, avx2)
 NEXUS_DECLARE_DOT(q6_k, avx2)
 NEXUS_DECLARE_DOT(q8_k, avx2)
 
+// Dot products of one weight row with nx (1..kMaxDotRows) activation rows x_stride bytes apart,
+// out[j] for row j; bit-identical to nx separate vec_dot calls (dot_multi_avx2.cc).
+#define NEXUS_DECLARE_DOT_ROWS(t, isa)                                                            \
+  void vec_dot_rows_##t##_##isa(int64_t n, const void* w, const void* x, size_t x_stride, int nx, \
+                                float* out);
+NEXUS_DECLARE_DOT_ROWS(q4_0, avx2)
+NEXUS_DECLARE_DOT_ROWS(q8_0, avx2)
+NEXUS_DECLARE_DOT_ROWS(q4_k, avx2)
+NEXUS_DECLARE_DOT_ROWS(q6_k, avx2)
+
+#undef NEXUS_DECLARE_DOT_ROWS
 #undef NEXUS_DECLARE_CONVERT
 #undef NEXUS_DECLARE_DOT
 

@@ -72,29 +72,6 @@ void dequantize_q4_k_avx2(const void* x, float* y, int64_t n) {
   }
 }
 
-float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ4_K*>(w);
-  const auto* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, a[i].scales, &sc[j], &m[j]);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(a[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      sumi = _mm256_add_epi32(sumi, scaled_dot(lo, load256(b[i].qs + 64 * c), sc[2 * c]));
-      sumi = _mm256_add_epi32(sumi, scaled_dot(hi, load256(b[i].qs + 64 * c + 32), sc[2 * c + 1]));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += h2f(a[i].dmin) * b[i].d * static_cast<float>(mins_dot(m, b[i].bsums));
-  }
-  return avx2::hsum(acc) - mins;
-}
-
 // ---- Q5_K ----
 
 void dequantize_q5_k_avx2(const void* x, float* y, int64_t n) {
@@ -168,34 +145,6 @@ void dequantize_q6_k_avx2(const void* x, float* y, int64_t n) {
       }
     }
   }
-}
-
-// The -32 code offset is applied once per super-block through the Q8_K group sums:
-// sum sc*(q-32)*y = sum sc*q*y - 32 * sum_g sc[g] * bsums[g].
-float vec_dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ6_K*>(w);
-  const auto* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    __m256i sumi = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[4];
-      codes_q6_k_half(a[i].ql + 64 * h, a[i].qh + 32 * h, q);
-      for (int k = 0; k < 4; ++k) {
-        const int g = 8 * h + 2 * k;
-        // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g+1).
-        const __m256i scales =
-            _mm256_set_m128i(_mm_set1_epi16(a[i].scales[g + 1]), _mm_set1_epi16(a[i].scales[g]));
-        const __m256i p = _mm256_maddubs_epi16(q[k], load256(b[i].qs + 128 * h + 32 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
-      }
-    }
-    int offset = 0;
-    for (int g = 0; g < 16; ++g) offset += a[i].scales[g] * b[i].bsums[g];
-    const float total = static_cast<float>(avx2::hsum_i32(sumi) - 32 * offset);
-    acc += h2f(a[i].d) * b[i].d * total;
-  }
-  return acc;
 }
 
 // ---- Q8_K ----
