@@ -1,6 +1,7 @@
 // AVX2/FMA/F16C kernels for F32/F16/BF16 and the 32-element block types. Dequantization and the
 // activation quantizers (Q8_0, Q8_1) produce bit-identical output to the scalar reference; the dot
-// products keep exact int32 block sums and differ from it only in f32 summation order.
+// products keep exact int32 block sums and differ from it only in f32 summation order. The Q4_0
+// and Q8_0 dots are in dot_multi_avx2.cc.
 #include <immintrin.h>
 
 #include <cstring>

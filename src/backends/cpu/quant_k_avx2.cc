@@ -1,6 +1,6 @@
-// AVX2/FMA/F16C kernels for the K-quant super-blocks (Q4_K, Q5_K, Q6_K, Q8_K). Integer sums stay
-// exact in int32 per super-block (maddubs for the 8-bit products, madd to apply the sub-block
-// scales); only the per-super-block f32 scaling differs in order from the scalar reference.
+// AVX2/FMA/F16C kernels for the K-quant super-blocks: dequantizers, the Q8_K quantizer and the
+// Q5_K/Q8_K dots (Q4_K and Q6_K dots are in dot_multi_avx2.cc). Integer sums stay exact in int32
+// per super-block (maddubs for the 8-bit products, madd to apply the sub-block scales).
 #include <immintrin.h>
 
 #include <cstring>
