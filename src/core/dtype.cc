@@ -25,7 +25,7 @@ constexpr std::array<Entry, 20> kTable = {{
     {6, {"Q5_0", 32, 22, true, true}},
     {7, {"Q5_1", 32, 24, true, true}},
     {8, {"Q8_0", 32, 34, true, true}},
-    {9, {"Q8_1", 32, 36, true, false}},
+    {9, {"Q8_1", 32, 36, true, true}},
     {10, {"Q2_K", 256, 84, true, false}},
     {11, {"Q3_K", 256, 110, true, false}},
     {12, {"Q4_K", 256, 144, true, true}},

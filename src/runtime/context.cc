@@ -9,6 +9,7 @@
 #include "models/arch.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 #include "runtime/forward.h"
@@ -41,10 +42,13 @@ class ContextImpl {
     float** bufs[] = {&st.x, &st.h, &st.q, &st.k, &st.v, &st.att, &st.a, &st.b, &st.qkv,
                       &st.rope_cs, &st.attn_scratch};
     for (size_t i = 0; i < std::size(sizes); ++i) *bufs[i] = activations.alloc_n<float>(sizes[i]);
-    // Scratch for activation conversion in matmul: generous bound (f32 copy of the widest input
-    // plus block headers) for the largest batch.
-    const int64_t widest = std::max({c.dim, qw, c.ffn_dim});
-    scratch = Arena(static_cast<size_t>(b * widest) * 8 + (1 << 16), MemCategory::kScratch);
+    // Scratch for activation conversion in matmul: the most any weight needs for a full batch.
+    size_t need = matmul_scratch_bytes(m.weights().output, b);
+    for (const LayerWeights& lw : m.weights().layers)
+      for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.wqkv, &lw.w_gate, &lw.w_up,
+                              &lw.w_down})
+        if (!t->empty()) need = std::max(need, matmul_scratch_bytes(*t, b));
+    scratch = Arena(need + 4 * kAlignment, MemCategory::kScratch);
     st.kv = &kv;
     st.pool = &pool;
     st.scratch = &scratch;

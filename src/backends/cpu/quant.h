@@ -1,10 +1,62 @@
-// TEMPORARY (lead): replaced by the quant branch.
+// CPU conversions between f32 and every computable dtype (plain and ggml block-quantized), and the
+// quantized dot products the matmul is built on. The entry points dispatch at run time to AVX2
+// (when the CPU has AVX2+FMA+F16C and NEXUS_FORCE_SCALAR is not 1) or to the portable scalar
+// reference.
 #pragma once
+
+#include <cstddef>
 #include <cstdint>
+
 #include "nexus/dtype.h"
+
 namespace nexus::cpu {
+
+// y = dtype t encoding of n floats (n a multiple of t's block size). Works for F32/F16/BF16 and the
+// block types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K. The Q4_0..Q8_1
+// quantizers reproduce ggml's quantize_row_*_ref byte for byte; the K-quant ones search scales.
 void quantize_row(DType t, const float* x, void* y, int64_t n);
+// y = the n floats encoded in x (dtype t); exact to the block layout.
 void dequantize_row(DType t, const void* x, float* y, int64_t n);
+// The type activations are converted to before a dot product with weights of type t: F32 for
+// F32/F16/BF16, Q8_0 for Q4_0/Q5_0/Q8_0/Q8_1, Q8_1 for Q4_1/Q5_1, Q8_K for Q4_K/Q5_K/Q6_K/Q8_K.
 DType vec_dot_type(DType t);
+// Dot product of one weight row (type t, n elements) with one activation row already encoded in
+// vec_dot_type(t). Block sums are exact integers; the scaled sums accumulate in f32.
 float vec_dot(DType t, int64_t n, const void* w, const void* x);
-}
+// True when t has CPU kernels (quantize, dequantize and vec_dot).
+bool has_kernels(DType t);
+
+// Instruction-set variants of the kernels. The parity tests call each explicitly.
+enum class Isa { kScalar, kAvx2 };
+
+using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
+using DequantizeFn = void (*)(const void* x, float* y, int64_t n);
+using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+// Most activation rows a VecDotRowsFn takes in one call.
+constexpr int kMaxDotRows = 4;
+// out[j] = vec_dot(n, w, x + j * x_stride) for j < nx (1 <= nx <= kMaxDotRows) in one pass over
+// the weight row, bit-identical to separate vec_dot calls.
+using VecDotRowsFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int nx,
+                              float* out);
+
+// The kernels of one dtype for one ISA. Entries without a specialised version fall back to the
+// scalar one, so every pointer is valid.
+struct TypeKernels {
+  DType type;
+  DType dot_type;
+  QuantizeFn quantize;
+  DequantizeFn dequantize;
+  VecDotFn vec_dot;
+  VecDotRowsFn vec_dot_rows;  // null where no multi-row kernel exists: call vec_dot per row
+};
+
+// True when this CPU can run `isa` (kScalar always).
+bool isa_supported(Isa isa);
+// The ISA the dispatching entry points use (decided once, at first use).
+Isa active_isa();
+// Kernels of t for `isa`; throws nexus::Error when t has none or the CPU cannot run `isa`.
+const TypeKernels& kernels(DType t, Isa isa);
+// Kernels of t for active_isa().
+const TypeKernels& kernels(DType t);
+
+}  // namespace nexus::cpu

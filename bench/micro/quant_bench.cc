@@ -1,0 +1,120 @@
+// Micro-benchmarks of the quantized kernels: vec_dot per weight type at n=4096 and matmul of a
+// 1024x1024 weight with 1 and 16 tokens, reporting weight bytes/s (decode is bound by streaming
+// the weights, so bytes/s against the machine's memory bandwidth is the figure of merit).
+// Run briefly with --benchmark_min_time=0.01 for a smoke test.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "backends/cpu/quant.h"
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "ops/matmul.h"
+
+namespace nexus {
+namespace {
+
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+                        DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+std::vector<uint8_t> encode(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));
+  cpu::quantize_row(t, x.data(), q.data(), static_cast<int64_t>(x.size()));
+  return q;
+}
+
+// One weight row times one activation row: the decode inner loop.
+void BM_VecDot(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  constexpr int64_t kN = 4096;
+  const auto w = encode(t, random_floats(kN, 1));
+  const auto x = encode(cpu::vec_dot_type(t), random_floats(kN, 2));
+  for (auto _ : state) benchmark::DoNotOptimize(cpu::vec_dot(t, kN, w.data(), x.data()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(w.size()));
+  state.SetLabel(std::string(dtype_name(t)));
+}
+
+// Four activation rows against one weight row: four vec_dot calls (range(1) == 0) or one
+// vec_dot_rows pass that decodes each weight block once (range(1) == 1, types that have one).
+void BM_VecDot4Rows(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const bool fused = state.range(1) != 0;
+  constexpr int64_t kN = 4096;
+  const cpu::TypeKernels& k = cpu::kernels(t);
+  if (fused && k.vec_dot_rows == nullptr) {
+    state.SkipWithError("no vec_dot_rows kernel for this type");
+    return;
+  }
+  const auto w = encode(t, random_floats(kN, 1));
+  const DType dt = cpu::vec_dot_type(t);
+  const size_t xs = row_bytes(dt, kN);
+  std::vector<uint8_t> x(4 * xs);
+  for (int j = 0; j < 4; ++j) {
+    const auto xf = random_floats(kN, 10 + j);
+    cpu::quantize_row(dt, xf.data(), x.data() + j * xs, kN);
+  }
+  float out[4];
+  for (auto _ : state) {
+    if (fused) {
+      k.vec_dot_rows(kN, w.data(), x.data(), xs, 4, out);
+    } else {
+      for (int j = 0; j < 4; ++j) out[j] = k.vec_dot(kN, w.data(), x.data() + j * xs);
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 4);
+  state.SetLabel(std::string(dtype_name(t)) + (fused ? " rows" : " separate"));
+}
+
+// 1024x1024 weight, range(1) tokens, range(2) threads.
+void BM_Matmul(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t n_tokens = state.range(1);
+  constexpr int64_t kRows = 1024, kK = 1024;
+  auto bytes = encode(t, random_floats(kRows * kK, 3));
+  const Tensor w(t, {kRows, kK}, bytes.data());
+  const auto x = random_floats(n_tokens * kK, 4);
+  std::vector<float> y(static_cast<size_t>(n_tokens * kRows));
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  Arena scratch(matmul_scratch_bytes(w, n_tokens) + 4096, MemCategory::kScratch);
+  for (auto _ : state) {
+    scratch.reset();
+    matmul(w, x.data(), n_tokens, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(bytes.size()));
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(n_tokens) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(dtype_name(t)));
+}
+
+void vec_dot_args(benchmark::internal::Benchmark* b) {
+  for (DType t : kTypes) b->Arg(static_cast<int64_t>(t));
+}
+void matmul_args(benchmark::internal::Benchmark* b) {
+  for (DType t : kTypes)
+    for (int64_t tokens : {1, 16}) b->Args({static_cast<int64_t>(t), tokens, 1});
+}
+
+BENCHMARK(BM_VecDot)->Apply(vec_dot_args);
+BENCHMARK(BM_VecDot4Rows)
+    ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
+                    static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
+                   {0, 1}});
+BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime();
+
+}  // namespace
+}  // namespace nexus

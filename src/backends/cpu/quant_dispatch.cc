@@ -1,0 +1,149 @@
+// Run-time selection of the quantization kernels: one table per ISA, indexed by dtype. AVX2 is
+// used when the CPU reports AVX2, FMA and F16C and NEXUS_FORCE_SCALAR is not set to 1.
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/quant.h"
+#include "backends/cpu/quant_impl.h"
+#include "nexus/status.h"
+
+namespace nexus::cpu {
+namespace {
+
+// GGUF ids run to 30 (BF16); the tables are indexed by id.
+constexpr size_t kMaxTypeId = 31;
+using Table = std::array<TypeKernels, kMaxTypeId>;
+
+constexpr TypeKernels kNone = {DType::kF32, DType::kF32, nullptr, nullptr, nullptr, nullptr};
+
+Table scalar_table() {
+  Table t;
+  t.fill(kNone);
+  auto set = [&](DType d, DType dot, QuantizeFn q, DequantizeFn dq, VecDotFn vd) {
+    t[static_cast<size_t>(d)] = {d, dot, q, dq, vd, nullptr};
+  };
+  set(DType::kF32, DType::kF32, quantize_f32_ref, dequantize_f32_ref, vec_dot_f32_ref);
+  set(DType::kF16, DType::kF32, quantize_f16_ref, dequantize_f16_ref, vec_dot_f16_ref);
+  set(DType::kBF16, DType::kF32, quantize_bf16_ref, dequantize_bf16_ref, vec_dot_bf16_ref);
+  set(DType::kQ4_0, DType::kQ8_0, quantize_q4_0_ref, dequantize_q4_0_ref, vec_dot_q4_0_ref);
+  set(DType::kQ4_1, DType::kQ8_1, quantize_q4_1_ref, dequantize_q4_1_ref, vec_dot_q4_1_ref);
+  set(DType::kQ5_0, DType::kQ8_0, quantize_q5_0_ref, dequantize_q5_0_ref, vec_dot_q5_0_ref);
+  set(DType::kQ5_1, DType::kQ8_1, quantize_q5_1_ref, dequantize_q5_1_ref, vec_dot_q5_1_ref);
+  set(DType::kQ8_0, DType::kQ8_0, quantize_q8_0_ref, dequantize_q8_0_ref, vec_dot_q8_0_ref);
+  set(DType::kQ8_1, DType::kQ8_0, quantize_q8_1_ref, dequantize_q8_1_ref, vec_dot_q8_1_ref);
+  set(DType::kQ4_K, DType::kQ8_K, quantize_q4_k_ref, dequantize_q4_k_ref, vec_dot_q4_k_ref);
+  set(DType::kQ5_K, DType::kQ8_K, quantize_q5_k_ref, dequantize_q5_k_ref, vec_dot_q5_k_ref);
+  set(DType::kQ6_K, DType::kQ8_K, quantize_q6_k_ref, dequantize_q6_k_ref, vec_dot_q6_k_ref);
+  set(DType::kQ8_K, DType::kQ8_K, quantize_q8_k_ref, dequantize_q8_k_ref, vec_dot_q8_k_ref);
+  return t;
+}
+
+// The scalar table with the AVX2 kernels that exist patched in. K-quant and Q4/Q5 quantizers stay
+// scalar: they run once per weight, not per token.
+Table avx2_table() {
+  Table t = scalar_table();
+  auto patch = [&](DType d, QuantizeFn q, DequantizeFn dq, VecDotFn vd) {
+    TypeKernels& k = t[static_cast<size_t>(d)];
+    if (q) k.quantize = q;
+    if (dq) k.dequantize = dq;
+    if (vd) k.vec_dot = vd;
+  };
+  patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx2);
+  patch(DType::kF16, quantize_f16_avx2, dequantize_f16_avx2, vec_dot_f16_avx2);
+  patch(DType::kBF16, quantize_bf16_avx2, dequantize_bf16_avx2, vec_dot_bf16_avx2);
+  patch(DType::kQ4_0, nullptr, dequantize_q4_0_avx2, vec_dot_q4_0_avx2);
+  patch(DType::kQ4_1, nullptr, dequantize_q4_1_avx2, vec_dot_q4_1_avx2);
+  patch(DType::kQ5_0, nullptr, dequantize_q5_0_avx2, vec_dot_q5_0_avx2);
+  patch(DType::kQ5_1, nullptr, dequantize_q5_1_avx2, vec_dot_q5_1_avx2);
+  patch(DType::kQ8_0, quantize_q8_0_avx2, dequantize_q8_0_avx2, vec_dot_q8_0_avx2);
+  patch(DType::kQ8_1, quantize_q8_1_avx2, dequantize_q8_1_avx2, nullptr);
+  patch(DType::kQ4_K, nullptr, dequantize_q4_k_avx2, vec_dot_q4_k_avx2);
+  patch(DType::kQ5_K, nullptr, dequantize_q5_k_avx2, vec_dot_q5_k_avx2);
+  patch(DType::kQ6_K, nullptr, dequantize_q6_k_avx2, vec_dot_q6_k_avx2);
+  patch(DType::kQ8_K, quantize_q8_k_avx2, dequantize_q8_k_avx2, vec_dot_q8_k_avx2);
+  t[static_cast<size_t>(DType::kQ4_0)].vec_dot_rows = vec_dot_rows_q4_0_avx2;
+  t[static_cast<size_t>(DType::kQ8_0)].vec_dot_rows = vec_dot_rows_q8_0_avx2;
+  t[static_cast<size_t>(DType::kQ4_K)].vec_dot_rows = vec_dot_rows_q4_k_avx2;
+  t[static_cast<size_t>(DType::kQ6_K)].vec_dot_rows = vec_dot_rows_q6_k_avx2;
+  return t;
+}
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+bool force_scalar() {
+  const char* v = std::getenv("NEXUS_FORCE_SCALAR");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+const Table& table(Isa isa) {
+  static const Table scalar = scalar_table();
+  static const Table avx2 = avx2_table();
+  return isa == Isa::kAvx2 ? avx2 : scalar;
+}
+
+const TypeKernels& lookup(DType t, Isa isa) {
+  const auto id = static_cast<size_t>(t);
+  if (id < kMaxTypeId) {
+    const TypeKernels& k = table(isa)[id];
+    if (k.vec_dot != nullptr) return k;
+  }
+  throw Error("[quant] no CPU kernels for dtype " + std::to_string(id) + " (" +
+              (dtype_traits(static_cast<uint32_t>(id)) ? std::string(dtype_name(t)) : "unknown") +
+              ")");
+}
+
+}  // namespace
+
+bool isa_supported(Isa isa) {
+  static const bool avx2 = cpu_has_avx2();
+  return isa == Isa::kScalar || avx2;
+}
+
+Isa active_isa() {
+  static const Isa isa = isa_supported(Isa::kAvx2) && !force_scalar() ? Isa::kAvx2 : Isa::kScalar;
+  return isa;
+}
+
+const TypeKernels& kernels(DType t, Isa isa) {
+  if (!isa_supported(isa)) throw Error("[quant] this CPU cannot run the AVX2/FMA/F16C kernels");
+  return lookup(t, isa);
+}
+
+const TypeKernels& kernels(DType t) { return lookup(t, active_isa()); }
+
+bool has_kernels(DType t) {
+  const auto id = static_cast<size_t>(t);
+  return id < kMaxTypeId && table(Isa::kScalar)[id].vec_dot != nullptr;
+}
+
+void quantize_row(DType t, const float* x, void* y, int64_t n) {
+  const TypeKernels& k = kernels(t);
+  row_bytes(t, n);  // throws when n is not a multiple of the block size
+  k.quantize(x, y, n);
+}
+
+void dequantize_row(DType t, const void* x, float* y, int64_t n) {
+  const TypeKernels& k = kernels(t);
+  row_bytes(t, n);
+  k.dequantize(x, y, n);
+}
+
+DType vec_dot_type(DType t) { return kernels(t).dot_type; }
+
+float vec_dot(DType t, int64_t n, const void* w, const void* x) {
+  const TypeKernels& k = kernels(t);
+  row_bytes(t, n);
+  return k.vec_dot(n, w, x);
+}
+
+}  // namespace nexus::cpu

@@ -1,0 +1,87 @@
+// Per-type kernel functions behind the dispatch table in quant_dispatch.cc. *_ref functions are the
+// portable scalar references (quant_ref.cc, quant_k_ref.cc); *_avx2 functions live in *_avx2.cc
+// files and may only be called after isa_supported(Isa::kAvx2).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nexus::cpu {
+
+// Declares quantize_<t>_<isa>, dequantize_<t>_<isa> for one type.
+#define NEXUS_DECLARE_CONVERT(t, isa)                            \
+  void quantize_##t##_##isa(const float* x, void* y, int64_t n); \
+  void dequantize_##t##_##isa(const void* x, float* y, int64_t n);
+// Declares vec_dot_<t>_<isa>: weights of type t times activations of vec_dot_type(t).
+#define NEXUS_DECLARE_DOT(t, isa) \
+  float vec_dot_##t##_##isa(int64_t n, const void* w, const void* x);
+
+NEXUS_DECLARE_CONVERT(f32, ref)
+NEXUS_DECLARE_CONVERT(f16, ref)
+NEXUS_DECLARE_CONVERT(bf16, ref)
+NEXUS_DECLARE_CONVERT(q4_0, ref)
+NEXUS_DECLARE_CONVERT(q4_1, ref)
+NEXUS_DECLARE_CONVERT(q5_0, ref)
+NEXUS_DECLARE_CONVERT(q5_1, ref)
+NEXUS_DECLARE_CONVERT(q8_0, ref)
+NEXUS_DECLARE_CONVERT(q8_1, ref)
+NEXUS_DECLARE_CONVERT(q4_k, ref)
+NEXUS_DECLARE_CONVERT(q5_k, ref)
+NEXUS_DECLARE_CONVERT(q6_k, ref)
+NEXUS_DECLARE_CONVERT(q8_k, ref)
+
+NEXUS_DECLARE_DOT(f32, ref)
+NEXUS_DECLARE_DOT(f16, ref)
+NEXUS_DECLARE_DOT(bf16, ref)
+NEXUS_DECLARE_DOT(q4_0, ref)
+NEXUS_DECLARE_DOT(q4_1, ref)
+NEXUS_DECLARE_DOT(q5_0, ref)
+NEXUS_DECLARE_DOT(q5_1, ref)
+NEXUS_DECLARE_DOT(q8_0, ref)
+NEXUS_DECLARE_DOT(q8_1, ref)
+NEXUS_DECLARE_DOT(q4_k, ref)
+NEXUS_DECLARE_DOT(q5_k, ref)
+NEXUS_DECLARE_DOT(q6_k, ref)
+NEXUS_DECLARE_DOT(q8_k, ref)
+
+NEXUS_DECLARE_CONVERT(f16, avx2)
+NEXUS_DECLARE_CONVERT(bf16, avx2)
+NEXUS_DECLARE_CONVERT(q8_0, avx2)
+NEXUS_DECLARE_CONVERT(q8_1, avx2)
+NEXUS_DECLARE_CONVERT(q8_k, avx2)
+void dequantize_q4_0_avx2(const void* x, float* y, int64_t n);
+void dequantize_q4_1_avx2(const void* x, float* y, int64_t n);
+void dequantize_q5_0_avx2(const void* x, float* y, int64_t n);
+void dequantize_q5_1_avx2(const void* x, float* y, int64_t n);
+void dequantize_q4_k_avx2(const void* x, float* y, int64_t n);
+void dequantize_q5_k_avx2(const void* x, float* y, int64_t n);
+void dequantize_q6_k_avx2(const void* x, float* y, int64_t n);
+
+NEXUS_DECLARE_DOT(f32, avx2)
+NEXUS_DECLARE_DOT(f16, avx2)
+NEXUS_DECLARE_DOT(bf16, avx2)
+NEXUS_DECLARE_DOT(q4_0, avx2)
+NEXUS_DECLARE_DOT(q4_1, avx2)
+NEXUS_DECLARE_DOT(q5_0, avx2)
+NEXUS_DECLARE_DOT(q5_1, avx2)
+NEXUS_DECLARE_DOT(q8_0, avx2)
+NEXUS_DECLARE_DOT(q4_k, avx2)
+NEXUS_DECLARE_DOT(q5_k, avx2)
+NEXUS_DECLARE_DOT(q6_k, avx2)
+NEXUS_DECLARE_DOT(q8_k, avx2)
+
+// Dot products of one weight row with nx (1..kMaxDotRows) activation rows x_stride bytes apart,
+// out[j] for row j; bit-identical to nx separate vec_dot calls (dot_multi_avx2.cc).
+#define NEXUS_DECLARE_DOT_ROWS(t, isa)                                                            \
+  void vec_dot_rows_##t##_##isa(int64_t n, const void* w, const void* x, size_t x_stride, int nx, \
+                                float* out);
+NEXUS_DECLARE_DOT_ROWS(q4_0, avx2)
+NEXUS_DECLARE_DOT_ROWS(q8_0, avx2)
+NEXUS_DECLARE_DOT_ROWS(q4_k, avx2)
+NEXUS_DECLARE_DOT_ROWS(q6_k, avx2)
+
+#undef NEXUS_DECLARE_DOT_ROWS
+#undef NEXUS_DECLARE_CONVERT
+#undef NEXUS_DECLARE_DOT
+
+}  // namespace nexus::cpu
