@@ -2,7 +2,7 @@
 // keyed by the merged token's score (ties: leftmost first), stale entries skipped on pop.
 #include "tokenizer/spm.h"
 
-#include <queue>
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -60,6 +60,15 @@ SpmModel::SpmModel(const Vocab& vocab, int32_t unk_id) : vocab_(vocab), unk_(unk
       has_byte_tokens_ = true;
     }
   }
+  // Chunking is exact only if no mergeable token has U+2581 right after another character.
+  chunk_at_spaces_ = true;
+  for (size_t id = 0; id < vocab.size() && chunk_at_spaces_; ++id) {
+    const std::string& t = vocab.text(static_cast<int32_t>(id));
+    if (!mergeable(static_cast<int32_t>(id))) continue;
+    for (size_t pos = t.find(kSpace, 1); pos != std::string::npos; pos = t.find(kSpace, pos + 1))
+      if (pos < kSpace.size() || t.compare(pos - kSpace.size(), kSpace.size(), kSpace) != 0)
+        chunk_at_spaces_ = false;
+  }
 }
 
 bool SpmModel::mergeable(int32_t id) const {
@@ -77,10 +86,27 @@ void SpmModel::encode(std::string_view raw, std::vector<int32_t>* out) const {
     else
       text += c;
   }
-  if (text.empty()) return;
+  if (!chunk_at_spaces_) {
+    encode_escaped(text, out);
+    return;
+  }
+  // No token spans a point where U+2581 follows another character, so the text can be merged
+  // chunk by chunk with the same result, and far faster than as one long symbol list.
+  size_t start = 0;
+  for (size_t pos = text.find(kSpace, 1); pos != std::string::npos;
+       pos = text.find(kSpace, pos + kSpace.size())) {
+    if (pos >= kSpace.size() && text.compare(pos - kSpace.size(), kSpace.size(), kSpace) == 0)
+      continue;
+    encode_escaped(std::string_view(text).substr(start, pos - start), out);
+    start = pos;
+  }
+  encode_escaped(std::string_view(text).substr(start), out);
+}
 
-  std::vector<Symbol> syms;
-  syms.reserve(text.size());
+void SpmModel::encode_escaped(std::string_view text, std::vector<int32_t>* out) const {
+  if (text.empty()) return;
+  thread_local std::vector<Symbol> syms;
+  syms.clear();
   for (size_t off = 0; off < text.size();) {
     const size_t len = std::min(utf8_len(static_cast<unsigned char>(text[off])), text.size() - off);
     const int32_t idx = static_cast<int32_t>(syms.size());
@@ -89,7 +115,8 @@ void SpmModel::encode(std::string_view raw, std::vector<int32_t>* out) const {
     off += len;
   }
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  thread_local std::vector<Bigram> heap;  // max-heap under BigramOrder
+  heap.clear();
   // Halves of each unused piece formed, to split it back at the end (SentencePiece's rev_merge).
   std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> halves;
   auto view = [&](const Symbol& s) { return std::string_view(text).substr(s.start, s.len); };
@@ -98,15 +125,17 @@ void SpmModel::encode(std::string_view raw, std::vector<int32_t>* out) const {
     const std::string_view piece(text.data() + syms[l].start, syms[l].len + syms[r].len);
     const int32_t id = vocab_.find(piece);
     if (id < 0 || !mergeable(id)) return;
-    queue.push({vocab_.score(id), l, r, static_cast<uint32_t>(piece.size())});
+    heap.push_back({vocab_.score(id), l, r, static_cast<uint32_t>(piece.size())});
+    std::push_heap(heap.begin(), heap.end(), BigramOrder());
     if (vocab_.type(id) == TokenType::kUnused) halves[piece] = {view(syms[l]), view(syms[r])};
   };
   for (size_t i = 1; i < syms.size(); ++i)
     try_add(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
 
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), BigramOrder());
+    const Bigram b = heap.back();
+    heap.pop_back();
     Symbol& l = syms[b.left];
     Symbol& r = syms[b.right];
     if (l.len == 0 || r.len == 0 || l.len + r.len != b.size) continue;  // stale

@@ -26,10 +26,13 @@ class SpmModel : public TokenModel {
   // What SentencePiece lets a merge produce: normal, user-defined and unused pieces (unused
   // ones are split back into their halves at the end); never control, unknown or byte tokens.
   bool mergeable(int32_t id) const;
+  // Merges one run of already-escaped text.
+  void encode_escaped(std::string_view text, std::vector<int32_t>* out) const;
 
   const Vocab& vocab_;
   int32_t unk_;
   bool has_byte_tokens_ = false;
+  bool chunk_at_spaces_ = false;  // see encode()
   std::array<int32_t, 256> byte_tokens_;
 };
 

@@ -54,6 +54,8 @@ constexpr uint32_t kGcPunct = gc_bit(Gc::kPc) | gc_bit(Gc::kPd) | gc_bit(Gc::kPs
 constexpr uint32_t kGcSymbol =
     gc_bit(Gc::kSm) | gc_bit(Gc::kSc) | gc_bit(Gc::kSk) | gc_bit(Gc::kSo);
 constexpr uint32_t kGcSeparator = gc_bit(Gc::kZs) | gc_bit(Gc::kZl) | gc_bit(Gc::kZp);
+// What \w matches: letters, marks, decimal digits and connector punctuation.
+constexpr uint32_t kGcWord = kGcLetter | kGcMark | gc_bit(Gc::kNd) | gc_bit(Gc::kPc);
 constexpr uint32_t kGcOther =
     gc_bit(Gc::kCn) | gc_bit(Gc::kCc) | gc_bit(Gc::kCf) | gc_bit(Gc::kCs) | gc_bit(Gc::kCo);
 
