@@ -60,7 +60,8 @@ void Tokenizer::Impl::finish() {
     const TokenType t = vocab.type(id);
     std::string& piece = pieces[i];
     if (is_special_type(t)) {
-      piece = text;
+      // WordPiece writes words apart, specials included: "[CLS] hello world [SEP]".
+      piece = kind == TokenizerKind::kWordPiece ? " " + text : text;
     } else if (t == TokenType::kByte && tok::parse_byte_token(text) >= 0) {
       piece.assign(1, static_cast<char>(tok::parse_byte_token(text)));
     } else if (kind == TokenizerKind::kSpm) {
@@ -149,24 +150,23 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   const Impl& m = *impl_;
+  const bool spm_prefix = m.kind == TokenizerKind::kSpm && m.add_space_prefix;
   std::string out;
-  bool strip_space = m.kind == TokenizerKind::kSpm && m.add_space_prefix;
-  bool at_start = true;
+  bool strip_space = spm_prefix;  // SPM: drop the space encode() put at the start of a run
   for (int32_t id : ids) {
     check_id(id);
     const TokenType t = m.vocab.type(id);
-    if (is_special_type(t)) {
-      if (!(skip_special && t != TokenType::kUserDefined)) out += m.pieces[id];
-      strip_space = m.kind == TokenizerKind::kSpm && m.add_space_prefix;
-      continue;
-    }
     std::string_view piece = m.pieces[id];
-    if (strip_space && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
-    strip_space = false;
-    // WordPiece pieces carry a leading space for word starts; the first word needs none.
-    if (m.kind == TokenizerKind::kWordPiece && at_start && !piece.empty() && piece[0] == ' ')
+    if (is_special_type(t)) {
+      strip_space = spm_prefix;
+      if (skip_special && t != TokenType::kUserDefined) continue;
+    } else {
+      if (strip_space && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+      strip_space = false;
+    }
+    // WordPiece pieces carry a leading space to separate words; the first needs none.
+    if (m.kind == TokenizerKind::kWordPiece && out.empty() && !piece.empty() && piece[0] == ' ')
       piece.remove_prefix(1);
-    at_start = false;
     out += piece;
   }
   return out;
