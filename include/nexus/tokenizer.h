@@ -33,6 +33,7 @@ enum class TokenizerKind : uint8_t {
   kWordPiece,  // "bert": BERT basic tokenizer + greedy longest-match WordPiece
 };
 
+// Immutable once loaded: encode, decode and the lookups may be called from several threads.
 class Tokenizer {
  public:
   // Loads from a .gguf file (vocabulary from its metadata), a Hugging Face tokenizer.json, or a
@@ -84,14 +85,13 @@ class Tokenizer {
   bool add_bos() const;  // whether encode(.., add_bos=true) prepends BOS
   bool add_eos() const;  // whether encode(.., add_bos=true) appends EOS
   TokenizerKind kind() const;
-  // "llama (SPM)", "gpt2 (BPE, pre-tokenizer qwen2)", "bert (WordPiece)": for logs and the CLI.
+  // "llama (SPM)", "gpt2 (byte-level BPE, pre-tokenizer qwen2)", "bert (WordPiece)": for logs.
   std::string type_name() const;
   // The pre-tokenizer's name for BPE ("gpt-2", "llama-bpe", "qwen2", ..., "custom"), else "".
   const std::string& pre_name() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // src/tokenizer/tokenizer_impl.h
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   void check_id(int32_t id) const;
   std::unique_ptr<Impl> impl_;

@@ -78,6 +78,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& g) {
   m.eom = m.checked_id(g.get_int("tokenizer.ggml.eom_token_id").value_or(-1));
 
   if (m.kind == TokenizerKind::kSpm) {
+    // Without tokenizer.ggml.token_type, infer what SPM needs: byte, control and unknown tokens.
+    if (g.get_int_array("tokenizer.ggml.token_type") == nullptr) {
+      for (size_t i = 0; i < n; ++i)
+        if (tok::parse_byte_token((*tokens)[i]) >= 0)
+          m.vocab.set_type(static_cast<int32_t>(i), TokenType::kByte);
+      for (int32_t id : {m.bos, m.eos})
+        if (id >= 0) m.vocab.set_type(id, TokenType::kControl);
+      if (m.unk >= 0) m.vocab.set_type(m.unk, TokenType::kUnknown);
+    }
     m.model = std::make_unique<tok::SpmModel>(m.vocab, m.unk);
   } else if (m.kind == TokenizerKind::kBpe) {
     m.pre_name = g.get_string("tokenizer.ggml.pre").value_or("gpt-2");

@@ -105,6 +105,16 @@ TEST(Tokenizer, SpmSpecialTokensAndSpacePrefix) {
   EXPECT_EQ(tok->type_name(), "llama (SPM)");
 }
 
+TEST(Tokenizer, SpmWithoutTokenTypesInfersBytesAndControls) {
+  VocabSpec v = toy_spm();
+  v.types.clear();
+  auto tok = build(v);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->encode("a<s>\xC3\xA9", false),
+            (std::vector<int32_t>{kSpace, kA, 1, kSpace, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok->token_type(0), TokenType::kUnknown);
+}
+
 TEST(Tokenizer, InvalidIdsThrowNamingTheIdAndVocabSize) {
   auto tok = build(toy_spm());
   ASSERT_NE(tok, nullptr);
