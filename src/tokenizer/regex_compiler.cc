@@ -12,6 +12,7 @@ namespace nexus::tok {
 namespace {
 
 constexpr size_t kMaxProgram = 1 << 16;
+constexpr int kMaxNesting = 100;  // patterns come from files; bound the parser's recursion
 
 struct Node {
   enum Kind { kClass, kConcat, kAlt, kRepeat, kLook, kBol, kEol, kWordB, kNotWordB };
@@ -132,11 +133,16 @@ class RegexCompiler {
   Node parse_alt(bool icase) {
     Node alt;
     alt.kind = Node::kAlt;
+    if (++depth_ > kMaxNesting) {
+      fail("groups nested too deeply");
+      return alt;
+    }
     alt.kids.push_back(parse_concat(icase));
     while (!at_end() && peek() == '|') {
       ++i_;
       alt.kids.push_back(parse_concat(icase));
     }
+    --depth_;
     if (alt.kids.size() == 1) return std::move(alt.kids[0]);
     return alt;
   }
@@ -512,6 +518,7 @@ class RegexCompiler {
   std::string_view pattern_;
   std::vector<char32_t> p_;
   size_t i_ = 0;
+  int depth_ = 0;
   std::string error_;
   std::vector<CharClass> classes_;
   Regex* re_ = nullptr;

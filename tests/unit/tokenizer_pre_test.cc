@@ -125,6 +125,12 @@ TEST(Regex, UnsupportedSyntaxIsAnError) {
   }
 }
 
+TEST(Regex, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = std::string(100000, '(') + "a" + std::string(100000, ')');
+  EXPECT_FALSE(Regex::compile(deep));
+  EXPECT_TRUE(Regex::compile(std::string(50, '(') + "a" + std::string(50, ')')));
+}
+
 TEST(Regex, FindSkipsToFirstMatch) {
   auto re = Regex::compile("\\p{N}+");
   ASSERT_TRUE(re);
