@@ -88,9 +88,9 @@ std::string summary_table() {
   char line[512];
   std::string out;
   std::snprintf(line, sizeof(line),
-                "profile: %.3f ms profiled, %d threads, %lld spans, %lld counter samples\n",
-                wall_ms, st.n_threads, static_cast<long long>(st.n_spans),
-                static_cast<long long>(st.n_counters));
+                "profile: %.3f ms profiled, %d thread%s, %lld spans, %lld counter samples\n",
+                wall_ms, st.n_threads, st.n_threads == 1 ? "" : "s",
+                static_cast<long long>(st.n_spans), static_cast<long long>(st.n_counters));
   out += line;
   if (st.dropped > 0) {
     std::snprintf(line, sizeof(line), "warning: %llu events dropped (a thread buffer was full)\n",
