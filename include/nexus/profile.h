@@ -40,9 +40,9 @@ void reset();
 inline void counter(const char* name, double value) {
   if (enabled()) detail::record_counter(name, value);
 }
-// Records the current and peak bytes of every memory category (core/allocator.h) as one "memory"
+// Records the current bytes of every memory category (core/allocator.h) as one "memory"
 // counter sample. Done automatically at start(), stop() and the begin and end of every top-level
-// phase span (one with no open span below it on its thread). No-op while profiling is off.
+// phase span (no recorded span open around it on its thread). No-op while profiling is off.
 void sample_memory();
 
 // Names the calling thread in the trace (default: "main" for the main thread, else "thread N").
