@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "models/arch.h"
+#include "nexus/profile.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "runtime/forward.h"
@@ -46,9 +47,10 @@ void gpt2_forward(const Model& model, ForwardState& st) {
                      1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model.weights().layers[l];
+    NEXUS_PROFILE_LAYER(l);
     layer_norm(st.x, w.attn_norm.data_as<const float>(), w.attn_norm_b.data_as<const float>(),
                c.norm_eps, st.h, n, c.dim);
-    linear(w.wqkv, w.bqkv, st.h, n, st.qkv, st);
+    linear(w.wqkv, w.bqkv, st.h, n, st.qkv, st, "attn_qkv");
     for (int64_t t = 0; t < n; ++t) {  // split the fused rows into q, k, v
       const float* r = st.qkv + t * fused;
       std::memcpy(st.q + t * c.dim, r, c.dim * sizeof(float));
@@ -57,14 +59,14 @@ void gpt2_forward(const Model& model, ForwardState& st) {
     }
     store_kv(l, st);
     attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
-    linear(w.wo, w.bo, st.att, n, st.h, st);
+    linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
     add_inplace(st.x, st.h, n * c.dim);
 
     layer_norm(st.x, w.ffn_norm.data_as<const float>(), w.ffn_norm_b.data_as<const float>(),
                c.norm_eps, st.h, n, c.dim);
-    linear(w.w_up, w.b_up, st.h, n, st.a, st);
+    linear(w.w_up, w.b_up, st.h, n, st.a, st, "ffn_up");
     gelu_tanh(st.a, n * c.ffn_dim);
-    linear(w.w_down, w.b_down, st.a, n, st.h, st);
+    linear(w.w_down, w.b_down, st.a, n, st.h, st, "ffn_down");
     add_inplace(st.x, st.h, n * c.dim);
   }
   output_head(model, st, /*layer_norm=*/true);

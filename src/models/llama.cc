@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "nexus/profile.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/rope.h"
@@ -31,10 +32,11 @@ void llama_forward(const Model& model, ForwardState& st) {
                      1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = model.weights().layers[l];
+    NEXUS_PROFILE_LAYER(l);
     rms_norm(st.x, w.attn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
-    linear(w.wq, w.bq, st.h, n, st.q, st);
-    linear(w.wk, w.bk, st.h, n, st.k, st);
-    linear(w.wv, w.bv, st.h, n, st.v, st);
+    linear(w.wq, w.bq, st.h, n, st.q, st, "attn_q");
+    linear(w.wk, w.bk, st.h, n, st.k, st, "attn_k");
+    linear(w.wv, w.bv, st.h, n, st.v, st, "attn_v");
     if (!w.q_norm.empty()) {
       rms_norm(st.q, w.q_norm.data_as<const float>(), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
       rms_norm(st.k, w.k_norm.data_as<const float>(), c.norm_eps, st.k, n * c.n_kv_heads,
@@ -44,14 +46,14 @@ void llama_forward(const Model& model, ForwardState& st) {
     rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
     store_kv(l, st);
     attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
-    linear(w.wo, w.bo, st.att, n, st.h, st);
+    linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
     add_inplace(st.x, st.h, n * c.dim);
 
     rms_norm(st.x, w.ffn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
-    linear(w.w_gate, Tensor(), st.h, n, st.a, st);
-    linear(w.w_up, Tensor(), st.h, n, st.b, st);
+    linear(w.w_gate, Tensor(), st.h, n, st.a, st, "ffn_gate");
+    linear(w.w_up, Tensor(), st.h, n, st.b, st, "ffn_up");
     swiglu(st.a, st.b, n * c.ffn_dim);
-    linear(w.w_down, Tensor(), st.a, n, st.h, st);
+    linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
     add_inplace(st.x, st.h, n * c.dim);
   }
   output_head(model, st, /*layer_norm=*/false);

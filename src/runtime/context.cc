@@ -3,10 +3,12 @@
 #include "nexus/context.h"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "io/gguf.h"
 #include "models/arch.h"
+#include "nexus/profile.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -98,6 +100,7 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   ContextImpl& im = *impl_;
   const ModelConfig& c = im.model.config();
   const int64_t n = static_cast<int64_t>(batch.token.size());
+  NEXUS_PROFILE_SCOPE(n > 1 ? "prefill" : "decode");
   if (n == 0) return Status::error("empty batch");
   if (batch.pos.size() != batch.token.size() || batch.seq.size() != batch.token.size() ||
       (!batch.want_logits.empty() && batch.want_logits.size() != batch.token.size()))
@@ -142,18 +145,21 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   st.out_rows = im.out_rows.data();
   st.n_out = static_cast<int64_t>(im.out_rows.size());
   st.logits = logits->data();
+  NEXUS_PROFILE_NAMED_SCOPE(embed_span, "embed");
   embed_rows(im.model.weights().tok_embd, batch.token, st.x);
   if (!im.model.weights().pos_embd.empty()) {
     embed_rows(im.model.weights().pos_embd, batch.pos, st.h);  // learned positions (gpt2)
     add_inplace(st.x, st.h, n * c.dim);
   }
   if (c.rope != RopeStyle::kNone) rope_table(st.pos, n, c.rope_dim, c.rope_theta, st.rope_cs);
+  embed_span.close();
   try {
     find_arch(c.arch_name)->forward(im.model, st);
   } catch (const Error& e) {
     return Status::error(e.what());
   }
   for (int s = 0; s < im.opts.n_seq; ++s) im.kv.set_len(s, next[s]);
+  NEXUS_PROFILE_COUNTER("kv_cache.tokens", std::accumulate(next.begin(), next.end(), 0.0));
   return Status::ok();
 }
 

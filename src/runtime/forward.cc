@@ -5,11 +5,14 @@
 
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "profile/op_args.h"
 
 namespace nexus {
 
 void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* y,
-            ForwardState& st) {
+            ForwardState& st, const char* name) {
+  NEXUS_PROFILE_OP(name, profile::current_layer(), profile::matmul_bytes(w, n),
+                   profile::matmul_flops(w, n), profile::matmul_shapes(w, n));
   st.scratch->reset();
   matmul(w, x, n, y, *st.pool, *st.scratch);
   if (!b.empty()) add_bias(y, b.data_as<const float>(), n, w.dim(0));
@@ -17,6 +20,8 @@ void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* 
 
 void store_kv(int64_t layer, ForwardState& st) {
   const int64_t w = st.kv->row_width();
+  NEXUS_PROFILE_OP("store_kv", static_cast<int>(layer), profile::kv_store_bytes(*st.kv, st.n), 0,
+                   "");
   for (int64_t t = 0; t < st.n; ++t)
     st.kv->store(layer, st.seq[t], st.pos[t], st.k + t * w, st.v + t * w);
 }
@@ -24,6 +29,7 @@ void store_kv(int64_t layer, ForwardState& st) {
 void output_head(const Model& model, ForwardState& st, bool layer_norm) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  NEXUS_PROFILE_SCOPE("output_head");
   // Gather the wanted rows, then normalise and project only those.
   for (int64_t i = 0; i < st.n_out; ++i)
     std::memcpy(st.h + i * c.dim, st.x + st.out_rows[i] * c.dim, c.dim * sizeof(float));
@@ -35,6 +41,9 @@ void output_head(const Model& model, ForwardState& st, bool layer_norm) {
     rms_norm(st.h, w.out_norm.data_as<const float>(), c.norm_eps, st.h, st.n_out, c.dim);
   }
   st.scratch->reset();
+  NEXUS_PROFILE_OP("output", -1, profile::matmul_bytes(w.output, st.n_out),
+                   profile::matmul_flops(w.output, st.n_out),
+                   profile::matmul_shapes(w.output, st.n_out));
   matmul(w.output, st.h, st.n_out, st.logits, *st.pool, *st.scratch);
 }
 

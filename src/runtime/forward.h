@@ -38,9 +38,9 @@ struct ForwardState {
   Arena* scratch = nullptr;  // reset before each matmul
 };
 
-// y = x W^T (+ bias when `b` is not empty), for st.n rows.
+// y = x W^T (+ bias when `b` is not empty), for st.n rows. `name` (static) labels the profile span.
 void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* y,
-            ForwardState& st);
+            ForwardState& st, const char* name = "matmul");
 // Writes the step's keys and values into the cache.
 void store_kv(int64_t layer, ForwardState& st);
 // Final norm (RMS or, with a bias, Layer norm) of the wanted rows and the output projection.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "profile/op_args.h"
 
 namespace nexus {
 namespace {
@@ -24,6 +25,8 @@ size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
                const int32_t* pos, int64_t n, const AttentionParams& p, float* out,
                ThreadPool& pool, float* scratch) {
+  NEXUS_PROFILE_OP("attention", static_cast<int>(layer), profile::attention_bytes(kv, pos, n, p),
+                   profile::attention_flops(pos, n, p), profile::attention_shapes(kv, n, p));
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t q_width = p.n_heads * hd;

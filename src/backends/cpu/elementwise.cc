@@ -2,10 +2,13 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+#include "profile/op_args.h"
 
 namespace nexus {
 
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
+  NEXUS_PROFILE_OP("rms_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
+                   profile::rows_shapes(rows, dim));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
@@ -22,6 +25,8 @@ void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows,
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
                 int64_t dim) {
+  NEXUS_PROFILE_OP("layer_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
+                   profile::rows_shapes(rows, dim));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
@@ -42,10 +47,12 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 }
 
 void swiglu(float* g, const float* u, int64_t n) {
+  NEXUS_PROFILE_OP("swiglu", profile::current_layer(), 12 * n, 0, profile::rows_shapes(1, n));
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
 void gelu_tanh(float* x, int64_t n) {
+  NEXUS_PROFILE_OP("gelu", profile::current_layer(), 8 * n, 0, profile::rows_shapes(1, n));
   constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
