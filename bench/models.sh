@@ -3,11 +3,12 @@
 # as OUTDIR/SHAPE-TYPE.gguf (e.g. models/L15M-q8_0.gguf), with `nexus gen-model`. Existing files
 # are kept (delete them to regenerate). About 6 GB in all; Q06B-f32 alone is 2.4 GB.
 #
-# usage: bench/models.sh [OUTDIR] (default: bench-models)   env: NEXUS_BIN, SHAPES, TYPES, SEED
+# usage: bench/models.sh [OUTDIR]   (default: build/bench-models, which git ignores)
+# env: NEXUS_BIN (default build/nexus), SHAPES, TYPES, SEED (default 1)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-out="${1:-bench-models}"
+out="${1:-$here/../build/bench-models}"
 nexus="${NEXUS_BIN:-$here/../build/nexus}"
 shapes="${SHAPES:-L15M L110M Q06B}"
 types="${TYPES:-f32 f16 q8_0 q4_0 q4_k}"
