@@ -107,17 +107,15 @@ int bench_main(int argc, char** argv) {
     const BenchModelInfo info = describe_model(*model.value(), path);
     for (const BenchTest& test : tests) {
       ++done;
-      BenchResult probe;
-      probe.test = test;
+      const std::string name = bench_test_name(test);
       const std::string label = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " +
-                                path + " " + probe.test_name() +
-                                " t=" + std::to_string(test.n_threads);
+                                path + " " + name + " t=" + std::to_string(test.n_threads);
       if (progress)
         opts.progress = [&label](const std::string& what) {
           std::fprintf(stderr, "nexus bench: %s: %s\n", label.c_str(), what.c_str());
         };
       auto r = run_bench_test(*model.value(), info, test, opts);
-      if (!r) return fail("bench", path + ": " + probe.test_name() + ": " + r.status().message());
+      if (!r) return fail("bench", path + ": " + name + ": " + r.status().message());
       results.push_back(std::move(r).value());
     }
   }

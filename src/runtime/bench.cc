@@ -47,12 +47,14 @@ double value_bytes(DType t, int64_t n) {
 
 }  // namespace
 
-std::string BenchResult::test_name() const {
+std::string bench_test_name(const BenchTest& test) {
   if (test.n_prompt > 0) return "pp" + std::to_string(test.n_prompt);
   std::string s = "tg" + std::to_string(test.n_gen);
   if (test.n_seq > 1) s += " x" + std::to_string(test.n_seq);
   return s;
 }
+
+std::string BenchResult::test_name() const { return bench_test_name(test); }
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");

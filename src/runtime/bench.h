@@ -57,9 +57,11 @@ struct BenchResult {
   double bound_ts = 0;         // tg with bandwidth: bandwidth / bytes_per_token
   double bound_fraction = 0;   // avg_ts / bound_ts
 
-  // "pp512", "tg128", or "tg128 x8" for 8 sequences.
   std::string test_name() const;
 };
+
+// "pp512", "tg128", or "tg128 x8" for 8 sequences.
+std::string bench_test_name(const BenchTest& test);
 
 // Where and how the results were produced.
 struct BenchEnv {
