@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Side-by-side throughput: runs `nexus bench` and llama.cpp's llama-bench on the same GGUF files,
+# one test at a time and alternately (nexus, peer, nexus, peer, ...) so machine noise hits both,
+# then prints a markdown table model | type | test | nexus t/s | llama.cpp t/s | ratio.
+#
+# usage: bench/compare.sh LLAMA_BENCH MODEL.gguf... [-p 512[,N...]] [-n 128[,N...]] [-t THREADS]
+#                         [-r REPS] [--kv-type f16] [--nexus PATH] [--out DIR]
+# LLAMA_BENCH is the path of an already built llama-bench binary (this script never builds it).
+# The nexus binary is --nexus, else $NEXUS_BIN, else build/nexus beside this script's checkout.
+# Raw JSON of every run is kept in --out (default: a new temporary directory, printed at the end).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+die() { echo "compare.sh: error: $*" >&2; exit 1; }
+
+[[ $# -ge 2 ]] || die "usage: compare.sh LLAMA_BENCH MODEL.gguf... [-p N] [-n N] [-t T] [-r R]"
+peer="$1"; shift
+[[ -x "$peer" ]] || die "llama-bench binary '$peer' is not an executable file"
+
+models=() prompts="512" gens="128" threads="$(nproc)" reps="5" kv="" out=""
+nexus="${NEXUS_BIN:-$here/../build/nexus}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -p) prompts="$2"; shift 2 ;;
+    -n) gens="$2"; shift 2 ;;
+    -t) threads="$2"; shift 2 ;;
+    -r) reps="$2"; shift 2 ;;
+    --kv-type) kv="$2"; shift 2 ;;
+    --nexus) nexus="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    -*) die "unknown option '$1'" ;;
+    *) models+=("$1"); shift ;;
+  esac
+done
+[[ ${#models[@]} -gt 0 ]] || die "no model given"
+[[ -x "$nexus" ]] || die "nexus binary '$nexus' not found (build it, or pass --nexus PATH)"
+command -v python3 >/dev/null || die "python3 is needed to merge the results"
+for m in "${models[@]}"; do [[ -f "$m" ]] || die "model '$m' not found"; done
+if [[ -z "$out" ]]; then out="$(mktemp -d "${TMPDIR:-/tmp}/nexus-compare.XXXXXX")"; fi
+mkdir -p "$out"
+
+kv_nexus=() kv_peer=()
+if [[ -n "$kv" ]]; then kv_nexus=(--kv-type "$kv"); kv_peer=(-ctk "$kv" -ctv "$kv"); fi
+
+# One line per test in the manifest: model, nexus JSON, peer JSON.
+manifest="$out/manifest.tsv"
+: > "$manifest"
+i=0
+run_pair() {  # $1 model, $2 n_prompt, $3 n_gen
+  i=$((i + 1))
+  local nj="$out/nexus-$i.json" pj="$out/peer-$i.json"
+  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3: nexus" >&2
+  "$nexus" bench -m "$1" -p "$2" -n "$3" -t "$threads" -r "$reps" "${kv_nexus[@]}" -o json \
+    > "$nj" 2> "$out/nexus-$i.log" || die "nexus bench failed (see $out/nexus-$i.log)"
+  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3: llama-bench" >&2
+  "$peer" -m "$1" -p "$2" -n "$3" -t "$threads" -r "$reps" "${kv_peer[@]}" -o json \
+    > "$pj" 2> "$out/peer-$i.log" || die "llama-bench failed (see $out/peer-$i.log)"
+  printf '%s\t%s\t%s\n' "$1" "$nj" "$pj" >> "$manifest"
+}
+
+IFS=',' read -r -a plist <<< "$prompts"
+IFS=',' read -r -a nlist <<< "$gens"
+for m in "${models[@]}"; do
+  for p in "${plist[@]}"; do [[ "$p" == 0 ]] || run_pair "$m" "$p" 0; done
+  for n in "${nlist[@]}"; do [[ "$n" == 0 ]] || run_pair "$m" 0 "$n"; done
+done
+[[ $i -gt 0 ]] || die "nothing to run: every -p and -n value is 0"
+
+python3 "$here/compare_table.py" "$manifest"
+echo
+echo "raw results: $out"

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Merges the JSON of bench/compare.sh's runs into one markdown table (standard library only).
+
+Input: a manifest of lines "MODEL<TAB>NEXUS_JSON<TAB>PEER_JSON"; each JSON file is the array that
+`nexus bench -o json` or `llama-bench -o json` printed for one test (pp or tg).
+"""
+import json
+import os
+import sys
+
+
+def load_test(path):
+    """The single pp/tg object of a bench JSON file (the first when there are several)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{path}: expected a non-empty JSON array")
+    return data[0]
+
+
+def test_name(r):
+    return f"pp{r['n_prompt']}" if r.get("n_prompt", 0) > 0 else f"tg{r['n_gen']}"
+
+
+def ts(r):
+    return f"{r['avg_ts']:.2f} ± {r.get('stddev_ts', 0.0):.2f}"
+
+
+def main(manifest):
+    rows = []
+    nexus_build = peer_build = cpu = ""
+    with open(manifest, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            model, nexus_path, peer_path = line.rstrip("\n").split("\t")
+            n, p = load_test(nexus_path), load_test(peer_path)
+            if (n.get("n_prompt"), n.get("n_gen")) != (p.get("n_prompt"), p.get("n_gen")):
+                raise ValueError(f"{peer_path}: test {test_name(p)} does not match {test_name(n)}")
+            ratio = n["avg_ts"] / p["avg_ts"] if p.get("avg_ts") else float("nan")
+            rows.append([os.path.basename(model), n.get("model_type", ""), test_name(n),
+                         ts(n), ts(p), f"{ratio:.2f}"])
+            nexus_build = n.get("build_commit", "")
+            peer_build = f"{p.get('build_commit', '')} ({p.get('build_number', '?')})"
+            cpu = n.get("cpu_info", "")
+    head = ["model", "type", "test", "nexus t/s", "llama.cpp t/s", "ratio"]
+    widths = [max(len(head[c]), *(len(r[c]) for r in rows)) for c in range(len(head))]
+    right = {3, 4, 5}
+
+    def fmt(cells):
+        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    print(fmt(head))
+    print("| " + " | ".join("-" * (w - 1) + ":" if i in right else "-" * w
+                            for i, w in enumerate(widths)) + " |")
+    for r in rows:
+        print(fmt(r))
+    print(f"\nnexus {nexus_build}, llama.cpp {peer_build}, cpu: {cpu}; ratio = nexus / llama.cpp")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: compare_table.py MANIFEST.tsv")
+    try:
+        main(sys.argv[1])
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"compare_table.py: error: {e}")

@@ -1,0 +1,251 @@
+// GgufStreamWriter: same byte layout as GgufWriter::serialize(), but tensor data is pulled from
+// producers chunk by chunk and written straight to a temporary file that is renamed at the end.
+#include "io/gguf_stream_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+namespace nexus {
+namespace {
+
+template <typename T>
+void put(std::vector<uint8_t>& out, T v) {
+  const size_t n = out.size();
+  out.resize(n + sizeof(T));
+  std::memcpy(out.data() + n, &v, sizeof(T));
+}
+
+void put_string(std::vector<uint8_t>& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+// One scalar of type `t` (integers and bools from `i`/`u`, floats from `f`).
+void put_scalar(std::vector<uint8_t>& out, GgufType t, int64_t i, uint64_t u, double f) {
+  switch (t) {
+    case GgufType::kU8:
+      put<uint8_t>(out, static_cast<uint8_t>(i));
+      break;
+    case GgufType::kI8:
+      put<int8_t>(out, static_cast<int8_t>(i));
+      break;
+    case GgufType::kU16:
+      put<uint16_t>(out, static_cast<uint16_t>(i));
+      break;
+    case GgufType::kI16:
+      put<int16_t>(out, static_cast<int16_t>(i));
+      break;
+    case GgufType::kU32:
+      put<uint32_t>(out, static_cast<uint32_t>(i));
+      break;
+    case GgufType::kI32:
+      put<int32_t>(out, static_cast<int32_t>(i));
+      break;
+    case GgufType::kU64:
+      put<uint64_t>(out, u ? u : static_cast<uint64_t>(i));
+      break;
+    case GgufType::kI64:
+      put<int64_t>(out, i);
+      break;
+    case GgufType::kF32:
+      put<float>(out, static_cast<float>(f));
+      break;
+    case GgufType::kF64:
+      put<double>(out, f);
+      break;
+    case GgufType::kBool:
+      put<uint8_t>(out, i ? 1 : 0);
+      break;
+    default:
+      throw Error("[gguf stream writer] not a scalar type");
+  }
+}
+
+void put_kv(std::vector<uint8_t>& out, const std::string& key, const GgufValue& v) {
+  put_string(out, key);
+  put<uint32_t>(out, static_cast<uint32_t>(v.type));
+  if (v.type == GgufType::kString) {
+    put_string(out, v.s);
+  } else if (v.type == GgufType::kArray) {
+    put<uint32_t>(out, static_cast<uint32_t>(v.array_type));
+    put<uint64_t>(out, v.array_size());
+    for (const auto& s : v.as) put_string(out, s);
+    for (double f : v.af) put_scalar(out, v.array_type, 0, 0, f);
+    for (int64_t i : v.ai) put_scalar(out, v.array_type, i, 0, 0);
+  } else {
+    put_scalar(out, v.type, v.i, v.u, v.f);
+  }
+}
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Writes all of `n` bytes; false (errno set) on failure.
+bool write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+GgufValue gguf_str(std::string v) {
+  GgufValue g;
+  g.type = GgufType::kString;
+  g.s = std::move(v);
+  return g;
+}
+GgufValue gguf_u32(uint32_t v) {
+  GgufValue g;
+  g.type = GgufType::kU32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_i32(int32_t v) {
+  GgufValue g;
+  g.type = GgufType::kI32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_f32(float v) {
+  GgufValue g;
+  g.type = GgufType::kF32;
+  g.f = v;
+  return g;
+}
+GgufValue gguf_bool(bool v) {
+  GgufValue g;
+  g.type = GgufType::kBool;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_str_array(std::vector<std::string> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kString;
+  g.as = std::move(v);
+  return g;
+}
+GgufValue gguf_f32_array(std::vector<double> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kF32;
+  g.af = std::move(v);
+  return g;
+}
+GgufValue gguf_i32_array(std::vector<int64_t> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kI32;
+  g.ai = std::move(v);
+  return g;
+}
+
+void GgufStreamWriter::set(const std::string& key, GgufValue v) {
+  for (auto& kv : kv_)
+    if (kv.first == key) {
+      kv.second = std::move(v);
+      return;
+    }
+  kv_.emplace_back(key, std::move(v));
+}
+
+void GgufStreamWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                  RowProducer produce) {
+  NEXUS_CHECK(
+      !shape.empty() && shape.size() <= kMaxDims,
+      "[gguf stream writer] tensor '" + name + "' has rank " + std::to_string(shape.size()));
+  for (const auto& t : tensors_)
+    NEXUS_CHECK(t.name != name, "[gguf stream writer] duplicate tensor '" + name + "'");
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+  const size_t rb = row_bytes(dtype, shape.back());  // throws on a block-size mismatch
+  tensors_.push_back({name, dtype, std::move(shape), rows, rb, std::move(produce)});
+}
+
+std::vector<uint8_t> GgufStreamWriter::header() const {
+  std::vector<uint8_t> out;
+  put<uint32_t>(out, 0x46554747);  // "GGUF"
+  put<uint32_t>(out, 3);
+  put<uint64_t>(out, tensors_.size());
+  const bool add_align =
+      alignment_ != 32 && std::none_of(kv_.begin(), kv_.end(), [](const auto& kv) {
+        return kv.first == "general.alignment";
+      });
+  put<uint64_t>(out, kv_.size() + (add_align ? 1 : 0));
+  for (const auto& [k, v] : kv_) put_kv(out, k, v);
+  if (add_align) put_kv(out, "general.alignment", gguf_u32(alignment_));
+  uint64_t offset = 0;
+  for (const auto& t : tensors_) {
+    put_string(out, t.name);
+    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
+    for (size_t d = t.shape.size(); d-- > 0;) put<uint64_t>(out, t.shape[d]);  // innermost first
+    put<uint32_t>(out, static_cast<uint32_t>(t.dtype));
+    put<uint64_t>(out, offset);
+    offset += align_up(t.row_bytes * t.rows, alignment_);
+  }
+  out.resize(align_up(out.size(), alignment_), 0);
+  return out;
+}
+
+size_t GgufStreamWriter::file_size() const {
+  size_t n = header().size();
+  for (const auto& t : tensors_) n += align_up(t.row_bytes * t.rows, alignment_);
+  return n;
+}
+
+Status GgufStreamWriter::write(const std::string& path) const {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::error("cannot create '" + tmp + "': " + std::strerror(errno));
+  auto fail = [&](const std::string& why) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::error(why);
+  };
+  const std::vector<uint8_t> head = header();
+  if (!write_all(fd, head.data(), head.size()))
+    return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+  std::vector<uint8_t> buf;
+  for (const auto& t : tensors_) {
+    const int64_t rows_per_chunk =
+        std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes_ / std::max<size_t>(1, t.row_bytes)));
+    for (int64_t r0 = 0; r0 < t.rows; r0 += rows_per_chunk) {
+      const int64_t n = std::min(rows_per_chunk, t.rows - r0);
+      buf.assign(static_cast<size_t>(n) * t.row_bytes, 0);
+      try {
+        t.produce(r0, n, buf.data());
+      } catch (const std::exception& e) {
+        return fail("cannot produce tensor '" + t.name + "': " + e.what());
+      }
+      if (!write_all(fd, buf.data(), buf.size()))
+        return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+    }
+    const size_t data = t.row_bytes * t.rows;
+    const std::vector<uint8_t> pad(align_up(data, alignment_) - data, 0);
+    if (!write_all(fd, pad.data(), pad.size()))
+      return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+  }
+  if (fsync(fd) != 0) return fail("cannot fsync '" + tmp + "': " + std::strerror(errno));
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(e));
+  }
+  return Status::ok();
+}
+
+}  // namespace nexus
