@@ -1,0 +1,99 @@
+// The generation loop shared by `nexus run` (and later the server).
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/stop.h"
+
+namespace nexus {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_view prompt,
+                               const GenerateOptions& opts,
+                               const std::function<bool(std::string_view)>& on_text) {
+  NEXUS_RETURN_IF_ERROR(validate(opts.sampler));
+  if (opts.n_predict < -1) return Status::error("-n must be >= 0 (or -1 for unlimited)");
+  const int64_t n_ctx = ctx.options().n_ctx;
+  const int64_t n_vocab = ctx.model().config().n_vocab;
+  if (tok.n_vocab() > n_vocab)
+    return Status::error("tokenizer has " + std::to_string(tok.n_vocab()) +
+                         " tokens but the model's embedding has " + std::to_string(n_vocab));
+
+  std::vector<int32_t> ids = tok.encode(prompt, opts.add_bos);
+  if (ids.empty()) {
+    if (tok.bos_id() < 0) return Status::error("empty prompt and the vocabulary has no BOS token");
+    ids.push_back(tok.bos_id());
+  }
+  if (static_cast<int64_t>(ids.size()) >= n_ctx)
+    return Status::error("prompt is " + std::to_string(ids.size()) +
+                         " tokens, which does not fit the context of " + std::to_string(n_ctx) +
+                         " (use -c to enlarge it)");
+
+  GenerateStats stats;
+  stats.n_prompt = static_cast<int64_t>(ids.size());
+  ctx.clear_seq(opts.seq);
+  Sampler sampler(opts.sampler, n_vocab);
+  for (int32_t id : ids) sampler.accept(id);
+  StopMatcher stop(opts.stop);
+
+  // Prefill in chunks of n_batch; logits only for the last prompt token.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits;
+  Batch batch;
+  const int64_t chunk = std::max<int64_t>(1, std::min(opts.n_batch, ctx.options().max_batch));
+  for (size_t i = 0; i < ids.size(); i += chunk) {
+    batch.clear();
+    const size_t end = std::min(ids.size(), i + chunk);
+    for (size_t j = i; j < end; ++j)
+      batch.add(ids[j], static_cast<int32_t>(j), opts.seq, j + 1 == ids.size());
+    NEXUS_RETURN_IF_ERROR(ctx.decode(batch, &logits));
+  }
+  stats.prefill_seconds = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  int32_t pos = static_cast<int32_t>(ids.size());
+  stats.stop_reason = "length";
+  for (;;) {
+    if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
+    const int32_t next = sampler.sample(logits);
+    sampler.accept(next);
+    if (!opts.ignore_eos && tok.is_eog(next)) {
+      stats.stop_reason = "eos";
+      break;
+    }
+    stats.tokens.push_back(next);
+    ++stats.n_generated;
+    StopResult r = stop.feed(tok.token_to_piece(next));
+    if (!r.text.empty() && !on_text(r.text)) {
+      stats.stop_reason = "stop";
+      break;
+    }
+    if (r.stopped) {
+      stats.stop_reason = "stop";
+      break;
+    }
+    if (pos >= n_ctx) {
+      stats.stop_reason = "context";
+      break;
+    }
+    if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
+    batch.clear();
+    batch.add(next, pos++, opts.seq, true);
+    NEXUS_RETURN_IF_ERROR(ctx.decode(batch, &logits));
+  }
+  if (stats.stop_reason != "stop") {
+    StopResult r = stop.flush();
+    if (!r.text.empty()) on_text(r.text);
+  }
+  stats.decode_seconds = seconds_since(t0);
+  return stats;
+}
+
+}  // namespace nexus

@@ -1,0 +1,43 @@
+// Text generation: tokenize the prompt, prefill it, then sample and decode one token at a time,
+// streaming text as soon as it is safe to show (complete UTF-8, not part of a stop string).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nexus/context.h"
+#include "nexus/status.h"
+#include "nexus/tokenizer.h"
+#include "runtime/sampler.h"
+
+namespace nexus {
+
+struct GenerateOptions {
+  SamplerParams sampler;
+  int64_t n_predict = -1;          // tokens to generate; -1 = until end-of-generation or context end
+  std::vector<std::string> stop;   // stop strings (not emitted)
+  bool add_bos = true;             // prepend BOS when the tokenizer asks for it
+  bool ignore_eos = false;         // keep generating past end-of-generation tokens
+  int64_t n_batch = 512;           // prompt tokens per decode() call during prefill
+  int seq = 0;                     // sequence slot in the context
+};
+
+struct GenerateStats {
+  int64_t n_prompt = 0;
+  int64_t n_generated = 0;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  std::string stop_reason;  // "eos", "stop", "length", "context"
+  std::vector<int32_t> tokens;  // generated token ids
+};
+
+// Runs generation on `ctx` (the sequence slot is cleared first). `on_text` receives the streamed
+// text; returning false from it stops generation. An empty prompt starts from BOS.
+Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_view prompt,
+                               const GenerateOptions& opts,
+                               const std::function<bool(std::string_view)>& on_text);
+
+}  // namespace nexus

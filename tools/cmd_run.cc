@@ -1,0 +1,124 @@
+// `nexus run`: load a GGUF model and generate text, streaming it to stdout; statistics to stderr.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "command.h"
+#include "core/allocator.h"
+#include "io/mapped_file.h"
+#include "nexus/context.h"
+#include "nexus/model.h"
+#include "nexus/tokenizer.h"
+#include "runtime/generator.h"
+
+namespace nexus::cli {
+namespace {
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"Generate text with a GGUF model", "nexus run"};
+  std::string model_path, prompt, prompt_file, kv_type = "f16";
+  int64_t n_predict = 256, n_ctx = 0, n_batch = 512;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t seed = -1;
+  GenerateOptions g;
+  bool no_bos = false;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS)");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file (exact bytes)");
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text)")
+      ->capture_default_str();
+  app.add_option("--temp", g.sampler.temperature, "temperature (0: greedy)")->capture_default_str();
+  app.add_option("--top-k", g.sampler.top_k, "top-k (0: off)")->capture_default_str();
+  app.add_option("--top-p", g.sampler.top_p, "top-p (1: off)")->capture_default_str();
+  app.add_option("--min-p", g.sampler.min_p, "min-p (0: off)")->capture_default_str();
+  app.add_option("--repeat-penalty", g.sampler.repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", g.sampler.repeat_last_n, "tokens the penalties look back at")
+      ->capture_default_str();
+  app.add_option("--frequency-penalty", g.sampler.frequency_penalty, "frequency penalty")
+      ->capture_default_str();
+  app.add_option("--presence-penalty", g.sampler.presence_penalty, "presence penalty")
+      ->capture_default_str();
+  app.add_option("-s,--seed", seed, "RNG seed (-1: random; printed with the statistics)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads")->capture_default_str();
+  app.add_option("-c,--ctx-size", n_ctx, "context size (0: the model's, at most 4096)")
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", n_batch, "prompt tokens per forward pass")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  app.add_option("--stop", g.stop, "stop string (repeatable)");
+  app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
+  app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (!prompt.empty() && !prompt_file.empty()) return fail("run", "give -p or -f, not both");
+  if (!prompt_file.empty()) {
+    auto r = read_file(prompt_file);
+    if (!r) return fail("run", r.status().message());
+    prompt = std::move(r).value();
+  }
+  if (n_predict < -1) return fail("run", "-n must be >= -1, got " + std::to_string(n_predict));
+  if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
+  if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
+  if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));
+  auto kv = dtype_from_name(kv_type);
+  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
+    return fail("run", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
+  g.sampler.seed = seed < 0 ? std::random_device{}() : static_cast<uint64_t>(seed);
+  g.n_predict = n_predict;
+  g.n_batch = n_batch;
+  g.add_bos = !no_bos;
+
+  auto model = Model::load(model_path);
+  if (!model) return fail("run", model.status().message());
+  auto tok = Tokenizer::from_gguf((*model)->gguf());
+  if (!tok) return fail("run", tok.status().message());
+  ContextOptions co;
+  co.n_ctx = n_ctx > 0 ? n_ctx : std::min<int64_t>((*model)->config().n_ctx_train, 4096);
+  co.kv_type = *kv;
+  co.n_threads = threads;
+  co.max_batch = n_batch;
+  auto ctx = Context::create(**model, co);
+  if (!ctx) return fail("run", ctx.status().message());
+
+  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  std::fflush(stdout);
+  // From BOS, SentencePiece's first piece carries the word-start space; drop it as llama.cpp does.
+  bool at_start = prompt.empty();
+  auto stats = generate(**ctx, **tok, prompt, g, [&at_start](std::string_view text) {
+    if (at_start && !text.empty() && text[0] == ' ') text.remove_prefix(1);
+    at_start = false;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  std::printf("\n");
+  std::fflush(stdout);
+  if (!stats) return fail("run", stats.status().message());
+  const GenerateStats& s = stats.value();
+  const MemStats m = mem_stats();
+  std::fprintf(stderr,
+               "\nprompt: %lld tokens, %.1f tokens/s | generated: %lld tokens, %.1f tokens/s | "
+               "stop: %s | seed: %llu | threads: %d\n"
+               "memory: peak RSS %.1f MiB (weights mapped: %.1f MiB, KV cache %.1f MiB, "
+               "activations+scratch %.1f MiB)\n",
+               static_cast<long long>(s.n_prompt),
+               s.prefill_seconds > 0 ? s.n_prompt / s.prefill_seconds : 0.0,
+               static_cast<long long>(s.n_generated),
+               s.decode_seconds > 0 ? s.n_generated / s.decode_seconds : 0.0,
+               s.stop_reason.c_str(), static_cast<unsigned long long>(g.sampler.seed), threads,
+               peak_rss_bytes() / 1048576.0, (*model)->weight_bytes() / 1048576.0,
+               (*ctx)->kv_bytes() / 1048576.0,
+               (m.peak[static_cast<int>(MemCategory::kActivations)] +
+                m.peak[static_cast<int>(MemCategory::kScratch)]) / 1048576.0);
+  return 0;
+}
+
+Register reg({"run", "generate text with a GGUF model", run_main});
+
+}  // namespace
+}  // namespace nexus::cli
