@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "command.h"
+#include "nexus/profile.h"
 #include "runtime/bench.h"
 
 #ifndef NEXUS_BUILD_COMMIT
@@ -57,6 +58,9 @@ int bench_main(int argc, char** argv) {
                  "memory read bandwidth in GB/s (e.g. from nexus_membw): report tg's bound");
   app.add_option("--seed", seed, "seed for the random token ids");
   app.add_flag("--progress", progress, "print progress to stderr");
+  profile::SessionOptions prof;
+  app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
+  app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -99,6 +103,7 @@ int bench_main(int argc, char** argv) {
   opts.seed = seed;
   const BenchEnv env{NEXUS_BUILD_COMMIT, cpu_model_name()};
   std::vector<BenchResult> results;
+  profile::Session profiling(prof);
   const size_t total = tests.size() * models.size();
   size_t done = 0;
   for (const std::string& path : models) {
@@ -123,6 +128,7 @@ int bench_main(int argc, char** argv) {
                            : output == "csv" ? bench_to_csv(results, env)
                                              : bench_to_markdown(results, env);
   std::fputs(text.c_str(), stdout);
+  if (Status st = profiling.finish(); !st) return fail("bench", st.message());
   return 0;
 }
 

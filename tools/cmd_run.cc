@@ -9,6 +9,7 @@
 #include "io/mapped_file.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
+#include "nexus/profile.h"
 #include "nexus/tokenizer.h"
 #include "runtime/generator.h"
 
@@ -50,6 +51,9 @@ int run_main(int argc, char** argv) {
   app.add_option("--stop", g.stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
+  profile::SessionOptions prof;
+  app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
+  app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,6 +91,7 @@ int run_main(int argc, char** argv) {
 
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
+  profile::Session profiling(prof);
   // From BOS, SentencePiece's first piece carries the word-start space; drop it as llama.cpp does.
   bool at_start = prompt.empty();
   auto stats = generate(**ctx, **tok, prompt, g, [&at_start](std::string_view text) {
@@ -99,6 +104,7 @@ int run_main(int argc, char** argv) {
   std::printf("\n");
   std::fflush(stdout);
   if (!stats) return fail("run", stats.status().message());
+  if (Status st = profiling.finish(); !st) return fail("run", st.message());
   const GenerateStats& s = stats.value();
   const MemStats m = mem_stats();
   std::fprintf(stderr,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "nexus/profile.h"
 #include "runtime/stop.h"
 
 namespace nexus {
@@ -26,7 +27,11 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
     return Status::error("tokenizer has " + std::to_string(tok.n_vocab()) +
                          " tokens but the model's embedding has " + std::to_string(n_vocab));
 
-  std::vector<int32_t> ids = tok.encode(prompt, opts.add_bos);
+  std::vector<int32_t> ids;
+  {
+    NEXUS_PROFILE_SCOPE("tokenize");
+    ids = tok.encode(prompt, opts.add_bos);
+  }
   if (ids.empty()) {
     if (tok.bos_id() < 0) return Status::error("empty prompt and the vocabulary has no BOS token");
     ids.push_back(tok.bos_id());
@@ -62,8 +67,12 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
   stats.stop_reason = "length";
   for (;;) {
     if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
-    const int32_t next = sampler.sample(logits);
-    sampler.accept(next);
+    int32_t next;
+    {
+      NEXUS_PROFILE_SCOPE("sample");
+      next = sampler.sample(logits);
+      sampler.accept(next);
+    }
     if (!opts.ignore_eos && tok.is_eog(next)) {
       stats.stop_reason = "eos";
       break;
