@@ -328,10 +328,10 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes, std::shared_ptr
   // bounds keep every reserve() below proportional to the file size.
   if (n_tensors > c.left() / 32)
     return c.fail_at(8, "tensor count " + std::to_string(n_tensors) + " is impossible for a " +
-                            std::to_string(bytes.size()) + "-byte file");
+                            std::to_string(bytes.size()) + "-byte file (truncated or corrupt?)");
   if (n_kv > c.left() / 13)
     return c.fail_at(16, "metadata count " + std::to_string(n_kv) + " is impossible for a " +
-                             std::to_string(bytes.size()) + "-byte file");
+                             std::to_string(bytes.size()) + "-byte file (truncated or corrupt?)");
 
   g.kv_.reserve(n_kv);
   size_t alignment_at = 0;

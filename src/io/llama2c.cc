@@ -265,9 +265,11 @@ Result<GgufWriter> import_llama2c(const std::string& checkpoint_path,
                                   const std::string& tokenizer_path) {
   auto model = MappedFile::open(checkpoint_path);
   if (!model) return model.status();
+  const MappedFile& m = *model.value();
+  // Report a bad checkpoint before a missing tokenizer (the order the user gave them in).
+  if (auto c = parse_llama2c_config({m.data(), m.size()}, checkpoint_path); !c) return c.status();
   auto tok = MappedFile::open(tokenizer_path);
   if (!tok) return tok.status();
-  const MappedFile& m = *model.value();
   const MappedFile& t = *tok.value();
   return import_llama2c({m.data(), m.size()}, {t.data(), t.size()}, checkpoint_path, tokenizer_path,
                         std::filesystem::path(checkpoint_path).stem().string());
