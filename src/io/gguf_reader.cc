@@ -59,6 +59,7 @@ class Cursor {
   const std::string& name_;
   size_t pos_ = 0;
 };
+
 // Smallest encoded size of one element of `t` (used to bound array counts).
 size_t min_size(GgufType t) {
   switch (t) {
@@ -92,86 +93,54 @@ bool is_int_type(GgufType t) {
          t == GgufType::kBool;
 }
 
+// Reads a T into `out` (an integer into GgufValue::i, a float into GgufValue::f).
+template <typename T, typename Out>
+Status read_into(Cursor& c, Out* out, const char* what) {
+  T x;
+  NEXUS_RETURN_IF_ERROR(c.read(&x, what));
+  *out = static_cast<Out>(x);
+  return Status::ok();
+}
+
+// Reads one non-array value of type `t`; `in_array` selects how u64 values are stored.
 Status read_scalar(Cursor& c, GgufType t, GgufValue* v, bool in_array) {
   switch (t) {
-    case GgufType::kU8: {
-      uint8_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "u8"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kI8: {
-      int8_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "i8"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kU16: {
-      uint16_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "u16"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kI16: {
-      int16_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "i16"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kU32: {
-      uint32_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "u32"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kI32: {
-      int32_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "i32"));
-      v->i = x;
-      break;
-    }
+    case GgufType::kU8:
+      return read_into<uint8_t>(c, &v->i, "u8");
+    case GgufType::kI8:
+      return read_into<int8_t>(c, &v->i, "i8");
+    case GgufType::kU16:
+      return read_into<uint16_t>(c, &v->i, "u16");
+    case GgufType::kI16:
+      return read_into<int16_t>(c, &v->i, "i16");
+    case GgufType::kU32:
+      return read_into<uint32_t>(c, &v->i, "u32");
+    case GgufType::kI32:
+      return read_into<int32_t>(c, &v->i, "i32");
+    case GgufType::kI64:
+      return read_into<int64_t>(c, &v->i, "i64");
+    case GgufType::kF32:
+      return read_into<float>(c, &v->f, "f32");
+    case GgufType::kF64:
+      return read_into<double>(c, &v->f, "f64");
     case GgufType::kU64: {
-      uint64_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "u64"));
-      v->u = x;
+      NEXUS_RETURN_IF_ERROR(read_into<uint64_t>(c, &v->u, "u64"));
       // Scalars clamp (the exact value stays in `u`); array elements keep the bit pattern so that
       // values above INT64_MAX survive a read/write round trip.
       constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      v->i = in_array || x <= kMax ? static_cast<int64_t>(x) : std::numeric_limits<int64_t>::max();
-      break;
-    }
-    case GgufType::kI64: {
-      int64_t x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "i64"));
-      v->i = x;
-      break;
-    }
-    case GgufType::kF32: {
-      float x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "f32"));
-      v->f = x;
-      break;
-    }
-    case GgufType::kF64: {
-      double x;
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "f64"));
-      v->f = x;
-      break;
+      v->i = in_array || v->u <= kMax ? static_cast<int64_t>(v->u) : static_cast<int64_t>(kMax);
+      return Status::ok();
     }
     case GgufType::kBool: {
-      uint8_t x;
       const size_t at = c.pos();
-      NEXUS_RETURN_IF_ERROR(c.read(&x, "bool"));
-      if (x > 1) return c.fail_at(at, "bool value " + std::to_string(x) + " is not 0 or 1");
-      v->i = x;
-      break;
+      NEXUS_RETURN_IF_ERROR(read_into<uint8_t>(c, &v->i, "bool"));
+      if (v->i > 1) return c.fail_at(at, "bool value " + std::to_string(v->i) + " is not 0 or 1");
+      return Status::ok();
     }
     case GgufType::kString:
-      NEXUS_RETURN_IF_ERROR(c.read_string(&v->s, "string"));
-      break;
+      return c.read_string(&v->s, "string");
     case GgufType::kArray:
-      if (in_array) return c.fail("nested arrays are not supported");
-      break;
+      return c.fail("nested arrays are not supported");
   }
   return Status::ok();
 }
