@@ -40,8 +40,11 @@ demo: build
 bench: build
 	$(BUILD)/nexus_micro_bench
 
+# Fuzz the GGUF reader for FUZZ_SECONDS (libFuzzer, clang; see docs/GGUF.md). `make test` runs a
+# 15-second version of the same.
+FUZZ_SECONDS ?= 300
 fuzz:
-	cmake --preset fuzz && cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
+	NEXUS_FUZZ_JOBS=$(JOBS) tests/fuzz/run_fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) build-debug build-fuzz

@@ -20,7 +20,8 @@ int info_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return fail("info", e.what(), 2);
   }
   auto r = GgufFile::open(path);
   if (!r) return fail("info", r.status().message());

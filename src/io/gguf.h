@@ -19,8 +19,19 @@
 namespace nexus {
 
 enum class GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 std::string_view gguf_type_name(GgufType t);
 
@@ -72,8 +83,8 @@ class GgufFile {
 
   const GgufValue* find(std::string_view key) const;
   std::optional<std::string> get_string(std::string_view key) const;
-  std::optional<int64_t> get_int(std::string_view key) const;    // any integer type or bool
-  std::optional<double> get_float(std::string_view key) const;   // any float or integer type
+  std::optional<int64_t> get_int(std::string_view key) const;   // any integer type or bool
+  std::optional<double> get_float(std::string_view key) const;  // any float or integer type
   const std::vector<std::string>* get_string_array(std::string_view key) const;
   const std::vector<double>* get_float_array(std::string_view key) const;
   const std::vector<int64_t>* get_int_array(std::string_view key) const;
@@ -113,7 +124,10 @@ class GgufWriter {
   // Adds a tensor; `data` must hold row_bytes(dtype, shape.back()) * rows bytes and is copied.
   void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                   const void* data);
-  void set_alignment(uint32_t a) { alignment_ = a; }
+  // Data alignment (a power of two); stored as the general.alignment key, which also governs a
+  // value copied in by copy_metadata (the last one set wins).
+  void set_alignment(uint32_t a) { set_u32("general.alignment", a); }
+  uint32_t alignment() const;
 
   // The whole file image.
   std::vector<uint8_t> serialize() const;
@@ -127,7 +141,6 @@ class GgufWriter {
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
   };
-  uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<PendingTensor> tensors_;
 };

@@ -22,43 +22,71 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
 
 void put_scalar(std::vector<uint8_t>& out, GgufType t, int64_t i, uint64_t u, double f) {
   switch (t) {
-    case GgufType::kU8: put<uint8_t>(out, static_cast<uint8_t>(i)); break;
-    case GgufType::kI8: put<int8_t>(out, static_cast<int8_t>(i)); break;
-    case GgufType::kU16: put<uint16_t>(out, static_cast<uint16_t>(i)); break;
-    case GgufType::kI16: put<int16_t>(out, static_cast<int16_t>(i)); break;
-    case GgufType::kU32: put<uint32_t>(out, static_cast<uint32_t>(i)); break;
-    case GgufType::kI32: put<int32_t>(out, static_cast<int32_t>(i)); break;
-    case GgufType::kU64: put<uint64_t>(out, u ? u : static_cast<uint64_t>(i)); break;
-    case GgufType::kI64: put<int64_t>(out, i); break;
-    case GgufType::kF32: put<float>(out, static_cast<float>(f)); break;
-    case GgufType::kF64: put<double>(out, f); break;
-    case GgufType::kBool: put<uint8_t>(out, i ? 1 : 0); break;
-    default: throw Error("[gguf writer] not a scalar type");
+    case GgufType::kU8:
+      put<uint8_t>(out, static_cast<uint8_t>(i));
+      break;
+    case GgufType::kI8:
+      put<int8_t>(out, static_cast<int8_t>(i));
+      break;
+    case GgufType::kU16:
+      put<uint16_t>(out, static_cast<uint16_t>(i));
+      break;
+    case GgufType::kI16:
+      put<int16_t>(out, static_cast<int16_t>(i));
+      break;
+    case GgufType::kU32:
+      put<uint32_t>(out, static_cast<uint32_t>(i));
+      break;
+    case GgufType::kI32:
+      put<int32_t>(out, static_cast<int32_t>(i));
+      break;
+    case GgufType::kU64:
+      put<uint64_t>(out, u ? u : static_cast<uint64_t>(i));
+      break;
+    case GgufType::kI64:
+      put<int64_t>(out, i);
+      break;
+    case GgufType::kF32:
+      put<float>(out, static_cast<float>(f));
+      break;
+    case GgufType::kF64:
+      put<double>(out, f);
+      break;
+    case GgufType::kBool:
+      put<uint8_t>(out, i ? 1 : 0);
+      break;
+    default:
+      throw Error("[gguf writer] not a scalar type");
   }
 }
 
 }  // namespace
 
 std::string_view gguf_type_name(GgufType t) {
-  static constexpr std::string_view kNames[] = {"u8",  "i8",  "u16",   "i16", "u32",
-                                                "i32", "f32", "bool",  "str", "arr",
-                                                "u64", "i64", "f64"};
+  static constexpr std::string_view kNames[] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
+                                                "bool", "str", "arr", "u64", "i64", "f64"};
   const auto i = static_cast<uint32_t>(t);
   return i < 13 ? kNames[i] : "?";
 }
 
 std::string GgufValue::to_string() const {
   switch (type) {
-    case GgufType::kString: return s.size() > 80 ? "\"" + s.substr(0, 77) + "...\"" : "\"" + s + "\"";
-    case GgufType::kF32: case GgufType::kF64: return std::to_string(f);
-    case GgufType::kBool: return i ? "true" : "false";
-    case GgufType::kU64: return std::to_string(u);
+    case GgufType::kString:
+      return s.size() > 80 ? "\"" + s.substr(0, 77) + "...\"" : "\"" + s + "\"";
+    case GgufType::kF32:
+    case GgufType::kF64:
+      return std::to_string(f);
+    case GgufType::kBool:
+      return i ? "true" : "false";
+    case GgufType::kU64:
+      return std::to_string(u);
     case GgufType::kArray: {
       std::string r = "[" + std::string(gguf_type_name(array_type)) + " x " +
                       std::to_string(array_size()) + "]";
       return r;
     }
-    default: return std::to_string(i);
+    default:
+      return std::to_string(i);
   }
 }
 
@@ -149,17 +177,25 @@ void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<in
   tensors_.push_back(std::move(t));
 }
 
+uint32_t GgufWriter::alignment() const {
+  for (const auto& [k, v] : kv_) {
+    if (k != "general.alignment") continue;
+    NEXUS_CHECK(v.type != GgufType::kString && v.type != GgufType::kArray && v.i > 0 &&
+                    v.i <= (1 << 20) && (v.i & (v.i - 1)) == 0,
+                "[gguf writer] general.alignment " + v.to_string() + " is not a power of two");
+    return static_cast<uint32_t>(v.i);
+  }
+  return 32;
+}
+
 std::vector<uint8_t> GgufWriter::serialize() const {
+  const uint32_t align = alignment();
   std::vector<uint8_t> out;
   put<uint32_t>(out, 0x46554747);
   put<uint32_t>(out, 3);
   put<uint64_t>(out, tensors_.size());
-  const bool has_align =
-      alignment_ != 32 && std::none_of(kv_.begin(), kv_.end(), [](const auto& kv) {
-        return kv.first == "general.alignment";
-      });
-  put<uint64_t>(out, kv_.size() + (has_align ? 1 : 0));
-  auto put_kv = [&](const std::string& key, const GgufValue& v) {
+  put<uint64_t>(out, kv_.size());
+  for (const auto& [key, v] : kv_) {
     put_string(out, key);
     put<uint32_t>(out, static_cast<uint32_t>(v.type));
     if (v.type == GgufType::kString) {
@@ -173,13 +209,6 @@ std::vector<uint8_t> GgufWriter::serialize() const {
     } else {
       put_scalar(out, v.type, v.i, v.u, v.f);
     }
-  };
-  for (const auto& [k, v] : kv_) put_kv(k, v);
-  if (has_align) {
-    GgufValue a;
-    a.type = GgufType::kU32;
-    a.i = alignment_;
-    put_kv("general.alignment", a);
   }
   uint64_t offset = 0;
   for (const auto& t : tensors_) {
@@ -188,12 +217,12 @@ std::vector<uint8_t> GgufWriter::serialize() const {
     for (size_t d = t.shape.size(); d-- > 0;) put<uint64_t>(out, t.shape[d]);
     put<uint32_t>(out, static_cast<uint32_t>(t.dtype));
     put<uint64_t>(out, offset);
-    offset += (t.bytes.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.bytes.size() + align - 1) / align * align;
   }
-  out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  out.resize((out.size() + align - 1) / align * align, 0);
   for (const auto& t : tensors_) {
     out.insert(out.end(), t.bytes.begin(), t.bytes.end());
-    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+    out.resize((out.size() + align - 1) / align * align, 0);
   }
   return out;
 }

@@ -58,7 +58,9 @@ Result<std::string> read_file(const std::string& path) {
 Status write_file_atomic(const std::string& path, const void* bytes, size_t n) {
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::error("cannot create '" + tmp + "': " + std::strerror(errno));
+  if (fd < 0)
+    return Status::error("cannot write '" + path + "': cannot create the temporary file '" + tmp +
+                         "': " + std::strerror(errno));
   const uint8_t* p = static_cast<const uint8_t*>(bytes);
   size_t left = n;
   while (left > 0) {

@@ -1,0 +1,96 @@
+// `nexus convert`: import a llama2.c checkpoint into GGUF, or change a GGUF's weight type
+// (f32 / f16 / bf16). The output is written atomically (temporary file, fsync, rename).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+
+#include "command.h"
+#include "io/gguf.h"
+#include "io/gguf_convert.h"
+#include "io/llama2c.h"
+
+namespace nexus::cli {
+namespace {
+
+constexpr int kUsageError = 2;
+
+int convert_main(int argc, char** argv) {
+  CLI::App app{"Convert models to GGUF or change a GGUF's weight type", "nexus convert"};
+  app.footer(
+      "examples:\n"
+      "  nexus convert --llama2c stories260K.bin --tokenizer tok512.bin -o stories260K.gguf\n"
+      "  nexus convert -i model.gguf -o model-f16.gguf --type f16");
+  std::string llama2c, tokenizer, input, output, type_name;
+  app.add_option("--llama2c", llama2c, "llama2.c checkpoint (legacy export format)");
+  app.add_option("--tokenizer", tokenizer, "llama2.c tokenizer.bin (with --llama2c)");
+  app.add_option("-i,--input", input, "GGUF file to convert");
+  app.add_option("-o,--output", output, "GGUF file to write (required)");
+  app.add_option("--type", type_name,
+                 "weight type of matrices: f32, f16 or bf16 (1-D tensors stay F32)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return fail("convert", e.what(), kUsageError);
+  }
+  if (output.empty()) return fail("convert", "-o OUT.gguf is required", kUsageError);
+  if (llama2c.empty() == input.empty())
+    return fail("convert", "give exactly one of --llama2c MODEL.bin or -i IN.gguf", kUsageError);
+  if (!llama2c.empty() && tokenizer.empty())
+    return fail("convert", "--llama2c needs --tokenizer TOKENIZER.bin", kUsageError);
+  if (!input.empty() && !tokenizer.empty())
+    return fail("convert", "--tokenizer only applies to --llama2c", kUsageError);
+  if (!input.empty() && type_name.empty())
+    return fail("convert", "-i needs --type f32|f16|bf16", kUsageError);
+  std::optional<DType> type;
+  if (!type_name.empty()) {
+    type = dtype_from_name(type_name);
+    if (!type)
+      return fail("convert", "unknown --type '" + type_name + "' (use f32, f16 or bf16)",
+                  kUsageError);
+    if (*type != DType::kF32 && *type != DType::kF16 && *type != DType::kBF16)
+      return fail("convert", "--type " + type_name + " is not supported yet (f32, f16, bf16)",
+                  kUsageError);
+  }
+
+  // Source: a llama2.c import (all F32) or a GGUF file.
+  std::optional<GgufWriter> writer;
+  std::vector<uint8_t> imported;
+  Result<GgufFile> source = Status::error("no source");
+  if (!llama2c.empty()) {
+    auto w = import_llama2c(llama2c, tokenizer);
+    if (!w) return fail("convert", w.status().message());
+    if (!type || *type == DType::kF32) {
+      writer = std::move(w).value();
+    } else {
+      imported = w->serialize();
+      source = GgufFile::parse(imported, nullptr, llama2c);
+    }
+  } else {
+    source = GgufFile::open(input);
+  }
+  if (!writer) {
+    if (!source) return fail("convert", source.status().message());
+    auto w = convert_gguf(source.value(), *type);
+    if (!w) return fail("convert", w.status().message());
+    writer = std::move(w).value();
+  }
+  if (Status s = writer->write(output); !s) return fail("convert", s.message());
+
+  auto out = GgufFile::open(output);
+  if (!out) return fail("convert", "wrote an unreadable file: " + out.status().message());
+  std::map<std::string, int> by_type;
+  for (const auto& t : out->tensors()) by_type[std::string(dtype_name(t.dtype))]++;
+  std::string types;
+  for (const auto& [name, n] : by_type)
+    types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  std::printf("wrote %s: %zu tensors (%s), %.2f MiB\n", output.c_str(), out->tensors().size(),
+              types.c_str(), out->file_size() / 1048576.0);
+  return 0;
+}
+
+Register reg({"convert", "import a llama2.c checkpoint, or change a GGUF's weight type",
+              convert_main});
+
+}  // namespace
+}  // namespace nexus::cli
