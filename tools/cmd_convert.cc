@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "backends/cpu/quant.h"
 #include "command.h"
 #include "io/gguf.h"
 #include "io/gguf_convert.h"
@@ -26,7 +27,9 @@ int convert_main(int argc, char** argv) {
   app.add_option("-i,--input", input, "GGUF file to convert");
   app.add_option("-o,--output", output, "GGUF file to write (required)");
   app.add_option("--type", type_name,
-                 "weight type of matrices: f32, f16 or bf16 (1-D tensors stay F32)");
+                 "weight type of matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
+                 "q6_k (1-D tensors stay F32; rows that do not fill a block fall back to "
+                 "q8_0 or f16)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -41,15 +44,15 @@ int convert_main(int argc, char** argv) {
   if (!input.empty() && !tokenizer.empty())
     return fail("convert", "--tokenizer only applies to --llama2c", kUsageError);
   if (!input.empty() && type_name.empty())
-    return fail("convert", "-i needs --type f32|f16|bf16", kUsageError);
+    return fail("convert", "-i needs --type (f32, f16, bf16, q8_0, q4_0, q4_k, ...)", kUsageError);
   std::optional<DType> type;
   if (!type_name.empty()) {
     type = dtype_from_name(type_name);
     if (!type)
-      return fail("convert", "unknown --type '" + type_name + "' (use f32, f16 or bf16)",
+      return fail("convert", "unknown --type '" + type_name + "' (use f32, f16, bf16, q8_0, q4_0, q4_k, ...)",
                   kUsageError);
-    if (*type != DType::kF32 && *type != DType::kF16 && *type != DType::kBF16)
-      return fail("convert", "--type " + type_name + " is not supported yet (f32, f16, bf16)",
+    if (!cpu::has_kernels(*type) || *type == DType::kQ8_K || *type == DType::kQ8_1)
+      return fail("convert", "--type " + type_name + " is not a supported weight type",
                   kUsageError);
   }
 

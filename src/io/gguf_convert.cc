@@ -4,38 +4,12 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/quant.h"
+
 namespace nexus {
 namespace {
 
 bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
-
-void to_f32(DType from, const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  switch (from) {
-    case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(h[i]);
-      break;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
-      break;
-    default:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  }
-}
-
-void from_f32(const float* src, DType to, void* dst, int64_t n) {
-  auto* h = static_cast<uint16_t*>(dst);
-  switch (to) {
-    case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(src[i]);
-      break;
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
-      break;
-    default:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  }
-}
 
 }  // namespace
 
@@ -45,21 +19,29 @@ Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
     std::memcpy(dst, src, row_bytes(from, n));
     return Status::ok();
   }
-  if (!is_float(from) || !is_float(to))
-    return Status::error("converting " + std::string(dtype_name(from)) + " to " +
-                         std::string(dtype_name(to)) +
-                         " is not supported yet (only F32, F16 and BF16; block-quantized types " +
-                         "need the CPU quantizer)");
+  for (DType t : {from, to})
+    if (!cpu::has_kernels(t))
+      return Status::error("converting " + std::string(dtype_name(from)) + " to " +
+                           std::string(dtype_name(to)) + " is not supported (no " +
+                           std::string(dtype_name(t)) + " kernels)");
   if (from == DType::kF32) {
-    from_f32(static_cast<const float*>(src), to, dst, n);
+    cpu::quantize_row(to, static_cast<const float*>(src), dst, n);
   } else if (to == DType::kF32) {
-    to_f32(from, src, static_cast<float*>(dst), n);
-  } else {
+    cpu::dequantize_row(from, src, static_cast<float*>(dst), n);
+  } else {  // through f32 (re-quantizing an already quantized tensor loses more precision)
     scratch.resize(static_cast<size_t>(n));
-    to_f32(from, src, scratch.data(), n);
-    from_f32(scratch.data(), to, dst, n);
+    cpu::dequantize_row(from, src, scratch.data(), n);
+    cpu::quantize_row(to, scratch.data(), dst, n);
   }
   return Status::ok();
+}
+
+DType fallback_type(DType target, int64_t cols) {
+  if (cols % traits(target).block_size == 0) return target;
+  // Like llama-quantize: rows that do not fill a 256-value K block use an 8-bit 32-block type,
+  // rows that do not fill a 32-value block stay in F16 (or F32 when that was asked for).
+  if (traits(target).block_size == 256 && cols % 32 == 0) return DType::kQ8_0;
+  return target == DType::kF32 || target == DType::kBF16 ? target : DType::kF16;
 }
 
 std::optional<uint32_t> file_type_for(DType t) {
@@ -109,19 +91,20 @@ Result<GgufWriter> convert_gguf(const GgufFile& in, DType target) {
       continue;
     }
     const int64_t cols = t.shape.back();
-    if (cols % traits(to).block_size != 0)
-      return Status::error("tensor '" + t.name + "': row of " + std::to_string(cols) +
-                           " is not a multiple of the " + std::string(dtype_name(to)) +
-                           " block size " + std::to_string(traits(to).block_size));
-    const size_t in_row = row_bytes(t.dtype, cols), out_row = row_bytes(to, cols);
+    const DType chosen = fallback_type(to, cols);
+    if (chosen == t.dtype) {
+      w.add_tensor(t.name, t.dtype, t.shape, t.data);
+      continue;
+    }
+    const size_t in_row = row_bytes(t.dtype, cols), out_row = row_bytes(chosen, cols);
     const size_t rows = t.nbytes / in_row;
     out.resize(out_row * rows);
     for (size_t r = 0; r < rows; ++r) {
       Status s =
-          convert_row(t.dtype, t.data + r * in_row, to, out.data() + r * out_row, cols, scratch);
+          convert_row(t.dtype, t.data + r * in_row, chosen, out.data() + r * out_row, cols, scratch);
       if (!s) return Status::error("tensor '" + t.name + "': " + s.message());
     }
-    w.add_tensor(t.name, to, t.shape, out.data());
+    w.add_tensor(t.name, chosen, t.shape, out.data());
   }
   return w;
 }

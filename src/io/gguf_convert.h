@@ -16,6 +16,7 @@ namespace nexus {
 // BF16 in every direction today. Block-quantized types plug in here, and only here, once
 // nexus::cpu::dequantize_row / quantize_row exist: dequantize `from` into `scratch`, quantize that
 // into `to`. Other pairs return an error naming both types.
+DType fallback_type(DType target, int64_t cols);
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
                    std::vector<float>& scratch);
 

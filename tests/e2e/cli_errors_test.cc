@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli_run.h"
+#include "e2e/cli_util.h"
 #include "io/gguf.h"
 
 namespace nexus {

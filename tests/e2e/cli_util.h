@@ -17,6 +17,7 @@ struct CliResult {
   int code = -1;
   std::string out;
   std::string err;
+  std::string output;  // out followed by err
 };
 
 // `args` is appended to the binary path as-is (quote it yourself).
@@ -24,7 +25,7 @@ inline CliResult run_cli(const std::string& args) {
   static int counter = 0;
   const std::string err_path = ::testing::TempDir() + "nexus_cli_err_" +
                                std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = cli_path() + " " + args + " 2>" + err_path;
+  const std::string cmd = "'" + cli_path() + "' " + args + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -38,7 +39,15 @@ inline CliResult run_cli(const std::string& args) {
   ss << e.rdbuf();
   r.err = ss.str();
   std::remove(err_path.c_str());
+  r.output = r.out + r.err;
   return r;
+}
+
+// Single-quotes `s` for the shell.
+inline std::string quoted(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
 }
 
 }  // namespace nexus::test

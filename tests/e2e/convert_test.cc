@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli_run.h"
+#include "e2e/cli_util.h"
 #include "io/gguf.h"
 
 namespace nexus {
@@ -170,7 +170,7 @@ TEST_F(Convert, ErrorsAreOneLineWithExitCodes) {
        "--tokenizer only applies to --llama2c"},
       {"-i " + quoted(src) + " -o " + out, 2, "-i needs --type"},
       {"-i " + quoted(src) + " -o " + out + " --type q9", 2, "unknown --type 'q9'"},
-      {"-i " + quoted(src) + " -o " + out + " --type q4_0", 2, "--type q4_0 is not supported yet"},
+      {"-i " + quoted(src) + " -o " + out + " --type q8_k", 2, "--type q8_k is not a supported weight type"},
       {"-i /nonexistent/in.gguf -o " + out + " --type f16", 1,
        "cannot open '/nonexistent/in.gguf'"},
       {"-i " + quoted(path("trunc.gguf")) + " -o " + out + " --type f16", 1,

@@ -1,5 +1,8 @@
 // `nexus run` end to end: the published stories260K sample, determinism, and bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "e2e/cli_util.h"
 
@@ -80,6 +83,38 @@ TEST(RunCli, UnknownCommandFails) {
   CliResult r = run_cli("frobnicate");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nexus::test
+
+namespace nexus::test {
+namespace {
+
+// The llama2.c checkpoint converted by nexus generates exactly the GGUF's greedy text, and a
+// Q8_0 conversion of it still begins with the published sample.
+TEST(RunCli, ConvertedModelsGenerateTheSameText) {
+  NEXUS_REQUIRE_SHARED("models/stories260K.bin");
+  NEXUS_REQUIRE_SHARED("models/tok512.bin");
+  const std::string dir = ::testing::TempDir() + "nexus_run_convert_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string gguf = dir + "/s.gguf", q8 = dir + "/s-q8_0.gguf";
+  CliResult c = run_cli("convert --llama2c " + shared_path("models/stories260K.bin") +
+                        " --tokenizer " + shared_path("models/tok512.bin") + " -o " + gguf);
+  ASSERT_EQ(c.code, 0) << c.output;
+  const std::string args = " -n 120 --temp 0 -t 2";
+  CliResult ref = run_cli("run -m " + shared_path("models/stories260K.gguf") + args);
+  CliResult conv = run_cli("run -m " + gguf + args);
+  ASSERT_EQ(ref.code, 0) << ref.err;
+  ASSERT_EQ(conv.code, 0) << conv.err;
+  EXPECT_EQ(conv.out, ref.out);
+
+  c = run_cli("convert -i " + gguf + " -o " + q8 + " --type q8_0");
+  ASSERT_EQ(c.code, 0) << c.output;
+  CliResult q = run_cli("run -m " + q8 + " -n 70 --temp 0");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_EQ(q.out.rfind(kStoriesSample, 0), 0u) << q.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

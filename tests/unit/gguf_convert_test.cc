@@ -25,13 +25,22 @@ TEST(GgufConvert, RowsBetweenFloatTypes) {
   EXPECT_EQ(back, x);
 }
 
-TEST(GgufConvert, QuantizedTypesAreNotSupportedYet) {
-  std::vector<float> x(32, 1.0f), scratch;
-  std::vector<uint8_t> q(34);
-  const Status s = convert_row(DType::kF32, x.data(), DType::kQ8_0, q.data(), 32, scratch);
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.message().find("converting F32 to Q8_0 is not supported yet"), std::string::npos)
-      << s.message();
+TEST(GgufConvert, QuantizedRowsMatchTheQuantizer) {
+  std::vector<float> x(64), back(64), scratch;
+  for (int i = 0; i < 64; ++i) x[i] = 0.1f * static_cast<float>(i - 30);
+  std::vector<uint8_t> q(68);
+  ASSERT_TRUE(convert_row(DType::kF32, x.data(), DType::kQ8_0, q.data(), 64, scratch));
+  // Q8_0 of values with |x| <= 3.3: scale 3.3/127, so every value is within half a step.
+  ASSERT_TRUE(convert_row(DType::kQ8_0, q.data(), DType::kF32, back.data(), 64, scratch));
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(back[i], x[i], 3.3f / 127 / 2 + 1e-6f) << i;
+  EXPECT_FALSE(convert_row(DType::kF32, x.data(), DType::kQ2_K, q.data(), 64, scratch));
+}
+
+TEST(GgufConvert, FallbackTypesForRowsThatDoNotFillABlock) {
+  EXPECT_EQ(fallback_type(DType::kQ4_K, 512), DType::kQ4_K);
+  EXPECT_EQ(fallback_type(DType::kQ4_K, 288), DType::kQ8_0);
+  EXPECT_EQ(fallback_type(DType::kQ4_0, 172), DType::kF16);
+  EXPECT_EQ(fallback_type(DType::kBF16, 172), DType::kBF16);
 }
 
 TEST(GgufConvert, FileTypes) {
@@ -63,12 +72,13 @@ TEST(GgufConvert, WhichTensorsConvert) {
   EXPECT_EQ(g->find_tensor("vec")->dtype, DType::kF32);
   EXPECT_EQ(g->find_tensor("ids")->dtype, DType::kI32);
   EXPECT_EQ(g->get_int("general.file_type"), 32);
-  // A target whose block does not divide the rows is refused with the tensor's name.
+  // A target whose block does not divide the rows falls back to F16 for that tensor.
   auto q = convert_gguf(in.value(), DType::kQ8_0);
-  ASSERT_FALSE(q);
-  EXPECT_NE(q.status().message().find("tensor 'cube': row of 4 is not a multiple of the Q8_0"),
-            std::string::npos)
-      << q.status().message();
+  ASSERT_TRUE(q) << q.status().message();
+  std::vector<uint8_t> qimg = q->serialize();
+  auto gq = GgufFile::parse(qimg, nullptr, "q");
+  ASSERT_TRUE(gq) << gq.status().message();
+  EXPECT_EQ(gq->find_tensor("cube")->dtype, DType::kF16);
 }
 
 }  // namespace
