@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/quant.h"
 #include "nexus/status.h"
 
@@ -46,6 +47,18 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
   const DType dot = cpu::vec_dot_type(w.dtype());
+
+  // Many tokens: compute-bound, so expand weights to f32 panels and use a packed sgemm.
+  if (n_tokens >= cpu::kBlasMinTokens) {
+    pool.parallel_for(
+        rows,
+        [&](int64_t r0, int64_t r1) {
+          cpu::gemm_rows_blas(w.dtype(), w.row(0), w.row_stride(), k, x, n_tokens, y, rows, r0,
+                              r1);
+        },
+        kMinRowsPerThread);
+    return;
+  }
 
   // F32/F16/BF16 weights take f32 activations as they are; block types get one conversion.
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);

@@ -1,0 +1,53 @@
+// OpenBLAS-backed prefill GEMM (see gemm_blas.h).
+#include "backends/cpu/gemm_blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "backends/cpu/quant.h"
+
+namespace nexus::cpu {
+namespace {
+
+// f32 panel size: a panel of expanded weight rows stays in L2 while sgemm streams the tokens.
+constexpr size_t kPanelFloats = 64 * 1024;
+
+void pin_blas_to_one_thread() {
+  static std::once_flag once;
+  // Our ThreadPool splits rows across threads; OpenBLAS's own threads would oversubscribe.
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+}  // namespace
+
+void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
+                    int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  pin_blas_to_one_thread();
+  if (r0 >= r1 || n <= 0) return;
+  if (w_type == DType::kF32) {
+    // Weights are already f32 rows: C[n x rows] = X[n x k] * W[rows x k]^T in one call.
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
+                static_cast<int>(r1 - r0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                reinterpret_cast<const float*>(w + r0 * w_stride),
+                static_cast<int>(w_stride / sizeof(float)), 0.0f, y + r0,
+                static_cast<int>(y_stride));
+    return;
+  }
+  // Grown once per thread to the largest panel seen, so steady-state calls do not allocate.
+  thread_local std::vector<float> panel;
+  const int64_t panel_rows = std::max<int64_t>(8, static_cast<int64_t>(kPanelFloats) / k);
+  if (panel.size() < static_cast<size_t>(panel_rows * k)) panel.resize(panel_rows * k);
+  const DequantizeFn deq = kernels(w_type).dequantize;
+  for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
+    const int64_t p1 = std::min(r1, p0 + panel_rows);
+    for (int64_t r = p0; r < p1; ++r) deq(w + r * w_stride, panel.data() + (r - p0) * k, k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
+                static_cast<int>(p1 - p0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                panel.data(), static_cast<int>(k), 0.0f, y + p0, static_cast<int>(y_stride));
+  }
+}
+
+}  // namespace nexus::cpu

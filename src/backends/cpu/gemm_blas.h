@@ -1,0 +1,20 @@
+// Prefill GEMM through OpenBLAS: many tokens against one weight matrix is compute-bound, where a
+// packed, register-blocked sgemm beats per-row dot products. Weight rows of any type are expanded
+// to f32 in cache-sized panels (the cost is amortised over all tokens) and fed to sgemm.
+#pragma once
+
+#include <cstdint>
+
+#include "nexus/dtype.h"
+
+namespace nexus::cpu {
+
+// Fewest tokens for which gemm_rows_blas is used instead of the dot-product driver.
+constexpr int64_t kBlasMinTokens = 16;
+
+// y[t * y_stride + r] = dot(x[t], w[r]) for rows [r0, r1) and all n tokens; x is f32 [n][k].
+// Single-threaded (OpenBLAS is pinned to one thread); safe on disjoint row ranges concurrently.
+void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
+                    int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1);
+
+}  // namespace nexus::cpu
