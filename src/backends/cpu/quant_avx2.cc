@@ -23,10 +23,13 @@ float vec_dot_f32_avx2(int64_t n, const void* w, const void* x) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
+  for (; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + i + 512), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a + i + 528), _MM_HINT_T0);
     for (int u = 0; u < 4; ++u)
       acc[u] =
           _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * u), _mm256_loadu_ps(b + i + 8 * u), acc[u]);
+  }
   for (; i + 8 <= n; i += 8)
     acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
   float s = avx2::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
