@@ -22,6 +22,7 @@ KvCache::KvCache(int64_t n_layers, int n_seq, int64_t n_ctx, int64_t n_kv_heads,
   NEXUS_CHECK(type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0,
               "[kv_cache] unsupported cache type " + std::string(dtype_name(type)));
   row_bytes_ = row_bytes(type, width_);
+  deq_ = cpu::kernels(type).dequantize;
   total_bytes_ = row_bytes_ * 2 * n_layers * n_seq * n_ctx;
   mem_ = aligned_shared(total_bytes_, MemCategory::kKvCache);
 }
@@ -44,12 +45,21 @@ void KvCache::load(int kv, int64_t layer, int seq, int32_t p0, int32_t count, in
   for (int32_t i = 0; i < count; ++i) {
     const uint8_t* row = row_ptr(kv, layer, seq, p0 + i);
     if (aligned) {
-      cpu::dequantize_row(type_, row + head_off, out + i * head_dim_, head_dim_);
+      deq_(row + head_off, out + i * head_dim_, head_dim_);
     } else {
-      cpu::dequantize_row(type_, row, tmp, width_);
+      deq_(row, tmp, width_);
       std::memcpy(out + i * head_dim_, tmp + head * head_dim_, head_dim_ * sizeof(float));
     }
   }
+}
+
+void KvCache::load_k_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const {
+  // Positions of one sequence slot are adjacent rows, so the tile is one contiguous run.
+  deq_(row_ptr(0, layer, seq, p0), out, count * width_);
+}
+
+void KvCache::load_v_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const {
+  deq_(row_ptr(1, layer, seq, p0), out, count * width_);
 }
 
 void KvCache::load_k(int64_t layer, int seq, int32_t p0, int32_t count, int64_t head, float* out,

@@ -31,6 +31,11 @@ class KvCache {
   void load_v(int64_t layer, int seq, int32_t p0, int32_t count, int64_t head, float* out,
               float* tmp) const;
 
+  // Converts whole rows [p0, p0 + count) (all heads) to f32 in one call: out[count][row_width()].
+  // Cheaper than per-head loads when heads are narrow.
+  void load_k_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const;
+  void load_v_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const;
+
   int32_t len(int seq) const { return len_[seq]; }
   void set_len(int seq, int32_t n) { len_[seq] = n; }
 
@@ -39,6 +44,7 @@ class KvCache {
   void load(int kv, int64_t layer, int seq, int32_t p0, int32_t count, int64_t head, float* out,
             float* tmp) const;
 
+  void (*deq_)(const void*, float*, int64_t);  // the cache type's dequantizer, looked up once
   int64_t n_layers_, n_ctx_, n_kv_heads_, head_dim_, width_;
   int n_seq_;
   DType type_;

@@ -13,13 +13,16 @@ namespace nexus {
 namespace {
 
 constexpr int32_t kTile = 64;
+// Heads narrower than this are loaded as whole cache rows (one conversion call per tile) instead
+// of one call per row and head: the call overhead would dominate such small heads.
+constexpr int64_t kNarrowHead = 32;
 
 }  // namespace
 
 size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) {
   const int64_t group = p.n_heads / p.n_kv_heads;
-  return static_cast<size_t>(2 * kTile * p.head_dim + kv_row_width + group * kTile +
-                             group * p.head_dim + 2 * group + 64);
+  return static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
+                             p.n_heads * p.head_dim + 2 * p.n_heads + 64);
 }
 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
@@ -30,60 +33,86 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t q_width = p.n_heads * hd;
-  const size_t per_thread = attention_scratch_floats(p, kv.row_width());
-  pool.run([&](int ti, int nt) {
+  const int64_t width = kv.row_width();
+  const bool narrow = hd < kNarrowHead;
+  const size_t per_thread = attention_scratch_floats(p, width);
+  auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
     float* kt = s;
-    float* vt = kt + kTile * hd;
-    float* tmp = vt + kTile * hd;
-    float* sc = tmp + kv.row_width();
+    float* vt = kt + kTile * width;
+    float* tmp = vt + kTile * width;
+    float* sc = tmp + width;
     float* acc = sc + group * kTile;
-    float* mx = acc + group * hd;
-    float* sum = mx + group;
-    const int64_t items = n * p.n_kv_heads;
-    for (int64_t it = ti; it < items; it += nt) {
-      const int64_t t = it / p.n_kv_heads;
-      const int64_t kvh = it % p.n_kv_heads;
+    float* mx = acc + p.n_heads * hd;
+    float* sum = mx + p.n_heads;
+    // Work units: whole tokens when there are enough of them, else the KV heads of each token
+    // split across threads (decode).
+    const bool by_token = n >= nt;
+    const int64_t h0 = by_token ? 0 : p.n_kv_heads * ti / nt;
+    const int64_t h1 = by_token ? p.n_kv_heads : p.n_kv_heads * (ti + 1) / nt;
+    for (int64_t t = by_token ? ti : 0; t < n; t += by_token ? nt : 1) {
+      if (h0 >= h1) break;
       const int32_t hi = pos[t];
-      const int32_t lo = p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
-      std::fill(acc, acc + group * hd, 0.0f);
-      std::fill(mx, mx + group, -std::numeric_limits<float>::infinity());
-      std::fill(sum, sum + group, 0.0f);
+      const int32_t lo =
+          p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+      std::fill(acc + h0 * group * hd, acc + h1 * group * hd, 0.0f);
+      std::fill(mx + h0 * group, mx + h1 * group, -std::numeric_limits<float>::infinity());
+      std::fill(sum + h0 * group, sum + h1 * group, 0.0f);
       for (int32_t j0 = lo; j0 <= hi; j0 += kTile) {
         const int32_t cnt = std::min(kTile, hi - j0 + 1);
-        kv.load_k(layer, seq[t], j0, cnt, kvh, kt, tmp);
-        kv.load_v(layer, seq[t], j0, cnt, kvh, vt, tmp);
-        for (int64_t g = 0; g < group; ++g) {
-          const float* qh = q + t * q_width + (kvh * group + g) * hd;
-          float* sg = sc + g * kTile;
-          float tile_max = -std::numeric_limits<float>::infinity();
-          for (int32_t j = 0; j < cnt; ++j) {
-            float d = 0.0f;
-            for (int64_t e = 0; e < hd; ++e) d += qh[e] * kt[j * hd + e];
-            sg[j] = d * p.scale;
-            tile_max = std::max(tile_max, sg[j]);
+        if (narrow) {
+          kv.load_k_rows(layer, seq[t], j0, cnt, kt);
+          kv.load_v_rows(layer, seq[t], j0, cnt, vt);
+        }
+        const int64_t stride = narrow ? width : hd;
+        for (int64_t kvh = h0; kvh < h1; ++kvh) {
+          if (!narrow) {
+            kv.load_k(layer, seq[t], j0, cnt, kvh, kt, tmp);
+            kv.load_v(layer, seq[t], j0, cnt, kvh, vt, tmp);
           }
-          const float m_new = std::max(mx[g], tile_max);
-          const float corr = std::exp(mx[g] - m_new);  // exp(-inf) = 0 on the first tile
-          float* ag = acc + g * hd;
-          for (int64_t e = 0; e < hd; ++e) ag[e] *= corr;
-          float add = 0.0f;
-          for (int32_t j = 0; j < cnt; ++j) {
-            const float w = std::exp(sg[j] - m_new);
-            add += w;
-            for (int64_t e = 0; e < hd; ++e) ag[e] += w * vt[j * hd + e];
+          const float* kh = kt + (narrow ? kvh * hd : 0);
+          const float* vh = vt + (narrow ? kvh * hd : 0);
+          for (int64_t g = 0; g < group; ++g) {
+            const int64_t h = kvh * group + g;
+            const float* qh = q + t * q_width + h * hd;
+            float* sg = sc + g * kTile;
+            float tile_max = -std::numeric_limits<float>::infinity();
+            for (int32_t j = 0; j < cnt; ++j) {
+              float d = 0.0f;
+              for (int64_t e = 0; e < hd; ++e) d += qh[e] * kh[j * stride + e];
+              sg[j] = d * p.scale;
+              tile_max = std::max(tile_max, sg[j]);
+            }
+            const float m_new = std::max(mx[h], tile_max);
+            const float corr = std::exp(mx[h] - m_new);  // exp(-inf) = 0 on the first tile
+            float* ag = acc + h * hd;
+            for (int64_t e = 0; e < hd; ++e) ag[e] *= corr;
+            float add = 0.0f;
+            for (int32_t j = 0; j < cnt; ++j) {
+              const float w = std::exp(sg[j] - m_new);
+              add += w;
+              for (int64_t e = 0; e < hd; ++e) ag[e] += w * vh[j * stride + e];
+            }
+            sum[h] = sum[h] * corr + add;
+            mx[h] = m_new;
           }
-          sum[g] = sum[g] * corr + add;
-          mx[g] = m_new;
         }
       }
-      for (int64_t g = 0; g < group; ++g) {
-        float* o = out + t * q_width + (kvh * group + g) * hd;
-        const float inv = 1.0f / sum[g];
-        for (int64_t e = 0; e < hd; ++e) o[e] = acc[g * hd + e] * inv;
+      for (int64_t h = h0 * group; h < h1 * group; ++h) {
+        float* o = out + t * q_width + h * hd;
+        const float inv = 1.0f / sum[h];
+        for (int64_t e = 0; e < hd; ++e) o[e] = acc[h * hd + e] * inv;
       }
     }
-  });
+  };
+  // Tiny problems (small models, short contexts) are cheaper on one thread than a barrier.
+  int64_t work = 0;
+  for (int64_t t = 0; t < n; ++t) work += (pos[t] + 1) * q_width;
+  if (work < 32 * 1024 || pool.size() == 1) {
+    body(0, 1);
+  } else {
+    pool.run(body);
+  }
 }
 
 void attention_reference(const float* q, const float* k, const float* v, int32_t pos,
