@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "backends/cpu/attention_tile.h"
 #include "ops/attention.h"
 
 namespace nexus {
@@ -68,6 +69,39 @@ TEST(AttentionParity, MatchesReferenceForAllCacheTypesAndThreads) {
         EXPECT_LT(max_err, 1e-5) << "hd=" << c.head_dim << " window=" << c.window << " "
                                  << dtype_name(kv_type) << " threads=" << threads;
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// The AVX2 tile step (vectorised exp) against the scalar one, at odd head sizes and tile lengths.
+TEST(AttentionParity, Avx2TileStepMatchesScalar) {
+  if (cpu::active_isa() != cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  for (int64_t hd : {1, 7, 8, 13, 64, 128}) {
+    for (int32_t cnt : {1, 5, 8, 17, 64}) {
+      const int64_t stride = hd + 3;
+      std::vector<float> q(hd), k(cnt * stride), v(cnt * stride);
+      for (float& x : q) x = nd(rng);
+      for (float& x : k) x = nd(rng);
+      for (float& x : v) x = nd(rng);
+      float acc_s[128] = {}, acc_v[128] = {}, sc_s[64], sc_v[64];
+      float max_s = 0.3f, max_v = 0.3f, sum_s = 1.5f, sum_v = 1.5f;  // a previous tile's state
+      for (int64_t e = 0; e < hd; ++e) acc_s[e] = acc_v[e] = nd(rng);
+      cpu::attn_tile_scalar({q.data(), k.data(), v.data(), stride, cnt, hd, 0.25f, sc_s, acc_s,
+                             &max_s, &sum_s});
+      cpu::attn_tile_avx2({q.data(), k.data(), v.data(), stride, cnt, hd, 0.25f, sc_v, acc_v,
+                           &max_v, &sum_v});
+      EXPECT_NEAR(max_v, max_s, 1e-5 * (1 + std::fabs(max_s)));
+      EXPECT_NEAR(sum_v, sum_s, 2e-6 * sum_s) << hd << " " << cnt;
+      for (int64_t e = 0; e < hd; ++e)
+        EXPECT_NEAR(acc_v[e], acc_s[e], 2e-5 * (1 + std::fabs(acc_s[e]))) << hd << " " << cnt;
     }
   }
 }

@@ -49,6 +49,9 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
       // multiplies exactly dequantized f32 weights with f32 activations (OpenBLAS sgemm), so it
       // must match the reference to f32 rounding.
       const bool blas = n_tokens >= cpu::kBlasMinTokens;
+      // F32 decode takes four weight rows per pass (dot4), which sums in another order than
+      // vec_dot: equal to f32 rounding, not bit for bit.
+      const bool reordered = t == DType::kF32 && n_tokens == 1;
       const double path_tol = blas ? 1e-5 : tol;
       std::vector<float> exact(static_cast<size_t>(n_tokens * rows));
       std::vector<uint8_t> xq(row_bytes(dt, k));
@@ -72,7 +75,7 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
             ASSERT_NEAR(got, ref, bound)
                 << dtype_name(t) << " rows=" << rows << " tokens=" << n_tokens
                 << " threads=" << threads << " at [" << tok << ", " << r << "]";
-            if (!blas) {
+            if (!blas && !reordered) {
               ASSERT_EQ(got, exact[tok * rows + r])
                 << dtype_name(t) << " [" << tok << ", " << r << "] threads=" << threads;
             }

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "ops/attention.h"
+
+#include "backends/cpu/attention_tile.h"
+#include "backends/cpu/quant.h"
 #include "profile/op_args.h"
 
 namespace nexus {
@@ -36,6 +39,8 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const int64_t width = kv.row_width();
   const bool narrow = hd < kNarrowHead;
   const size_t per_thread = attention_scratch_floats(p, width);
+  const auto tile_step =
+      cpu::active_isa() == cpu::Isa::kAvx2 ? cpu::attn_tile_avx2 : cpu::attn_tile_scalar;
   auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
     float* kt = s;
@@ -74,27 +79,8 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
           const float* vh = vt + (narrow ? kvh * hd : 0);
           for (int64_t g = 0; g < group; ++g) {
             const int64_t h = kvh * group + g;
-            const float* qh = q + t * q_width + h * hd;
-            float* sg = sc + g * kTile;
-            float tile_max = -std::numeric_limits<float>::infinity();
-            for (int32_t j = 0; j < cnt; ++j) {
-              float d = 0.0f;
-              for (int64_t e = 0; e < hd; ++e) d += qh[e] * kh[j * stride + e];
-              sg[j] = d * p.scale;
-              tile_max = std::max(tile_max, sg[j]);
-            }
-            const float m_new = std::max(mx[h], tile_max);
-            const float corr = std::exp(mx[h] - m_new);  // exp(-inf) = 0 on the first tile
-            float* ag = acc + h * hd;
-            for (int64_t e = 0; e < hd; ++e) ag[e] *= corr;
-            float add = 0.0f;
-            for (int32_t j = 0; j < cnt; ++j) {
-              const float w = std::exp(sg[j] - m_new);
-              add += w;
-              for (int64_t e = 0; e < hd; ++e) ag[e] += w * vh[j * stride + e];
-            }
-            sum[h] = sum[h] * corr + add;
-            mx[h] = m_new;
+            tile_step({q + t * q_width + h * hd, kh, vh, stride, cnt, hd, p.scale, sc,
+                       acc + h * hd, mx + h, sum + h});
           }
         }
       }

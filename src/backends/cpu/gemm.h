@@ -26,4 +26,7 @@ struct GemmProblem {
 // ranges.
 void gemm_rows(const GemmProblem& p, int64_t r0, int64_t r1);
 
+// out[r] = dot(w + r * stride, x) for r < 4, f32 (AVX2/FMA; call only when active_isa() is kAvx2).
+void dot4_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, float* out);
+
 }  // namespace nexus::cpu
