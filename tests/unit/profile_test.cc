@@ -238,6 +238,8 @@ TEST_F(ProfileTest, ConcurrentRecordingResetAndSnapshot) {
 }
 
 TEST_F(ProfileTest, SummaryAgreesWithMeasuredWallTime) {
+  // Spans of tens of milliseconds, so that being preempted on a loaded machine (a few ms at
+  // the region's edges) stays well inside the 10% bound.
   using std::chrono::milliseconds;
   int64_t a_measured = 0;
   profile::start();
@@ -248,17 +250,17 @@ TEST_F(ProfileTest, SummaryAgreesWithMeasuredWallTime) {
       const auto ta = Clock::now();
       {
         NEXUS_PROFILE_OP("a", -1, 1'000'000, 2'000'000, "");
-        spin_for(milliseconds(5));
+        spin_for(milliseconds(20));
       }
       a_measured += since_ns(ta);
     }
     for (int i = 0; i < 2; ++i) {
       NEXUS_PROFILE_SCOPE("b");
-      spin_for(milliseconds(8));
+      spin_for(milliseconds(32));
       NEXUS_PROFILE_OP("c", -1, 0, 0, "");
-      spin_for(milliseconds(2));
+      spin_for(milliseconds(8));
     }
-    spin_for(milliseconds(3));
+    spin_for(milliseconds(12));
   }
   const int64_t wall = since_ns(t0);
   profile::stop();
@@ -272,7 +274,7 @@ TEST_F(ProfileTest, SummaryAgreesWithMeasuredWallTime) {
   EXPECT_NEAR(region->total_ns, wall, 0.1 * wall);
   EXPECT_NEAR(st.wall_ns, wall, 0.1 * wall);
   EXPECT_NEAR(a->total_ns, a_measured, 0.1 * a_measured);
-  EXPECT_GE(a->total_ns, 20'000'000);
+  EXPECT_GE(a->total_ns, 80'000'000);
   EXPECT_EQ(a->calls, 4);
   EXPECT_EQ(a->bytes, 4'000'000);
   EXPECT_EQ(a->flops, 8'000'000);
