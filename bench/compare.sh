@@ -4,7 +4,9 @@
 # then prints a markdown table model | type | test | nexus t/s | llama.cpp t/s | ratio.
 #
 # usage: bench/compare.sh LLAMA_BENCH MODEL.gguf... [-p 512[,N...]] [-n 128[,N...]] [-t THREADS]
-#                         [-r REPS] [--kv-type f16] [--nexus PATH] [--out DIR]
+#                         [-r REPS] [--kv-type f16] [--nexus PATH] [--out DIR] [--bandwidth GBPS]
+# With --bandwidth (the machine's read bandwidth, e.g. from build/nexus_membw), tg rows also show
+# the bound bandwidth / bytes read per token and the fraction of it each engine reaches.
 # LLAMA_BENCH is the path of an already built llama-bench binary (this script never builds it).
 # The nexus binary is --nexus, else $NEXUS_BIN, else build/nexus beside this script's checkout.
 # Raw JSON of every run is kept in --out (default: a new temporary directory, printed at the end).
@@ -17,7 +19,7 @@ die() { echo "compare.sh: error: $*" >&2; exit 1; }
 peer="$1"; shift
 [[ -x "$peer" ]] || die "llama-bench binary '$peer' is not an executable file"
 
-models=() prompts="512" gens="128" threads="$(nproc)" reps="5" kv="" out=""
+models=() prompts="512" gens="128" threads="$(nproc)" reps="5" kv="" out="" bw="0"
 nexus="${NEXUS_BIN:-$here/../build/nexus}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --kv-type) kv="$2"; shift 2 ;;
     --nexus) nexus="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --bandwidth) bw="$2"; shift 2 ;;
     -*) die "unknown option '$1'" ;;
     *) models+=("$1"); shift ;;
   esac
@@ -66,6 +69,6 @@ for m in "${models[@]}"; do
 done
 [[ $i -gt 0 ]] || die "nothing to run: every -p and -n value is 0"
 
-python3 "$here/compare_table.py" "$manifest"
+python3 "$here/compare_table.py" "$manifest" "$bw"
 echo
 echo "raw results: $out"

@@ -26,7 +26,7 @@ def ts(r):
     return f"{r['avg_ts']:.2f} ± {r.get('stddev_ts', 0.0):.2f}"
 
 
-def main(manifest):
+def main(manifest, bandwidth_gbps=0.0):
     rows = []
     nexus_build = peer_build = cpu = ""
     with open(manifest, encoding="utf-8") as f:
@@ -38,14 +38,24 @@ def main(manifest):
             if (n.get("n_prompt"), n.get("n_gen")) != (p.get("n_prompt"), p.get("n_gen")):
                 raise ValueError(f"{peer_path}: test {test_name(p)} does not match {test_name(n)}")
             ratio = n["avg_ts"] / p["avg_ts"] if p.get("avg_ts") else float("nan")
+            bound = ""
+            frac_n = frac_p = ""
+            bpt = n.get("bytes_per_token", 0)
+            if bandwidth_gbps > 0 and n.get("n_gen", 0) > 0 and bpt:
+                b = bandwidth_gbps * 1e9 / bpt
+                bound = f"{b:.1f}"
+                frac_n = f"{100 * n['avg_ts'] / b:.0f}%"
+                frac_p = f"{100 * p['avg_ts'] / b:.0f}%"
+            rss = n.get("peak_rss_bytes", 0) / 2**20
             rows.append([os.path.basename(model), n.get("model_type", ""), test_name(n),
-                         ts(n), ts(p), f"{ratio:.2f}"])
+                         ts(n), ts(p), f"{ratio:.2f}", bound, frac_n, frac_p, f"{rss:.0f}"])
             nexus_build = n.get("build_commit", "")
             peer_build = f"{p.get('build_commit', '')} ({p.get('build_number', '?')})"
             cpu = n.get("cpu_info", "")
-    head = ["model", "type", "test", "nexus t/s", "llama.cpp t/s", "ratio"]
+    head = ["model", "type", "test", "nexus t/s", "llama.cpp t/s", "ratio", "bound t/s",
+            "nexus % bound", "llama.cpp % bound", "nexus peak RSS MiB"]
     widths = [max(len(head[c]), *(len(r[c]) for r in rows)) for c in range(len(head))]
-    right = {3, 4, 5}
+    right = {3, 4, 5, 6, 7, 8, 9}
 
     def fmt(cells):
         return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)
@@ -60,9 +70,9 @@ def main(manifest):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: compare_table.py MANIFEST.tsv")
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: compare_table.py MANIFEST.tsv [BANDWIDTH_GBPS]")
     try:
-        main(sys.argv[1])
+        main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) == 3 else 0.0)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"compare_table.py: error: {e}")
