@@ -13,7 +13,7 @@ namespace nexus::cpu {
 namespace {
 
 // f32 panel size: a panel of expanded weight rows stays in L2 while sgemm streams the tokens.
-constexpr size_t kPanelFloats = 64 * 1024;
+constexpr size_t kPanelFloats = 192 * 1024;
 
 void pin_blas_to_one_thread() {
   static std::once_flag once;
