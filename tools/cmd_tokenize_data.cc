@@ -53,7 +53,11 @@ struct Progress {
 // chunks at a time, appending the ids in order.
 Status tokenize_into(const Tokenizer& tok, std::string_view text, int threads, TokenFileWriter* out,
                      Progress* progress) {
-  const std::vector<size_t> ends = tok::safe_chunk_ends(text, kChunkBytes);
+  // SentencePiece-style models put a space before the text they are given, so they get each
+  // document whole; the other models give the same ids for the chunks as for the whole text.
+  const std::vector<size_t> ends = tok.kind() == TokenizerKind::kSpm
+                                       ? std::vector<size_t>{text.size()}
+                                       : tok::safe_chunk_ends(text, kChunkBytes);
   std::vector<std::vector<int32_t>> ids(static_cast<size_t>(threads));
   for (size_t first = 0; first < ends.size(); first += static_cast<size_t>(threads)) {
     const size_t n = std::min(ends.size() - first, static_cast<size_t>(threads));

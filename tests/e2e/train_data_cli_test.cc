@@ -76,6 +76,32 @@ TEST(TrainDataCli, TrainTokenizerThenTokenizeData) {
   EXPECT_NEAR(static_cast<double>(val_text.size()) / static_cast<double>(text.size()), 0.1, 0.01);
 }
 
+TEST(TrainDataCli, ExistingVocabulariesOnTinyShakespeare) {
+  constexpr const char* kText = "data/tinyshakespeare.txt";
+  NEXUS_REQUIRE_SHARED(kText);
+  NEXUS_REQUIRE_SHARED("vocab/gpt2-hf/tokenizer.json");
+  NEXUS_REQUIRE_SHARED("vocab/qwen3-hf/tokenizer.json");
+  // GPT-2's vocabulary from a tokenizer.json directory: nanoGPT's count (301,966 + 36,059).
+  const std::string data = temp("gpt2.bin");
+  auto r = run_cli("tokenize-data -i " + quoted(test::shared_path(kText)) + " -m " +
+                   quoted(test::shared_path("vocab/gpt2-hf")) + " -o " + quoted(data));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto f = TokenFile::open(data);
+  ASSERT_TRUE(f) << f.status().message();
+  EXPECT_EQ(f->size(), 338025u);
+  EXPECT_EQ(f->header().token_bytes, 2u);
+  EXPECT_EQ(f->vocab_size(), 50257u);
+  // Qwen3's 151k vocabulary needs 32-bit ids.
+  const std::string q = temp("qwen3.bin");
+  r = run_cli("tokenize-data -i " + quoted(test::shared_path(kText)) + " -m " +
+              quoted(test::shared_path("vocab/qwen3-hf/tokenizer.json")) + " -o " + quoted(q));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto g = TokenFile::open(q);
+  ASSERT_TRUE(g) << g.status().message();
+  EXPECT_EQ(g->header().token_bytes, 4u);
+  EXPECT_GT(g->vocab_size(), 65535u);
+}
+
 TEST(TrainDataCli, ErrorsAreOneClearLine) {
   const std::string corpus = write_corpus();
   auto r = run_cli("train-tokenizer -i " + quoted(temp("missing.txt")) + " --vocab 300 -o " +
