@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 
 #include "io/gguf.h"
@@ -221,6 +222,11 @@ std::vector<size_t> safe_chunk_ends(std::string_view text, size_t target) {
 }
 
 Result<BpeVocab> train_bpe(std::string_view text, const BpeTrainerOptions& options) {
+  return train_bpe(std::span<const std::string_view>(&text, 1), options);
+}
+
+Result<BpeVocab> train_bpe(std::span<const std::string_view> documents,
+                           const BpeTrainerOptions& options) {
   std::vector<std::string> specials{kEndOfText};
   for (const std::string& s : options.specials) {
     if (s.empty()) return Status::error("[train-tokenizer] empty special token");
@@ -236,12 +242,35 @@ Result<BpeVocab> train_bpe(std::string_view text, const BpeTrainerOptions& optio
   auto pre = PreTokenizer::from_name(pre_name);
   if (!pre) return Status::error("[train-tokenizer] " + pre.status().message());
 
+  // Word counts: chunks (never spanning documents) dealt round-robin to the threads, each with
+  // its own table, summed at the end; sums do not depend on the order.
+  std::vector<std::string_view> chunks;
+  for (std::string_view doc : documents) {
+    size_t begin = 0;
+    for (size_t end : safe_chunk_ends(doc, size_t{1} << 20)) {
+      chunks.push_back(doc.substr(begin, end - begin));
+      begin = end;
+    }
+  }
+  const size_t n_threads = std::clamp<size_t>(static_cast<size_t>(std::max(options.threads, 1)), 1,
+                                              std::max<size_t>(chunks.size(), 1));
+  std::vector<std::unordered_map<std::string, int64_t>> tables(n_threads);
+  std::vector<int64_t> n_words(n_threads, 0);
+  auto work = [&](size_t t) {
+    for (size_t i = t; i < chunks.size(); i += n_threads)
+      count_words(chunks[i], *pre, specials, &tables[t], &n_words[t]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& th : pool) th.join();
   BpeVocab v;
-  std::unordered_map<std::string, int64_t> counts;
-  size_t begin = 0;
-  for (size_t end : safe_chunk_ends(text, size_t{1} << 20)) {
-    count_words(text.substr(begin, end - begin), *pre, specials, &counts, &v.n_words);
-    begin = end;
+  std::unordered_map<std::string, int64_t>& counts = tables[0];
+  v.n_words = n_words[0];
+  for (size_t t = 1; t < n_threads; ++t) {
+    for (auto& [w, c] : tables[t]) counts[w] += c;
+    tables[t].clear();
+    v.n_words += n_words[t];
   }
   v.n_unique_words = static_cast<int64_t>(counts.size());
   // Words in byte order, so every container below is filled in the same order on every run.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@ struct BpeTrainerOptions {
   // Control tokens appended after the merges; "<|endoftext|>" is always among them and becomes
   // the BOS/EOS token. Their text in the corpus is cut out before counting.
   std::vector<std::string> specials;
+  int threads = 1;  // pre-tokenization threads (the result does not depend on it)
 };
 
 // A trained vocabulary: token strings in GPT-2's byte-to-unicode alphabet, ids 0-255 the bytes
@@ -38,6 +40,9 @@ struct BpeVocab {
 
 // Trains on `text`. Deterministic: the same text and options give the same vocabulary. Ties
 // between equally frequent pairs go to the lexicographically smallest (left bytes, right bytes).
+// Each document is pre-tokenized on its own (no word spans two documents).
+Result<BpeVocab> train_bpe(std::span<const std::string_view> documents,
+                           const BpeTrainerOptions& options);
 Result<BpeVocab> train_bpe(std::string_view text, const BpeTrainerOptions& options);
 
 // The vocab-only GGUF image (tokenizer.ggml.model "gpt2", tokens, token_type, merges, pre,

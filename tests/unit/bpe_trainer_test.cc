@@ -152,6 +152,18 @@ TEST(BpeTrainer, SpecialTokenTextIsNotCounted) {
   EXPECT_EQ(v->tokens[258], "<sep>");
 }
 
+TEST(BpeTrainer, WordsNeverSpanDocuments) {
+  // As one text "ab" + "ab" is the word "abab"; as two documents it is two words "ab".
+  const std::vector<std::string_view> docs{"ab", "ab"};
+  auto v = tok::train_bpe(docs, options(300, "gpt2", 1));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->merges, (std::vector<std::string>{"a b"}));
+  EXPECT_EQ(v->n_words, 2);
+  auto joined = tok::train_bpe("abab", options(300, "gpt2", 1));
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->merges.size(), 2u);  // "a b", then "ab ab"
+}
+
 TEST(BpeTrainer, StopsAtMinFrequencyAndRejectsTinyVocab) {
   auto v = tok::train_bpe("ab ab cd", options(1000));
   ASSERT_TRUE(v);
@@ -194,7 +206,17 @@ TEST(BpeTrainer, TrainedVocabRoundTripsArbitraryBytes) {
 TEST(BpeTrainer, DeterministicFileBytes) {
   const std::string text = shakespeare().empty() ? small_corpus() : shakespeare().substr(0, 200000);
   auto a = tok::train_bpe(text, options(600));
-  auto b = tok::train_bpe(text, options(600));
+  tok::BpeTrainerOptions threaded = options(600);
+  threaded.threads = 3;
+  // Three threads over many documents cut at safe points: the same counts, so the same file.
+  std::vector<std::string_view> docs;
+  size_t begin = 0;
+  for (size_t end : tok::safe_chunk_ends(text, 1000)) {
+    docs.push_back(std::string_view(text).substr(begin, end - begin));
+    begin = end;
+  }
+  EXPECT_GT(docs.size(), 3u);
+  auto b = tok::train_bpe(docs, threaded);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(tok::bpe_vocab_to_gguf(a.value()), tok::bpe_vocab_to_gguf(b.value()));
 }
