@@ -169,13 +169,16 @@ int tokenize_data_main(int argc, char** argv) {
       if (Status st = (cut < text.size() ? second : first)->append(eos); !st)
         return fail("tokenize-data", st.message());
   }
-  if (Status st = train.value()->finish(); !st)
-    return fail("tokenize-data", st.message() + " (is --val-fraction too large?)");
+  // Both files or neither: an empty split fails before either is renamed into place.
+  if (train.value()->n_tokens() == 0)
+    return fail("tokenize-data", "no tokens for '" + output + "'" +
+                                     (val ? " (--val-fraction too large?)" : " (empty input?)"));
+  if (val && val->n_tokens() == 0)
+    return fail("tokenize-data", "no tokens for '" + val_path_for(output) +
+                                     "' (--val-fraction too small, or no line break to split at)");
+  if (Status st = train.value()->finish(); !st) return fail("tokenize-data", st.message());
   if (val)
-    if (Status st = val->finish(); !st)
-      return fail("tokenize-data",
-                  st.message() + " (--val-fraction too small, or no line break to split at)");
-
+    if (Status st = val->finish(); !st) return fail("tokenize-data", st.message());
   const uint64_t n_train = train.value()->n_tokens(), n_val = val ? val->n_tokens() : 0;
   std::fprintf(stderr,
                "tokenize-data: %zu bytes -> %llu tokens (%.2f bytes/token, %s ids, vocab %lld) "

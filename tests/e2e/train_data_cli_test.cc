@@ -130,6 +130,15 @@ TEST(TrainDataCli, ErrorsAreOneClearLine) {
   r = run_cli("tokenize-data -i " + quoted(corpus) + " -m " + quoted(tok) + " -o " +
               quoted(temp("e.bin")) + " --val-fraction 0.9");
   EXPECT_EQ(r.code, 2) << r.output;
+  // One line without a line break: nothing to split at, and neither file is written.
+  const std::string one_line = temp("one_line.txt");
+  ASSERT_TRUE(write_file_atomic(one_line, "no newline here", 15));
+  r = run_cli("tokenize-data -i " + quoted(one_line) + " -m " + quoted(tok) + " -o " +
+              quoted(temp("ol.bin")) + " --val-fraction 0.2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no line break to split at"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(temp("ol.bin")));
+  EXPECT_FALSE(std::filesystem::exists(temp("ol.val.bin")));
 }
 
 }  // namespace
