@@ -45,6 +45,8 @@ DataLoader::DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t s
     s.view.offsets = s.offsets;
   }
   consumed_.rng = rng_.state();
+  consumed_.batch = batch;
+  consumed_.seq_len = seq_len;
   start();
 }
 
@@ -126,6 +128,10 @@ const Batch& DataLoader::next() {
 DataLoaderState DataLoader::state() const { return consumed_; }
 
 void DataLoader::restore(const DataLoaderState& state) {
+  NEXUS_CHECK(state.batch == batch_ && state.seq_len == seq_len_,
+              "[data] restore: state is for batch " + std::to_string(state.batch) + ", seq_len " +
+                  std::to_string(state.seq_len) + "; this loader has batch " +
+                  std::to_string(batch_) + ", seq_len " + std::to_string(seq_len_));
   stop();
   consumed_ = state;
   start();

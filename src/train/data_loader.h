@@ -33,6 +33,7 @@ struct Batch {
 struct DataLoaderState {
   std::array<uint64_t, 4> rng{};  // xoshiro256** state after the last consumed batch
   uint64_t batches = 0;           // batches consumed so far
+  int batch = 0, seq_len = 0;     // the loader's shape, checked by restore()
 };
 
 // The random-window stream. Batch k depends only on the seed and k, never on timing: a single
@@ -59,6 +60,7 @@ class DataLoader {
 
   // The state after the batches consumed so far; restore() (on this or a new loader over the
   // same file, batch and seq_len) continues with exactly the batches that would have come next.
+  // restore() throws nexus::Error when the state's batch or seq_len differ from this loader's.
   DataLoaderState state() const;
   void restore(const DataLoaderState& state);
 

@@ -86,6 +86,9 @@ TEST(DataLoader, RestoreContinuesWithTheSameBatches) {
   EXPECT_EQ(take(b, 10), expected);
   EXPECT_EQ(b.state().batches, 17u);
 
+  DataLoader other_shape(f, 3, 8, 5);
+  EXPECT_THROW(other_shape.restore(st), Error);
+
   a.restore(st);  // rewinding the same loader works too
   EXPECT_EQ(take(a, 10), expected);
   const Batch& again = a.next();
