@@ -12,12 +12,12 @@ namespace nexus::train {
 
 AdamW::AdamW(const TrainModel& model, const AdamWOptions& opts) : opts_(opts) {
   for (const ParamInfo& info : model.tensors()) {
-    ranges_.push_back({info.offset, info.offset + static_cast<size_t>(info.numel),
-                       info.shape.size() >= 2});
+    ranges_.push_back(
+        {info.offset, info.offset + static_cast<size_t>(info.numel), info.shape.size() >= 2});
     n_ = std::max(n_, ranges_.back().end);
   }
-  state_ = static_cast<float*>(aligned_alloc_counted(2 * n_ * sizeof(float),
-                                                     MemCategory::kOptimizer));
+  state_ =
+      static_cast<float*>(aligned_alloc_counted(2 * n_ * sizeof(float), MemCategory::kOptimizer));
   std::memset(state_, 0, 2 * n_ * sizeof(float));
 }
 
@@ -42,7 +42,8 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
       const float g = grads[i];
       m[i] = b1 * m[i] + (1.0f - b1) * g;
       v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      params[i] = params[i] * keep - step_size * m[i] / (std::sqrt(v[i]) * inv_bc2_sqrt + opts_.eps);
+      params[i] =
+          params[i] * keep - step_size * m[i] / (std::sqrt(v[i]) * inv_bc2_sqrt + opts_.eps);
     }
   }
 }
@@ -61,11 +62,12 @@ float LrSchedule::at(int64_t step) const {
   if (warmup > 0 && step < warmup)
     return lr * static_cast<float>(step + 1) / static_cast<float>(warmup);
   if (decay == LrDecay::kConstant || total_steps <= warmup) return lr;
-  const double frac = std::clamp(static_cast<double>(step - warmup) /
-                                     static_cast<double>(std::max<int64_t>(1, total_steps - warmup)),
-                                 0.0, 1.0);
-  const double k = decay == LrDecay::kLinear ? 1.0 - frac
-                                             : 0.5 * (1.0 + std::cos(std::numbers::pi * frac));
+  const double frac =
+      std::clamp(static_cast<double>(step - warmup) /
+                     static_cast<double>(std::max<int64_t>(1, total_steps - warmup)),
+                 0.0, 1.0);
+  const double k =
+      decay == LrDecay::kLinear ? 1.0 - frac : 0.5 * (1.0 + std::cos(std::numbers::pi * frac));
   return min_lr + static_cast<float>(k) * (lr - min_lr);
 }
 

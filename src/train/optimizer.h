@@ -51,9 +51,9 @@ float clip_grad_norm(std::span<float> grads, float max_norm);
 enum class LrDecay { kConstant, kLinear, kCosine };
 
 struct LrSchedule {
-  float lr = 1e-3f;        // peak learning rate
-  float min_lr = 0.0f;     // floor reached at total_steps (linear / cosine)
-  int64_t warmup = 0;      // steps of linear warmup from lr / warmup
+  float lr = 1e-3f;     // peak learning rate
+  float min_lr = 0.0f;  // floor reached at total_steps (linear / cosine)
+  int64_t warmup = 0;   // steps of linear warmup from lr / warmup
   int64_t total_steps = 1;
   LrDecay decay = LrDecay::kCosine;
 

@@ -55,10 +55,10 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
   }
   add("output_norm.weight", {c.dim});
   if (!c.tied_output) add("output.weight", {c.n_vocab, c.dim});
-  params_ = static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float),
-                                                      MemCategory::kWeights));
-  grads_ = static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float),
-                                                     MemCategory::kOptimizer));
+  params_ =
+      static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
+  grads_ = static_cast<float*>(
+      aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kOptimizer));
   zero(params_, static_cast<int64_t>(n_params_));
   zero(grads_, static_cast<int64_t>(n_params_));
   p_ = bind(params_);
@@ -68,10 +68,11 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
   const int64_t n = batch_ * seq_, d = c.dim, f = c.ffn_dim;
   const int64_t att = batch_ * c.n_heads * seq_ * seq_;
   const int64_t L = c.n_layers;
-  auto pad = [](int64_t x) { return (static_cast<size_t>(x) * 4 + kAlignment - 1) / kAlignment *
-                                    kAlignment; };
-  const size_t per_layer = pad(n * d) * 4 + pad(n) * 2 + pad(n * qw) * 2 + pad(n * kvw) * 2 +
-                           pad(att) + pad(n * f) * 3;
+  auto pad = [](int64_t x) {
+    return (static_cast<size_t>(x) * 4 + kAlignment - 1) / kAlignment * kAlignment;
+  };
+  const size_t per_layer =
+      pad(n * d) * 4 + pad(n) * 2 + pad(n * qw) * 2 + pad(n * kvw) * 2 + pad(att) + pad(n * f) * 3;
   const size_t rest = pad(n * d) * 3 + pad(n) * 2 + pad(n * c.n_vocab) + pad(seq_ * c.rope_dim) +
                       pad(n * d) * 2 + pad(n * f) * 3 + pad(n * qw) * 2 + pad(n * kvw) * 2 +
                       pad(seq_) + pad(n) * 2;
@@ -243,8 +244,7 @@ void TrainModel::backward() {
     zero(a.dq, n * qw);
     zero(a.dk, n * kvw);
     zero(a.dv, n * kvw);
-    attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as,
-                       a.scratch);
+    attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as, a.scratch);
     rope_rotate(a.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
     rope_rotate(a.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
     zero(a.dln, n * d);

@@ -29,9 +29,9 @@ struct ParamInfo {
 };
 
 struct InitOptions {
-  float std = 0.02f;             // normal init of matrices and the embedding
+  float std = 0.02f;  // normal init of matrices and the embedding
   uint64_t seed = 1234;
-  bool scale_out_proj = true;    // attn_output and ffn_down get std / sqrt(2 n_layers) (GPT-2)
+  bool scale_out_proj = true;  // attn_output and ffn_down get std / sqrt(2 n_layers) (GPT-2)
 };
 
 class TrainModel {

@@ -19,17 +19,17 @@ Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, i
 
 void TrainModel::init_random(const InitOptions& init) {
   std::mt19937_64 rng(init.seed);
-  const float out_std =
-      init.scale_out_proj ? init.std / std::sqrt(2.0f * static_cast<float>(cfg_.n_layers))
-                          : init.std;
+  const float out_std = init.scale_out_proj
+                            ? init.std / std::sqrt(2.0f * static_cast<float>(cfg_.n_layers))
+                            : init.std;
   for (const ParamInfo& info : infos_) {
     float* p = params_ + info.offset;
     if (info.shape.size() == 1) {  // norm weights
       std::fill(p, p + info.numel, 1.0f);
       continue;
     }
-    const bool out_proj = info.name.ends_with("attn_output.weight") ||
-                          info.name.ends_with("ffn_down.weight");
+    const bool out_proj =
+        info.name.ends_with("attn_output.weight") || info.name.ends_with("ffn_down.weight");
     std::normal_distribution<float> dist(0.0f, out_proj ? out_std : init.std);
     for (int64_t i = 0; i < info.numel; ++i) p[i] = dist(rng);
   }

@@ -9,8 +9,7 @@
 namespace nexus::train {
 
 // out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
-void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c,
-                    int64_t oc);
+void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc);
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null).
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc);
@@ -47,8 +46,7 @@ void swiglu_backward(float* dg, float* du, const float* dout, const float* g, co
                      int64_t n);
 
 // out[i] = table[tokens[i]] (rows of c).
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
-                       int64_t c);
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n, int64_t c);
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c);
 

@@ -26,7 +26,8 @@ Reference load_reference(const std::string& name) {
   Reference r{std::move(f.value()), 0, 0, {}, {}};
   r.b = r.file.get_int("train.batch").value();
   r.t = r.file.get_int("train.seq").value();
-  for (int64_t x : *r.file.get_int_array("train.tokens")) r.tokens.push_back(static_cast<int32_t>(x));
+  for (int64_t x : *r.file.get_int_array("train.tokens"))
+    r.tokens.push_back(static_cast<int32_t>(x));
   for (int64_t x : *r.file.get_int_array("train.targets"))
     r.targets.push_back(static_cast<int32_t>(x));
   return r;
@@ -59,8 +60,8 @@ TEST_P(TrainGolden, LossAndAllGradientsMatchPyTorch) {
       max_err = std::max(max_err, std::abs(static_cast<double>(got_g[i]) - want_g[i]));
     }
     ASSERT_GT(max_abs, 0.0) << info.name << ": the reference gradient is all zero";
-    EXPECT_LE(max_err, 1e-4 * max_abs) << info.name << ": max error " << max_err
-                                       << " vs max |grad| " << max_abs;
+    EXPECT_LE(max_err, 1e-4 * max_abs)
+        << info.name << ": max error " << max_err << " vs max |grad| " << max_abs;
     worst = std::max(worst, max_err / max_abs);
     ++checked;
   }
