@@ -87,7 +87,8 @@ int train_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--clip", clip, "global gradient-norm limit (0: off)")->capture_default_str();
   app.add_option("--seed", seed, "initialisation seed")->capture_default_str();
-  app.add_option("-t,--threads", threads, "OpenBLAS threads for the GEMMs")->capture_default_str();
+  app.add_option("-t,--threads", threads, "threads (OpenBLAS GEMMs and attention)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -139,8 +140,9 @@ int train_main(int argc, char** argv) {
   train::TrainModel& m = *model.value();
   if (m.config().n_vocab < tok.value()->n_vocab())
     return fail("train", "the model's vocabulary is smaller than the tokenizer's");
-  // The GEMMs are the bulk of the work and OpenBLAS threads them; the other ops run on this thread.
+  // The GEMMs are threaded by OpenBLAS, the attention loops by our pool; they never overlap.
   openblas_set_num_threads(threads);
+  m.set_threads(threads);
   train::AdamW opt(m, adam);
   std::fprintf(stderr, "train: %zu params, %zu data tokens, batch %lld x seq %lld, %lld steps\n",
                m.params().size(), ids.size(), static_cast<long long>(batch),

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/thread_pool.h"
 #include "train/train_ops.h"
 
 namespace nexus::train {
@@ -75,7 +76,7 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
       pad(n * d) * 4 + pad(n) * 2 + pad(n * qw) * 2 + pad(n * kvw) * 2 + pad(att) + pad(n * f) * 3;
   const size_t rest = pad(n * d) * 3 + pad(n) * 2 + pad(n * c.n_vocab) + pad(seq_ * c.rope_dim) +
                       pad(n * d) * 2 + pad(n * f) * 3 + pad(n * qw) * 2 + pad(n * kvw) * 2 +
-                      pad(seq_) + pad(n) * 2;
+                      pad(n) * 2;
   arena_ = Arena(per_layer * L + rest, MemCategory::kActivations);
   auto A = [&](int64_t count) { return arena_.alloc_n<float>(static_cast<size_t>(count)); };
   for (int64_t l = 0; l < L; ++l) {
@@ -110,10 +111,16 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
   act_.dq = A(n * qw);
   act_.dk = A(n * kvw);
   act_.dv = A(n * kvw);
-  act_.scratch = A(seq_);
   act_.tokens = arena_.alloc_n<int32_t>(static_cast<size_t>(n));
   act_.targets = arena_.alloc_n<int32_t>(static_cast<size_t>(n));
   rope_table(act_.rope_cs, seq_, c.rope_dim, c.rope_theta);
+  set_threads(1);
+}
+
+void TrainModel::set_threads(int n) {
+  NEXUS_CHECK(n >= 1, "[train] threads must be >= 1, got " + std::to_string(n));
+  pool_ = n > 1 ? std::make_unique<ThreadPool>(n) : nullptr;
+  attn_scratch_.assign(static_cast<size_t>(n * seq_), 0.0f);
 }
 
 TrainModel::~TrainModel() {
@@ -193,7 +200,7 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
     matmul_forward(a.v[l], a.ln1[l], w.wv, n, d, kvw);
     rope_rotate(a.q[l], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
     rope_rotate(a.k[l], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
-    attention_forward(a.atty[l], a.att[l], a.q[l], a.k[l], a.v[l], as);
+    attention_forward(a.atty[l], a.att[l], a.q[l], a.k[l], a.v[l], as, pool_.get());
     matmul_forward(a.tmp, a.atty[l], w.wo, n, qw, d);
     for (int64_t i = 0; i < n * d; ++i) a.mid[l][i] = a.res[l][i] + a.tmp[i];
     rmsnorm_forward(a.ln2[l], a.rstd2[l], a.mid[l], w.ffn_norm, n, d, c.norm_eps);
@@ -244,7 +251,8 @@ void TrainModel::backward() {
     zero(a.dq, n * qw);
     zero(a.dk, n * kvw);
     zero(a.dv, n * kvw);
-    attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as, a.scratch);
+    attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as,
+                       attn_scratch_.data(), pool_.get());
     rope_rotate(a.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
     rope_rotate(a.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
     zero(a.dln, n * d);

@@ -16,7 +16,8 @@
 
 namespace nexus {
 class GgufFile;
-}
+class ThreadPool;
+}  // namespace nexus
 
 namespace nexus::train {
 
@@ -60,6 +61,9 @@ class TrainModel {
   // Adds d(mean loss)/d(parameter) of the last forward() to grads(). Consumes the logits.
   void backward();
   void zero_grad();
+  // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
+  // are threaded by OpenBLAS, whose thread count this does not change.
+  void set_threads(int n);
 
   const ModelConfig& config() const { return cfg_; }
   int64_t max_batch() const { return batch_; }
@@ -88,7 +92,7 @@ class TrainModel {
   struct Activations {
     std::vector<float*> res, mid, ln1, rstd1, q, k, v, att, atty, ln2, rstd2, g, u, hact;
     float *lnf, *rstdf, *logits, *lse, *tmp, *rope_cs;
-    float *dres, *dln, *dhact, *dg, *du, *datty, *dq, *dk, *dv, *scratch;
+    float *dres, *dln, *dhact, *dg, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
 
@@ -107,6 +111,8 @@ class TrainModel {
   Params p_, g_;
   Arena arena_;
   Activations act_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<float> attn_scratch_;  // seq floats per thread
   int64_t cur_b_ = 0, cur_t_ = 0, cur_count_ = 0;
   bool have_forward_ = false;
 };

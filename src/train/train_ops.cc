@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/thread_pool.h"
+
 namespace nexus::train {
 
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c,
@@ -91,54 +93,70 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
   }
 }
 
+namespace {
+
+// Calls fn(item, thread) for item in [0, n), split into contiguous chunks over the pool's threads.
+template <typename Fn>
+void for_items(ThreadPool* pool, int64_t n, const Fn& fn) {
+  if (!pool || pool->size() == 1 || n < 2) {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  pool->run([&](int thread, int n_threads) {
+    const int64_t chunk = (n + n_threads - 1) / n_threads;
+    const int64_t end = std::min(n, (thread + 1) * chunk);
+    for (int64_t i = thread * chunk; i < end; ++i) fn(i, thread);
+  });
+}
+
+}  // namespace
+
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
-                       const AttnShape& s) {
+                       const AttnShape& s, ThreadPool* pool) {
   const int64_t hd = s.head_dim, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
   const int64_t group = s.n_heads / s.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t b = 0; b < s.b; ++b) {
-    for (int64_t h = 0; h < s.n_heads; ++h) {
-      const int64_t kh = h / group;
-      for (int64_t i = 0; i < s.t; ++i) {
-        const float* qi = q + (b * s.t + i) * qw + h * hd;
-        float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float* kj = k + (b * s.t + j) * kvw + kh * hd;
-          float d = 0.0f;
-          for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
-          p[j] = d * scale;
-          mx = std::max(mx, p[j]);
-        }
-        double sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
-          p[j] = std::exp(p[j] - mx);
-          sum += p[j];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
-        for (int64_t j = i + 1; j < s.t; ++j) p[j] = 0.0f;
-        float* oi = out + (b * s.t + i) * qw + h * hd;
-        std::fill(oi, oi + hd, 0.0f);
-        for (int64_t j = 0; j <= i; ++j) {
-          const float* vj = v + (b * s.t + j) * kvw + kh * hd;
-          for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
-        }
+  for_items(pool, s.b * s.n_heads, [&](int64_t item, int) {
+    const int64_t b = item / s.n_heads, h = item % s.n_heads, kh = h / group;
+    for (int64_t i = 0; i < s.t; ++i) {
+      const float* qi = q + (b * s.t + i) * qw + h * hd;
+      float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j <= i; ++j) {
+        const float* kj = k + (b * s.t + j) * kvw + kh * hd;
+        float d = 0.0f;
+        for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
+        p[j] = d * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j <= i; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+      for (int64_t j = i + 1; j < s.t; ++j) p[j] = 0.0f;
+      float* oi = out + (b * s.t + i) * qw + h * hd;
+      std::fill(oi, oi + hd, 0.0f);
+      for (int64_t j = 0; j <= i; ++j) {
+        const float* vj = v + (b * s.t + j) * kvw + kh * hd;
+        for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
       }
     }
-  }
+  });
 }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
-                        float* scratch) {
+                        float* scratch, ThreadPool* pool) {
   const int64_t hd = s.head_dim, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
   const int64_t group = s.n_heads / s.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  float* dp = scratch;
-  for (int64_t b = 0; b < s.b; ++b) {
-    for (int64_t h = 0; h < s.n_heads; ++h) {
-      const int64_t kh = h / group;
+  for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
+    const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
+    float* dp = scratch + thread * s.t;
+    for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
       for (int64_t i = 0; i < s.t; ++i) {
         const size_t qo = (b * s.t + i) * qw + h * hd;
         const float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
@@ -166,7 +184,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         }
       }
     }
-  }
+  });
 }
 
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n) {

@@ -6,6 +6,10 @@
 
 #include "nexus/model.h"
 
+namespace nexus {
+class ThreadPool;
+}
+
 namespace nexus::train {
 
 // out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
@@ -32,13 +36,16 @@ struct AttnShape {
   int64_t b, t, n_heads, n_kv_heads, head_dim;
 };
 // out [b*t, n_heads*hd] = softmax(q k^T / sqrt(hd), causal) v; query head h reads KV head
-// h / (n_heads / n_kv_heads). Saves the probabilities in att [b, n_heads, t, t].
+// h / (n_heads / n_kv_heads). Saves the probabilities in att [b, n_heads, t, t]. With a pool,
+// (sequence, head) pairs are split over its threads; results are identical to pool == nullptr.
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
-                       const AttnShape& s);
-// Accumulates dq, dk, dv; `scratch` holds t floats.
+                       const AttnShape& s, ThreadPool* pool = nullptr);
+// Accumulates dq, dk, dv; `scratch` holds t floats per thread of `pool` (t when it is null).
+// Work is split by (sequence, KV head), so no two threads write the same dk / dv row, and each
+// element is accumulated in the same order as the serial loop (bit-identical results).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
-                        float* scratch);
+                        float* scratch, ThreadPool* pool = nullptr);
 
 // out = silu(g) * u elementwise over n values.
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n);

@@ -66,6 +66,13 @@ TEST_P(TrainGolden, LossAndAllGradientsMatchPyTorch) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(model.tensors().size()));
+  // Threaded attention gives the same gradients bit for bit.
+  auto m3 = TrainModel::from_gguf(test::fixtures_dir() + "/train/" + name + ".gguf", ref.b, ref.t);
+  ASSERT_TRUE(m3.is_ok());
+  m3.value()->set_threads(3);
+  EXPECT_EQ(m3.value()->forward(ref.tokens, ref.targets, ref.b, ref.t), loss);
+  m3.value()->backward();
+  EXPECT_TRUE(std::equal(model.grads().begin(), model.grads().end(), m3.value()->grads().begin()));
   std::printf("[%s] loss %.7f (ref %.7f), worst gradient error %.3g of max |grad|\n", name.c_str(),
               loss, want, worst);
 }

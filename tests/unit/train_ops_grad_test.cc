@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "train/train_ops.h"
 
 namespace nexus::train {
@@ -119,6 +120,27 @@ TEST(TrainOpsGrad, CausalGqaAttention) {
   EXPECT_LT(fd_error("attention d q", q, dq, loss), kTol);
   EXPECT_LT(fd_error("attention d k", k, dk, loss), kTol);
   EXPECT_LT(fd_error("attention d v", v, dv, loss), kTol);
+}
+
+TEST(TrainOpsGrad, AttentionThreadedIsBitIdentical) {
+  const AttnShape s{3, 7, 6, 2, 5};
+  const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
+  auto q = randn(n * qw, 19), k = randn(n * kvw, 20), v = randn(n * kvw, 21), r = randn(n * qw, 22);
+  auto run = [&](ThreadPool* pool) {
+    const int threads = pool ? pool->size() : 1;
+    std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(threads * s.t);
+    std::vector<float> g(n * qw + 2 * n * kvw, 0.0f);
+    attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, pool);
+    attention_backward(g.data(), g.data() + n * qw, g.data() + n * qw + n * kvw, r.data(),
+                       att.data(), q.data(), k.data(), v.data(), s, scratch.data(), pool);
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  const std::vector<float> serial = run(nullptr);
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(run(&pool), serial) << threads << " threads";
+  }
 }
 
 TEST(TrainOpsGrad, SwiGlu) {
