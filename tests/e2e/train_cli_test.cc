@@ -58,6 +58,16 @@ TEST(TrainCli, LossDecreasesAndTheExportRuns) {
   for (int i = 0; i < n_words; ++i)
     EXPECT_TRUE(vocab.count(out_words[i])) << "'" << out_words[i] << "' in " << g.out;
   EXPECT_GE(n_words, 4) << g.out;
+
+  // Fine-tuning the export (--init, its own tokenizer) starts from the trained loss, not ln 64.
+  CliResult f =
+      run_cli("train --init " + quoted(model) + " --data " + quoted(dir + "/text.txt") + " --out " +
+              quoted(dir + "/ft.gguf") + " --batch 2 --seq 32 --steps 3 --lr 1e-4 -t 2");
+  ASSERT_EQ(f.code, 0) << f.output;
+  const std::vector<double> ft = step_losses(f.err);
+  ASSERT_EQ(ft.size(), 3u) << f.err;
+  EXPECT_LT(ft.front(), 2.0 * losses.back() + 0.1) << f.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/ft.gguf"));
   std::filesystem::remove_all(dir);
 }
 
