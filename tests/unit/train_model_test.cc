@@ -26,6 +26,44 @@ std::string temp_path(const std::string& name) {
       .string();
 }
 
+// Max |a - b| over the first n values, and max |b|.
+std::pair<double, double> max_diff(const float* a, const float* b, size_t n) {
+  double err = 0.0, mag = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b[i]));
+    mag = std::max(mag, std::abs(static_cast<double>(b[i])));
+  }
+  return {err, mag};
+}
+
+TEST(TrainModel, RealCheckpointMatchesTheInferencePath) {
+  NEXUS_REQUIRE_SHARED("models/stories260K.gguf");
+  const std::string path = test::shared_path("models/stories260K.gguf");
+  const int64_t t = 24;
+  auto m = TrainModel::from_gguf(path, 1, t);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  std::vector<int32_t> tokens(t), targets(t);
+  for (int64_t i = 0; i < t; ++i) {
+    tokens[i] = static_cast<int32_t>(1 + (i * 37) % 500);
+    targets[i] = static_cast<int32_t>(1 + ((i + 1) * 37) % 500);
+  }
+  m.value()->forward(tokens, targets, 1, t);
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.is_ok());
+  ContextOptions co;
+  co.kv_type = DType::kF32;
+  auto ctx = Context::create(*model.value(), co);
+  ASSERT_TRUE(ctx.is_ok());
+  Batch batch;
+  for (int64_t p = 0; p < t; ++p) batch.add(tokens[p], static_cast<int32_t>(p), 0, true);
+  std::vector<float> got;
+  ASSERT_TRUE(ctx.value()->decode(batch, &got).is_ok());
+  const auto [err, mag] = max_diff(got.data(), m.value()->logits(), got.size());
+  std::printf("stories260K: training vs inference logits differ by %.3g (max |logit| %.2f)\n", err,
+              mag);
+  EXPECT_LE(err, 1e-4 * std::max(1.0, mag));
+}
+
 TEST(TrainModel, ExportedGgufRunsWithTheSameLogits) {
   const int64_t b = 2, t = 11;
   auto m = TrainModel::from_gguf(fixture("llama_untied.gguf"), b, t);
