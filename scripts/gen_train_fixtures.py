@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output), its loss on a
+fixed batch, every parameter gradient, and the losses of 20 AdamW steps, computed in float64.
+
+Run with Debian's python (torch + numpy, no network):
+
+    /usr/bin/python3 scripts/gen_train_fixtures.py            # writes tests/fixtures/train/
+
+The forward pass is formulation A of gen_model_fixtures.py (imported, not copied), which that
+script checks against an independent token-by-token formulation and llama2.c's sample text; here
+torch autograd differentiates it. Files per case NAME (both GGUF v3, float32 tensors):
+  NAME.gguf       the model (llama.cpp names and metadata), loadable by Model::load
+  NAME.ref.gguf   the reference:
+                    train.batch, train.seq (u32)     batch shape B x T
+                    train.tokens, train.targets      i32 arrays of B*T ids, row-major (b, t)
+                    train.loss (f32)                 mean cross-entropy of the initial weights
+                    train.losses (f32 array)         loss before each of the 20 AdamW steps
+                    train.lr, .beta1, .beta2, .eps, .weight_decay, .clip (f32)
+                    grad.<tensor name>               d loss / d tensor, same shape as the tensor
+                                                     (tied: token_embd gets both uses)
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_model_fixtures as gm  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "train")
+
+CASES = [
+    dict(name="llama_tied", arch="llama", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2, ffn_dim=48,
+         tied=True, batch=3, seq=8, seed=11),
+    dict(name="llama_untied", arch="llama", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
+         ffn_dim=40, tied=False, rope_base=500000.0, batch=2, seq=12, seed=12),
+]
+OPT = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0, steps=20)
+
+
+def make_weights(cfg, rng):
+    d, hd, f, V = cfg["dim"], cfg["head_dim"], cfg["ffn_dim"], cfg["n_vocab"]
+    qd, kvd = cfg["n_heads"] * hd, cfg["n_kv_heads"] * hd
+
+    def t(a):  # rounded to float32 once: the GGUF holds exactly these values
+        return torch.from_numpy(a.astype(np.float32).astype(np.float64))
+
+    def lin(n_out, n_in, gain=1.0):
+        return t(rng.standard_normal((n_out, n_in)) * gain / math.sqrt(n_in))
+
+    def norm_w(n):
+        return t(1.0 + 0.1 * rng.standard_normal(n))
+
+    w = {"tok_embd": t(rng.standard_normal((V, d)) * 0.5), "layers": []}
+    for _ in range(cfg["n_layers"]):
+        w["layers"].append(dict(attn_norm=norm_w(d), wq=lin(qd, d, 1.5), wk=lin(kvd, d, 1.5),
+                                wv=lin(kvd, d), wo=lin(d, qd), ffn_norm=norm_w(d),
+                                w_gate=lin(f, d), w_up=lin(f, d), w_down=lin(d, f)))
+    w["out_norm"] = norm_w(d)
+    w["output"] = w["tok_embd"] if cfg["tied"] else lin(V, d)
+    return w
+
+
+def named_params(cfg, w):
+    """(gguf name, tensor) of every distinct parameter, in the GGUF's order."""
+    out = [("token_embd.weight", w["tok_embd"])]
+    names = [("attn_norm", "attn_norm.weight"), ("wq", "attn_q.weight"), ("wk", "attn_k.weight"),
+             ("wv", "attn_v.weight"), ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight"),
+             ("w_gate", "ffn_gate.weight"), ("w_up", "ffn_up.weight"),
+             ("w_down", "ffn_down.weight")]
+    for i, L in enumerate(w["layers"]):
+        out += [(f"blk.{i}.{n}", L[k]) for k, n in names]
+    out.append(("output_norm.weight", w["out_norm"]))
+    if not cfg["tied"]:
+        out.append(("output.weight", w["output"]))
+    return out
+
+
+def loss_fn(cfg, w, tokens, targets):
+    logits = torch.stack([gm.forward_a(cfg, w, list(row)) for row in tokens])
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, cfg["n_vocab"]),
+                                             torch.tensor(targets.reshape(-1), dtype=torch.long))
+
+
+def run_case(case):
+    cfg = gm.full_config({k: v for k, v in case.items() if k not in ("batch", "seq", "seed")})
+    rng = np.random.default_rng(case["seed"])
+    w = make_weights(cfg, rng)
+    gguf = gm.build_gguf(cfg, w)
+    B, T = case["batch"], case["seq"]
+    tokens = rng.integers(0, cfg["n_vocab"], size=(B, T))
+    targets = np.concatenate([tokens[:, 1:], rng.integers(0, cfg["n_vocab"], size=(B, 1))], 1)
+
+    params = named_params(cfg, w)
+    for _, p in params:
+        p.requires_grad_(True)
+    loss = loss_fn(cfg, w, tokens, targets)
+    loss.backward()
+    grads = [(n, p.grad.detach().clone()) for n, p in params]
+    for _, p in params:
+        p.grad = None
+
+    decay = [p for _, p in params if p.dim() >= 2]
+    no_decay = [p for _, p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([dict(params=decay, weight_decay=OPT["weight_decay"]),
+                             dict(params=no_decay, weight_decay=0.0)],
+                            lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"])
+    losses = []
+    for _ in range(OPT["steps"]):
+        opt.zero_grad()
+        l = loss_fn(cfg, w, tokens, targets)
+        l.backward()
+        torch.nn.utils.clip_grad_norm_([p for _, p in params], OPT["clip"])
+        opt.step()
+        losses.append(l.item())
+    assert abs(losses[0] - loss.item()) < 1e-12
+    assert losses[-1] < losses[0], "the reference trajectory should descend"
+
+    ref = gm.GgufWriter()
+    ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-reference")
+    ref.add("train.batch", gm.GGUF_U32, B)
+    ref.add("train.seq", gm.GGUF_U32, T)
+    ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
+    ref.add_array("train.targets", gm.GGUF_I32, [int(x) for x in targets.reshape(-1)])
+    ref.add("train.loss", gm.GGUF_F32, loss.item())
+    ref.add_array("train.losses", gm.GGUF_F32, losses)
+    for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "clip"):
+        ref.add(f"train.{k}", gm.GGUF_F32, OPT[k])
+    for n, g in grads:
+        ref.add_tensor("grad." + n, g)
+    with open(os.path.join(OUT, case["name"] + ".gguf"), "wb") as f:
+        f.write(gguf)
+    with open(os.path.join(OUT, case["name"] + ".ref.gguf"), "wb") as f:
+        f.write(ref.serialize())
+    print(f"{case['name']}: loss {loss.item():.6f} -> {losses[-1]:.6f} after {OPT['steps']} steps, "
+          f"{sum(p.numel() for _, p in params)} params")
+
+
+def main():
+    torch.set_default_dtype(torch.float64)
+    os.makedirs(OUT, exist_ok=True)
+    for case in CASES:
+        run_case(case)
+
+
+if __name__ == "__main__":
+    main()

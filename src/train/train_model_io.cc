@@ -1,0 +1,90 @@
+// TrainModel construction: random init, import from a GGUF checkpoint (any dtype, dequantized)
+// and export to an F32 GGUF that Model::load and `nexus run` read.
+#include <cmath>
+#include <random>
+
+#include "backends/cpu/quant.h"
+#include "io/gguf.h"
+#include "train/train_model.h"
+
+namespace nexus::train {
+
+Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, int64_t batch,
+                                                       int64_t seq, const InitOptions& init) {
+  NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  m->init_random(init);
+  return m;
+}
+
+void TrainModel::init_random(const InitOptions& init) {
+  std::mt19937_64 rng(init.seed);
+  const float out_std = init.scale_out_proj
+                            ? init.std / std::sqrt(2.0f * static_cast<float>(cfg_.n_layers))
+                            : init.std;
+  for (const ParamInfo& info : infos_) {
+    float* p = params_ + info.offset;
+    if (info.shape.size() == 1) {  // norm weights
+      std::fill(p, p + info.numel, 1.0f);
+      continue;
+    }
+    const bool out_proj =
+        info.name.ends_with("attn_output.weight") || info.name.ends_with("ffn_down.weight");
+    std::normal_distribution<float> dist(0.0f, out_proj ? out_std : init.std);
+    for (int64_t i = 0; i < info.numel; ++i) p[i] = dist(rng);
+  }
+}
+
+Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& path, int64_t batch,
+                                                          int64_t seq) {
+  auto loaded = Model::load(path);
+  if (!loaded) return loaded.status();
+  const Model& model = **loaded;
+  ModelConfig cfg = model.config();
+  NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  for (const ParamInfo& info : m->infos_) {
+    const GgufTensorInfo* t = model.gguf().find_tensor(info.name);
+    if (!t) return Status::error(path + ": missing tensor " + info.name);
+    if (t->shape != info.shape)
+      return Status::error(path + ": tensor " + info.name + " has an unexpected shape");
+    if (!cpu::has_kernels(t->dtype))
+      return Status::error(path + ": tensor " + info.name + " has a dtype without CPU kernels");
+    const int64_t cols = info.shape.back(), rows = info.numel / cols;
+    const size_t rb = row_bytes(t->dtype, cols);
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::dequantize_row(t->dtype, t->data + r * rb, m->params_ + info.offset + r * cols, cols);
+  }
+  return m;
+}
+
+Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenizer_source) const {
+  const ModelConfig& c = cfg_;
+  GgufWriter w;
+  const std::string a = "llama.";
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "nexus-trained");
+  w.set_u32("general.file_type", 0);  // all F32
+  w.set_u32(a + "context_length", static_cast<uint32_t>(std::max(c.n_ctx_train, seq_)));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(c.dim));
+  w.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layers));
+  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.ffn_dim));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  if (c.head_dim * c.n_heads != c.dim) {
+    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+  }
+  w.set_f32(a + "rope.freq_base", c.rope_theta);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rope_dim));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (tokenizer_source) {
+    w.copy_metadata(*tokenizer_source,
+                    [](std::string_view key) { return !key.starts_with("tokenizer."); });
+  }
+  for (const ParamInfo& info : infos_)
+    w.add_tensor(info.name, DType::kF32, info.shape, params_ + info.offset);
+  return w.write(path);
+}
+
+}  // namespace nexus::train

@@ -1,0 +1,68 @@
+// Forward and backward kernels of the training pass (llm.c style: explicit, F32, row-major, one
+// function per op and direction). Backward functions accumulate (+=) into their gradient outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "nexus/model.h"
+
+namespace nexus {
+class ThreadPool;
+}
+
+namespace nexus::train {
+
+// out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
+void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc);
+// dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null).
+void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                     int64_t n, int64_t c, int64_t oc);
+
+// out = x / sqrt(mean(x^2) + eps) * w per row of c; saves 1/rms of each row in rstd[n].
+void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t n, int64_t c,
+                     float eps);
+void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                      const float* rstd, int64_t n, int64_t c);
+
+// cos/sin table [t, rope_dim / 2, 2] for positions 0..t-1, same formula as the inference path.
+void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta);
+// Rotates each head of x [n, n_heads, head_dim] in place; row r is at position r % t. With
+// inverse = true it applies the transpose rotation, which is the backward of the forward.
+void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_dim,
+                 int64_t rope_dim, RopeStyle style, const float* cs, bool inverse);
+
+// Shapes of one causal self-attention call: b sequences of t tokens.
+struct AttnShape {
+  int64_t b, t, n_heads, n_kv_heads, head_dim;
+};
+// out [b*t, n_heads*hd] = softmax(q k^T / sqrt(hd), causal) v; query head h reads KV head
+// h / (n_heads / n_kv_heads). Saves the probabilities in att [b, n_heads, t, t]. With a pool,
+// (sequence, head) pairs are split over its threads; results are identical to pool == nullptr.
+void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
+                       const AttnShape& s, ThreadPool* pool = nullptr);
+// Accumulates dq, dk, dv; `scratch` holds t floats per thread of `pool` (t when it is null).
+// Work is split by (sequence, KV head), so no two threads write the same dk / dv row, and each
+// element is accumulated in the same order as the serial loop (bit-identical results).
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                        const float* q, const float* k, const float* v, const AttnShape& s,
+                        float* scratch, ThreadPool* pool = nullptr);
+
+// out = silu(g) * u elementwise over n values.
+void swiglu_forward(float* out, const float* g, const float* u, int64_t n);
+void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
+                     int64_t n);
+
+// out[i] = table[tokens[i]] (rows of c).
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n, int64_t c);
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
+                        int64_t c);
+
+// Mean cross-entropy over rows whose target is >= 0; saves each row's log-sum-exp in lse[n].
+// Returns the mean loss (0 when no row has a target) and the number of counted rows in *count.
+float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int64_t n,
+                            int64_t v, int64_t* count);
+// Overwrites logits with d(mean loss)/d logits = (softmax - onehot) / count (0 for ignored rows).
+void cross_entropy_backward(float* logits, const float* lse, const int32_t* targets, int64_t n,
+                            int64_t v, int64_t count);
+
+}  // namespace nexus::train
