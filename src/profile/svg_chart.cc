@@ -86,11 +86,22 @@ std::string render_bar_chart_svg(const BarChart& chart) {
   const double step = nice_step(top);
   const double y_max = std::max(step, std::ceil(top / step) * step);
   // Layout: left margin for the y axis, bottom for rotated group labels, top for title + legend.
-  const double bar_w = 28, gap = 18, left = 80, right = 20, top_m = 70, bottom = 110;
+  // Bars are wide enough for their value labels (font-size 9: ~5.5 px a character); rotated group
+  // labels (-35 degrees, ~6.5 px a character) set the bottom margin and may reach left of the axis.
+  size_t value_chars = 0, label_chars = 0;
+  for (const BarGroup& g : chart.groups) {
+    label_chars = std::max(label_chars, g.label.size());
+    for (double v : g.values)
+      if (std::isfinite(v)) value_chars = std::max(value_chars, num(v, chart.value_digits).size());
+  }
+  const double bar_w = std::max(28.0, 5.5 * value_chars + 6), gap = 18, right = 20, top_m = 70;
+  const double label_w = 6.5 * label_chars * 0.82, label_h = 6.5 * label_chars * 0.57;
+  const double bottom = std::min(260.0, 50 + label_h);
+  const double left = std::max(80.0, label_w - bar_w * n_series / 2 + 10);
   const double group_w = bar_w * n_series + gap;
   const double plot_w = std::max(200.0, group_w * chart.groups.size());
   const double width = chart.width > 0 ? chart.width : left + plot_w + right;
-  const double height = chart.height;
+  const double height = chart.height + std::max(0.0, bottom - 110);
   const double plot_h = height - top_m - bottom;
   auto y_of = [&](double v) { return top_m + plot_h * (1.0 - v / y_max); };
 

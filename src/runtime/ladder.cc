@@ -197,9 +197,10 @@ std::string ladder_to_markdown(const std::vector<LadderRow>& rows, const LadderO
            (r.same_tokens_as_base ? "yes" : "no") + " |\n";
   }
   out += "\n" + model_name + ": prefill " + std::to_string(opts.n_prompt) +
-         " random tokens, then " + std::to_string(opts.n_gen) +
-         " greedy tokens (timed; median of " + std::to_string(opts.repetitions) +
-         " runs); +threads uses " + std::to_string(opts.n_threads) + " threads\n";
+         " random tokens, then " + std::to_string(opts.n_gen) + " greedy tokens (timed; " +
+         (opts.repetitions == 1 ? std::string("one run")
+                                : "median of " + std::to_string(opts.repetitions) + " runs") +
+         "); +threads uses " + std::to_string(opts.n_threads) + " threads\n";
   return out;
 }
 
