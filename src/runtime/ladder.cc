@@ -160,12 +160,25 @@ Result<std::vector<LadderRow>> run_ladder(const Model& model, const LadderOption
   std::vector<LadderRow> rows;
   std::unique_ptr<Model> current;
   DType current_type = DType::kF32;
+  const ModelConfig& c = model.config();
   for (const LadderStep& step : ladder_steps(opts.n_threads)) {
     if (opts.progress) opts.progress(step.name);
+    LadderRow skip;
+    skip.step = step;
+    if (step.kv_type == DType::kQ8_0 && (c.n_kv_heads * c.head_dim) % 32 != 0) {
+      skip.skipped =
+          "KV row width " + std::to_string(c.n_kv_heads * c.head_dim) + " is not a multiple of 32";
+      rows.push_back(std::move(skip));
+      continue;
+    }
     if (!current || current_type != step.weights) {
       current.reset();  // free the previous conversion first
       auto m = converted(model, step.weights);
-      if (!m) return Status::error(step.name + ": converting the weights: " + m.status().message());
+      if (!m) {
+        skip.skipped = "converting the weights: " + m.status().message();
+        rows.push_back(std::move(skip));
+        continue;
+      }
       current = std::move(m).value();
       current_type = step.weights;
     }
@@ -173,11 +186,17 @@ Result<std::vector<LadderRow>> run_ladder(const Model& model, const LadderOption
     if (!row) return row.status();
     rows.push_back(std::move(row).value());
   }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    LadderRow& r = rows[i];
+  if (!rows[0].skipped.empty()) return Status::error("Base: " + rows[0].skipped);
+  const LadderRow* prev = &rows[0];
+  for (LadderRow& r : rows) {
+    if (!r.skipped.empty()) {
+      r.same_tokens_as_base = false;
+      continue;
+    }
     r.speedup_base = rows[0].ms_per_token / r.ms_per_token;
-    r.speedup_prev = i == 0 ? 1.0 : rows[i - 1].ms_per_token / r.ms_per_token;
+    r.speedup_prev = prev->ms_per_token / r.ms_per_token;
     r.same_tokens_as_base = r.tokens == rows[0].tokens;
+    prev = &r;
   }
   return rows;
 }
@@ -189,6 +208,10 @@ std::string ladder_to_markdown(const std::vector<LadderRow>& rows, const LadderO
       "activations | weight types | same tokens as Base |\n"
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n";
   for (const LadderRow& r : rows) {
+    if (!r.skipped.empty()) {
+      out += "| " + r.step.name + " | skipped: " + r.skipped + " | | | | | | | | | |\n";
+      continue;
+    }
     out += "| " + r.step.name + " | " + fmt("%.3f", r.ms_per_token) + " | " +
            fmt("%.1f", r.tokens_per_s) + " | " + fmt("%.2fx", r.speedup_prev) + " | " +
            fmt("%.2fx", r.speedup_base) + " | " + human_bytes(double(r.peak_bytes())) + " | " +
@@ -210,7 +233,8 @@ BarChart ladder_chart(const std::vector<LadderRow>& rows, const std::string& mod
   chart.x_label = "step (each adds one optimization)";
   chart.y_label = "generated tokens/s";
   chart.series = {"tokens/s"};
-  for (const LadderRow& r : rows) chart.groups.push_back({r.step.name, {r.tokens_per_s}, {}});
+  for (const LadderRow& r : rows)
+    chart.groups.push_back({r.step.name, {r.skipped.empty() ? r.tokens_per_s : NAN}, {}});
   return chart;
 }
 

@@ -46,6 +46,7 @@ struct LadderRow {
   size_t peak_bytes() const { return weight_bytes + kv_bytes + activation_bytes; }
   std::vector<int32_t> tokens;  // the greedy tokens generated
   bool same_tokens_as_base = true;
+  std::string skipped;  // why the step could not run on this model (empty = it ran)
 };
 
 // The eight steps: Base (F32 weights, naive attention, 1 thread, no KV cache) -> +KV cache ->
@@ -58,6 +59,8 @@ Result<LadderRow> run_ladder_step(const Model& model, const LadderStep& step,
 
 // Runs every step of ladder_steps(opts.n_threads), converting `model`'s weights in memory with
 // convert_gguf for each weight type (types that do not fit a row fall back as in nexus convert).
+// A step the model cannot take (a failed conversion, a KV width that is not a multiple of the
+// Q8_0 block) becomes a row with `skipped` set; speed-ups skip over it.
 Result<std::vector<LadderRow>> run_ladder(const Model& model, const LadderOptions& opts);
 
 // step | ms/token | tokens/s | speed-up vs previous | vs base | peak memory | weights | KV |

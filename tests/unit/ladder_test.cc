@@ -1,12 +1,16 @@
 // The optimization ladder on stories260K: all eight steps run, the F32 steps (no KV cache, naive
 // attention, flash attention, threads) generate exactly the Base step's greedy tokens, and the
-// markdown table and chart have one row / bar per step.
+// markdown table and chart have one row / bar per step; a step a model cannot take is skipped.
 #include "runtime/ladder.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <filesystem>
 #include <string>
 
+#include "models/random_model.h"
 #include "test_paths.h"
 
 namespace nexus {
@@ -69,6 +73,33 @@ TEST(Ladder, Stories260KGeneratesTheSameTokensOnEveryF32Step) {
         "| +Q8_0 weights |", "| +Q4_K weights |", "| +Q8_0 KV cache |"})
     EXPECT_NE(md.find(step), std::string::npos) << step;
   EXPECT_EQ(ladder_chart(rows.value(), "stories260K").groups.size(), 8u);
+}
+
+// KV rows of 2 heads x 12 do not fill a Q8_0 block: the last step is skipped, not an error.
+TEST(Ladder, StepTheModelCannotTakeIsSkipped) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("nexus_ladder_" + std::to_string(getpid()) + ".gguf"))
+                               .string();
+  GenModelOptions o;
+  auto shape = parse_model_shape("custom:dim=48,layers=1,heads=4,kv_heads=2,ffn=64,vocab=300");
+  ASSERT_TRUE(shape.is_ok()) << shape.status().message();
+  o.shape = shape.value();
+  ASSERT_TRUE(write_random_model(o, path).is_ok());
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  LadderOptions opts;
+  opts.n_prompt = 4;
+  opts.n_gen = 4;
+  opts.repetitions = 1;
+  auto rows = run_ladder(*model.value(), opts);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(rows.is_ok()) << rows.status().message();
+  ASSERT_EQ(rows.value().size(), 8u);
+  EXPECT_EQ(rows.value()[6].skipped, "");
+  EXPECT_NE(rows.value()[7].skipped.find("multiple of 32"), std::string::npos);
+  const std::string md = ladder_to_markdown(rows.value(), opts, "tiny");
+  EXPECT_NE(md.find("| +Q8_0 KV cache | skipped: KV row width 24"), std::string::npos);
+  EXPECT_TRUE(std::isnan(ladder_chart(rows.value(), "tiny").groups[7].values[0]));
 }
 
 }  // namespace
