@@ -119,9 +119,10 @@ std::string render_bar_chart_svg(const BarChart& chart) {
   }
   s += line(left, top_m, left, top_m + plot_h, "stroke=\"#000\"");
   s += line(left, top_m + plot_h, left + plot_w, top_m + plot_h, "stroke=\"#000\"");
+  const double ylx = std::max(18.0, left - 58), yly = top_m + plot_h / 2;  // beside the ticks
   s += text(
-      18, top_m + plot_h / 2, chart.y_label,
-      (" text-anchor=\"middle\" transform=\"rotate(-90 18 " + num(top_m + plot_h / 2, 1) + ")\"")
+      ylx, yly, chart.y_label,
+      (" text-anchor=\"middle\" transform=\"rotate(-90 " + num(ylx, 1) + " " + num(yly, 1) + ")\"")
           .c_str());
   s += text(left + plot_w / 2, height - 8, chart.x_label, " text-anchor=\"middle\"");
   s += "</g>\n";
