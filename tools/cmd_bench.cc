@@ -1,13 +1,19 @@
 // `nexus bench`: llama-bench-compatible throughput benchmark (pp / tg / batched tg) with JSON, CSV
 // and markdown output; definitions in docs/BENCHMARKS.md.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <string_view>
 #include <thread>
 
 #include "command.h"
 #include "nexus/profile.h"
+#include "profile/svg_chart.h"
 #include "runtime/bench.h"
+#include "runtime/bench_compare.h"
+#include "runtime/bench_plot.h"
+#include "runtime/ladder.h"
 
 #ifndef NEXUS_BUILD_COMMIT
 #define NEXUS_BUILD_COMMIT "unknown"
@@ -35,6 +41,48 @@ Result<std::vector<int>> int_list(const std::string& flag, const std::vector<std
   return out;
 }
 
+// Writes `chart` to `path` when a path is given; the error is a CLI message.
+int write_plot(const BarChart& chart, const std::string& path, int fail_code = 1) {
+  if (path.empty()) return 0;
+  if (Status st = write_bar_chart_svg(chart, path); !st)
+    return fail("bench", st.message(), fail_code);
+  return 0;
+}
+
+// `--compare BASE CUR`: exit 0 (no regression), 1 (a "worse" test), 2 (bad input).
+int compare_main(const std::vector<std::string>& files, const std::string& threshold_raw,
+                 const std::string& plot) {
+  auto threshold = parse_threshold(threshold_raw);
+  if (!threshold) return fail("bench", threshold.status().message(), 2);
+  auto report = compare_bench_files(files[0], files[1], {threshold.value()});
+  if (!report) return fail("bench", "--compare: " + report.status().message(), 2);
+  std::fputs(compare_to_markdown(report.value()).c_str(), stdout);
+  if (int rc = write_plot(compare_chart(report.value()), plot, 2); rc != 0) return rc;
+  return report.value().any_worse() ? 1 : 0;
+}
+
+// `--ladder -m MODEL`: the optimization ladder as a markdown table (and plot).
+int ladder_main(const std::string& path, int n_prompt, int n_gen, int n_threads, int reps,
+                uint64_t seed, bool progress, const std::string& plot) {
+  auto model = Model::load(path);
+  if (!model) return fail("bench", model.status().message());
+  LadderOptions lo;
+  lo.n_prompt = n_prompt;
+  lo.n_gen = n_gen;
+  lo.n_threads = n_threads;
+  lo.repetitions = reps;
+  lo.seed = seed;
+  if (progress)
+    lo.progress = [](const std::string& step) {
+      std::fprintf(stderr, "nexus bench: ladder: %s\n", step.c_str());
+    };
+  auto rows = run_ladder(*model.value(), lo);
+  if (!rows) return fail("bench", path + ": ladder: " + rows.status().message());
+  const std::string name = describe_model(*model.value(), path).type;
+  std::fputs(ladder_to_markdown(rows.value(), lo, name).c_str(), stdout);
+  return write_plot(ladder_chart(rows.value(), name), plot);
+}
+
 int bench_main(int argc, char** argv) {
   CLI::App app{"Measure prompt processing (pp) and generation (tg) throughput like llama-bench",
                "nexus bench"};
@@ -44,7 +92,9 @@ int bench_main(int argc, char** argv) {
   std::string reps_raw = "5", output = "md", kv_name = "f16";
   double bandwidth = 0;
   uint64_t seed = 1234;
-  bool progress = false;
+  bool progress = false, ladder = false;
+  std::vector<std::string> compare;
+  std::string threshold = "5%", plot;
   app.add_option("-m,--model", models, "GGUF model file(s), comma-separated or repeated")
       ->delimiter(',');
   app.add_option("-p,--n-prompt", p_raw, "prompt sizes for pp tests (0 = none)")->delimiter(',');
@@ -58,6 +108,12 @@ int bench_main(int argc, char** argv) {
                  "memory read bandwidth in GB/s (e.g. from nexus_membw): report tg's bound");
   app.add_option("--seed", seed, "seed for the random token ids");
   app.add_flag("--progress", progress, "print progress to stderr");
+  app.add_option("--compare", compare, "compare two -o json runs: BASELINE.json CURRENT.json")
+      ->expected(2);
+  app.add_option("--threshold", threshold, "--compare: smallest change that counts (default 5%)");
+  app.add_option("--plot", plot, "also draw the results as an SVG bar chart here");
+  app.add_flag("--ladder", ladder,
+               "optimization ladder on one model (-p default 32, -n 64, -t 2, -r 3)");
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
@@ -66,8 +122,12 @@ int bench_main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail("bench", e.what());
+    const bool comparing = std::any_of(argv, argv + argc, [](const char* a) {
+      return std::string_view(a).starts_with("--compare");
+    });
+    return fail("bench", e.what(), comparing ? 2 : 1);
   }
+  if (!compare.empty()) return compare_main(compare, threshold, plot);
   if (models.empty()) return fail("bench", "no model given (-m MODEL.gguf)");
   auto prompts = int_list("-p", p_raw, 0);
   if (!prompts) return fail("bench", prompts.status().message());
@@ -85,6 +145,13 @@ int bench_main(int argc, char** argv) {
   if (!kv || (*kv != DType::kF32 && *kv != DType::kF16 && *kv != DType::kQ8_0))
     return fail("bench", "--kv-type: '" + kv_name + "' is not f32, f16 or q8_0");
   if (bandwidth < 0) return fail("bench", "--bandwidth must be positive");
+  if (ladder) {
+    if (models.size() != 1) return fail("bench", "--ladder takes exactly one model");
+    const bool given_p = app.count("-p") > 0, given_n = app.count("-n") > 0;
+    return ladder_main(models[0], given_p ? prompts.value()[0] : 32, given_n ? gens.value()[0] : 64,
+                       app.count("-t") > 0 ? threads.value()[0] : 2,
+                       app.count("-r") > 0 ? reps.value()[0] : 3, seed, progress, plot);
+  }
 
   std::vector<BenchTest> tests;
   for (int t : threads.value()) {
@@ -128,6 +195,7 @@ int bench_main(int argc, char** argv) {
                            : output == "csv" ? bench_to_csv(results, env)
                                              : bench_to_markdown(results, env);
   std::fputs(text.c_str(), stdout);
+  if (int rc = write_plot(bench_chart(results), plot); rc != 0) return rc;
   if (Status st = profiling.finish(); !st) return fail("bench", st.message());
   return 0;
 }

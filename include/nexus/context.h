@@ -13,12 +13,17 @@
 
 namespace nexus {
 
+// Attention kernel: the tiled online-softmax one, or the naive one that materialises every score
+// row over f32 copies of K/V (the baseline of `nexus bench --ladder`).
+enum class AttentionImpl { kFlash, kNaive };
+
 struct ContextOptions {
   int64_t n_ctx = 0;            // positions per sequence (0 = the model's training context)
   int n_seq = 1;                // sequences held at once
   DType kv_type = DType::kF16;  // kF16, kF32 or kQ8_0
   int n_threads = 1;
   int64_t max_batch = 512;      // most tokens per decode() call
+  AttentionImpl attention = AttentionImpl::kFlash;
 };
 
 // Tokens to run: token[i] at position pos[i] of sequence seq[i]; logits are returned for the rows

@@ -10,6 +10,7 @@
 #include "models/arch.h"
 #include "nexus/profile.h"
 #include "ops/attention.h"
+#include "ops/attention_naive.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
@@ -154,6 +155,7 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   if (c.rope != RopeStyle::kNone) rope_table(st.pos, n, c.rope_dim, c.rope_theta, st.rope_cs);
   embed_span.close();
   try {
+    const ScopedAttentionImpl attention_impl(im.opts.attention);
     find_arch(c.arch_name)->forward(im.model, st);
   } catch (const Error& e) {
     return Status::error(e.what());

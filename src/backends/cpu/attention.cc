@@ -10,6 +10,7 @@
 
 #include "backends/cpu/attention_tile.h"
 #include "backends/cpu/quant.h"
+#include "ops/attention_naive.h"
 #include "profile/op_args.h"
 
 namespace nexus {
@@ -31,6 +32,8 @@ size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
                const int32_t* pos, int64_t n, const AttentionParams& p, float* out,
                ThreadPool& pool, float* scratch) {
+  if (current_attention_impl() == AttentionImpl::kNaive)
+    return attention_naive(q, kv, layer, seq, pos, n, p, out, pool);
   NEXUS_PROFILE_OP("attention", static_cast<int>(layer), profile::attention_bytes(kv, pos, n, p),
                    profile::attention_flops(pos, n, p), profile::attention_shapes(kv, n, p));
   const int64_t hd = p.head_dim;
