@@ -1,6 +1,6 @@
-// Thread pool: spin-then-sleep workers. The caller publishes a job by bumping an atomic
-// generation; workers spinning see it within ~100 ns, sleeping ones are woken through the
-// condition variable only when some are actually asleep.
+// Thread pool: chunks claimed with a compare-and-swap on (generation, next chunk). Idle workers
+// spin briefly on the generation before sleeping on a condition variable; the caller wakes
+// sleepers only when some are asleep.
 #include "core/thread_pool.h"
 
 #include <algorithm>
@@ -20,6 +20,8 @@ namespace {
 // How long an idle worker spins before sleeping: long enough to bridge the serial work between
 // the parallel regions of a decode step, short enough not to burn a core between requests.
 constexpr auto kSpinTime = std::chrono::microseconds(300);
+// Chunks per thread in parallel_for: enough to even out a late or slower thread.
+constexpr int64_t kChunksPerThread = 4;
 
 }  // namespace
 
@@ -36,17 +38,29 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::work_on(uint32_t gen) {
+  uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(c >> 32) != gen) return;  // a later job: not ours to touch
+    const int64_t idx = static_cast<int64_t>(c & 0xffffffffu);
+    if (idx >= n_chunks_) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    (*job_)(idx);  // the claimed chunk keeps the caller waiting, so job_ is alive
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    c = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker(int /*index*/) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
       const auto t0 = std::chrono::steady_clock::now();
       int spins = 0;
       while ((g = generation_.load(std::memory_order_acquire)) == seen) {
         if (stop_.load(std::memory_order_relaxed)) return;
         NEXUS_CPU_RELAX();
-        // Yield now and then so an oversubscribed machine still runs the thread we wait for.
         if (++spins % 64 == 0) std::this_thread::yield();
         if (spins % 256 == 0 && std::chrono::steady_clock::now() - t0 > kSpinTime) {
           std::unique_lock<std::mutex> lock(mu_);
@@ -58,30 +72,38 @@ void ThreadPool::worker(int index) {
       }
     }
     seen = g;
-    (*job_)(index, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    work_on(g);
   }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0, 1);
+void ThreadPool::run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk) {
+  if (n_chunks <= 0) return;
+  if (n_threads_ == 1 || n_chunks == 1) {
+    for (int64_t i = 0; i < n_chunks; ++i) chunk(i);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: ordered before the sleepers_ check below
+  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_ = &chunk;
+  n_chunks_ = n_chunks;
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+  generation_.store(gen);  // seq_cst: ordered before the sleepers_ check below
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
   std::exception_ptr err;
   try {
-    fn(0, n_threads_);
+    work_on(gen);
   } catch (...) {
     err = std::current_exception();
+    // Count the chunk that threw as done and claim the rest so the wait below ends.
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    for (uint64_t c = claim_.load(); static_cast<int64_t>(c & 0xffffffffu) < n_chunks;) {
+      if (claim_.compare_exchange_weak(c, c + 1)) done_.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int spins = 0; done_.load(std::memory_order_acquire) < n_chunks; ++spins) {
     NEXUS_CPU_RELAX();
     if (spins % 64 == 63) std::this_thread::yield();
   }
@@ -89,18 +111,25 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   if (err) std::rethrow_exception(err);
 }
 
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  const int nt = n_threads_;
+  run_chunks(nt, [&](int64_t i) { fn(static_cast<int>(i), nt); });
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                               int64_t min_per_thread) {
   if (n <= 0) return;
-  if (n_threads_ == 1 || n < 2 * std::max<int64_t>(1, min_per_thread)) {
+  const int64_t min_chunk = std::max<int64_t>(1, min_per_thread);
+  if (n_threads_ == 1 || n < 2 * min_chunk) {
     fn(0, n);
     return;
   }
-  run([&](int i, int nt) {
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t b = std::min<int64_t>(n, chunk * i);
-    const int64_t e = std::min<int64_t>(n, b + chunk);
-    if (b < e) fn(b, e);
+  const int64_t n_chunks =
+      std::max<int64_t>(1, std::min<int64_t>(n_threads_ * kChunksPerThread, n / min_chunk));
+  const int64_t size = (n + n_chunks - 1) / n_chunks;
+  run_chunks((n + size - 1) / size, [&](int64_t i) {
+    const int64_t b = i * size;
+    fn(b, std::min(n, b + size));
   });
 }
 

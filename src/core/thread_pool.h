@@ -1,6 +1,7 @@
 // Fixed pool of worker threads for data-parallel loops, tuned for many short parallel regions
-// (a decode step has dozens): workers spin briefly on an atomic generation counter before
-// sleeping, and the caller works too, so a pool of N uses N threads.
+// (a decode step has dozens). Work is cut into chunks that the caller and the workers claim from
+// a shared counter: a worker that is slow to wake (a busy machine) simply claims nothing, and the
+// caller never waits for a thread that has not started, only for chunks already being computed.
 #pragma once
 
 #include <atomic>
@@ -22,22 +23,33 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Calls fn(thread_index, n_threads) on every thread and waits for all to return. Exceptions
-  // thrown on the calling thread propagate; workers must not throw.
+  // Calls fn(i, n_threads) once for every partition i in [0, n_threads) and waits for all of
+  // them. Partitions run concurrently on any of the pool's threads (never two at once with the
+  // same i), so per-partition scratch indexed by i is safe. Exceptions thrown by partitions run
+  // on the calling thread propagate; partitions must not throw on workers.
   void run(const std::function<void(int, int)>& fn);
-  // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per thread; runs inline
-  // when n < 2 * min_per_thread (too little work to be worth waking the workers).
+  // Calls fn(begin, end) over [0, n) cut into contiguous chunks claimed dynamically (a few per
+  // thread); runs inline when n < 2 * min_per_thread (too little work to wake the workers).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t min_per_thread = 1);
 
  private:
+  // Runs chunk(i) for i in [0, n_chunks), claimed by the caller and the workers; returns when
+  // every chunk has finished.
+  void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
+  // Claims and runs chunks of generation `gen` until none are left or the generation moved on.
+  void work_on(uint32_t gen);
   void worker(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The current job. Written by the caller before the generation is published; a worker reads
+  // them only after claiming a chunk of that generation (which keeps the job alive).
+  const std::function<void(int64_t)>* job_ = nullptr;
+  int64_t n_chunks_ = 0;
+  std::atomic<uint64_t> claim_{0};  // (generation << 32) | next unclaimed chunk
+  std::atomic<int64_t> done_{0};    // finished chunks of the current generation
+  std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex mu_;

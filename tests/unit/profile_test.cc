@@ -175,11 +175,15 @@ TEST_F(ProfileTest, SpansNestPerThreadAcrossAThreadPool) {
     const int64_t dur = std::llround(e["dur"].get<double>() * 1000);
     by_tid[e["tid"]].push_back({ts, ts + dur, e["name"]});
   }
-  ASSERT_EQ(by_tid.size(), 3u);
+  // The pool hands the 3 partitions to whichever threads claim them first (1 to 3 threads).
+  ASSERT_GE(by_tid.size(), 1u);
+  ASSERT_LE(by_tid.size(), 3u);
   std::set<std::string> distinct_names;
+  size_t total_spans = 0;
   for (auto& [tid, spans] : by_tid) {
     distinct_names.insert(names[tid]);
-    EXPECT_EQ(spans.size(), 20u) << "tid " << tid;
+    EXPECT_EQ(spans.size() % 20, 0u) << "tid " << tid;  // 20 spans per partition it ran
+    total_spans += spans.size();
     std::sort(spans.begin(), spans.end(), [](const Interval& a, const Interval& b) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
@@ -196,10 +200,10 @@ TEST_F(ProfileTest, SpansNestPerThreadAcrossAThreadPool) {
     }
     EXPECT_EQ(max_depth, 3);
   }
-  EXPECT_EQ(distinct_names.size(), 3u);
-  EXPECT_TRUE(distinct_names.count("main"));
+  EXPECT_EQ(total_spans, 60u);
+  EXPECT_EQ(distinct_names.size(), by_tid.size());
   const profile::Stats st = profile::stats();
-  EXPECT_EQ(st.n_threads, 3);
+  EXPECT_EQ(st.n_threads, static_cast<int>(by_tid.size()));
   ASSERT_NE(find(st, "innermost"), nullptr);
   EXPECT_EQ(find(st, "innermost")->calls, 15);
 }
