@@ -23,7 +23,9 @@ deps:
 $(BUILD)/build.ninja:
 	cmake --preset $(PRESET)
 
+# Configure every time (cheap once cached) so the commit recorded in benchmark output is current.
 build: $(BUILD)/build.ninja
+	@cmake --preset $(PRESET) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
