@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "command.h"
+#include "nexus/profile.h"
 #include "io/gguf.h"
 #include "nexus/tokenizer.h"
 #include "train/optimizer.h"
@@ -89,6 +90,9 @@ int train_main(int argc, char** argv) {
   app.add_option("--seed", seed, "initialisation seed")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads (OpenBLAS GEMMs and attention)")
       ->capture_default_str();
+  profile::SessionOptions prof;
+  app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
+  app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -153,7 +157,10 @@ int train_main(int argc, char** argv) {
   std::vector<int32_t> x(batch * seq), y(batch * seq);
   int64_t cursor = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  profile::Session profiling(prof);
   for (int64_t s = 0; s < steps; ++s) {
+    NEXUS_PROFILE_SCOPE("step");
+    NEXUS_PROFILE_NAMED_SCOPE(data_span, "data");
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t i = 0; i < seq; ++i) {
         x[b * seq + i] = ids[cursor + i];
@@ -161,12 +168,22 @@ int train_main(int argc, char** argv) {
       }
       cursor = (cursor + seq) % span;
     }
+    data_span.close();
     m.zero_grad();
-    const float loss = m.forward(x, y, batch, seq);
-    m.backward();
+    float loss;
+    {
+      NEXUS_PROFILE_SCOPE("forward");
+      loss = m.forward(x, y, batch, seq);
+    }
+    {
+      NEXUS_PROFILE_SCOPE("backward");
+      m.backward();
+    }
+    NEXUS_PROFILE_NAMED_SCOPE(opt_span, "optimizer");
     const float norm = clip > 0 ? train::clip_grad_norm(m.grads(), clip) : 0.0f;
     const float step_lr = sched.at(s);
     opt.step(m.params(), m.grads(), step_lr);
+    opt_span.close();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tps = static_cast<double>((s + 1) * batch * seq) / std::max(secs, 1e-9);
@@ -174,6 +191,7 @@ int train_main(int argc, char** argv) {
                  static_cast<long long>(s + 1), static_cast<long long>(steps), loss, step_lr, norm,
                  tps, eta_string(secs / (s + 1) * (steps - s - 1)).c_str());
   }
+  if (Status ps = profiling.finish(); !ps) return fail("train", ps.message());
   const Status st = m.export_gguf(out, &tok_file.value());
   if (!st) return fail("train", st.message());
   std::printf("wrote %s\n", out.c_str());

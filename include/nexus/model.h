@@ -63,6 +63,7 @@ class Model {
   // Builds a model from an already parsed file (the file's mapping is kept alive).
   static Result<std::unique_ptr<Model>> from_gguf(std::shared_ptr<const GgufFile> file);
 
+  ~Model();
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& gguf() const { return *file_; }

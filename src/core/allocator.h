@@ -50,6 +50,7 @@ class Arena {
   void reset() { used_ = 0; }
   size_t used() const { return used_; }
   size_t capacity() const { return capacity_; }
+  const void* base() const { return base_; }
 
  private:
   uint8_t* base_ = nullptr;

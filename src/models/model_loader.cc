@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "models/arch.h"
+#include "profile/memory.h"
 #include "nexus/model.h"
 
 namespace nexus {
@@ -114,6 +115,9 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
   NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.weight", {c.dim}, true, &w.out_norm));
   NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.bias", {c.dim}, c.arch == Arch::kGpt2, &w.out_norm_b));
   NEXUS_RETURN_IF_ERROR(bind(f, "output.weight", {c.n_vocab, c.dim}, false, &w.output));
+  // Listed among the profiler's largest live buffers (mapped, so not in the counted bytes).
+  profile::track_buffer(w.tok_embd.data(), m->weight_bytes(), MemCategory::kWeights,
+                        "weights (mapped) " + p);
   c.tied_output = w.output.empty();
   if (c.tied_output) w.output = w.tok_embd;
 
@@ -127,6 +131,10 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
     }
   }
   return m;
+}
+
+Model::~Model() {
+  if (!weights_.tok_embd.empty()) profile::untrack_buffer(weights_.tok_embd.data());
 }
 
 int64_t Model::n_params() const {

@@ -3,6 +3,7 @@
 #include "nexus/context.h"
 
 #include <algorithm>
+#include <optional>
 #include <numeric>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
+#include "profile/memory.h"
 #include "runtime/forward.h"
 
 namespace nexus {
@@ -52,6 +54,11 @@ class ContextImpl {
                               &lw.w_down})
         if (!t->empty()) need = std::max(need, matmul_scratch_bytes(*t, b));
     scratch = Arena(need + 4 * kAlignment, MemCategory::kScratch);
+    tracked_activations.emplace(activations.base(), activations.capacity(),
+                                MemCategory::kActivations, "activations (max batch " +
+                                                               std::to_string(b) + ")");
+    tracked_scratch.emplace(scratch.base(), scratch.capacity(), MemCategory::kScratch,
+                            "matmul scratch");
     st.kv = &kv;
     st.pool = &pool;
     st.scratch = &scratch;
@@ -63,6 +70,7 @@ class ContextImpl {
   KvCache kv;
   Arena activations;
   Arena scratch;
+  std::optional<profile::TrackedBuffer> tracked_activations, tracked_scratch;
   ForwardState st;
   std::vector<int32_t> out_rows;
   std::vector<int32_t> next_pos;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/quant.h"
 #include "core/allocator.h"
+#include "profile/memory.h"
 #include "nexus/status.h"
 
 namespace nexus {
@@ -25,7 +26,13 @@ KvCache::KvCache(int64_t n_layers, int n_seq, int64_t n_ctx, int64_t n_kv_heads,
   deq_ = cpu::kernels(type).dequantize;
   total_bytes_ = row_bytes_ * 2 * n_layers * n_seq * n_ctx;
   mem_ = aligned_shared(total_bytes_, MemCategory::kKvCache);
+  profile::track_buffer(mem_.get(), total_bytes_, MemCategory::kKvCache,
+                        "kv_cache " + std::string(dtype_name(type)) + " " +
+                            std::to_string(n_layers) + "x2x" + std::to_string(n_seq) + "x" +
+                            std::to_string(n_ctx) + "x" + std::to_string(width_));
 }
+
+KvCache::~KvCache() { profile::untrack_buffer(mem_.get()); }
 
 const uint8_t* KvCache::row_ptr(int kv, int64_t layer, int seq, int32_t pos) const {
   const size_t idx = ((static_cast<size_t>(layer) * 2 + kv) * n_seq_ + seq) * n_ctx_ + pos;

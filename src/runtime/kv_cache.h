@@ -15,6 +15,9 @@ class KvCache {
  public:
   KvCache(int64_t n_layers, int n_seq, int64_t n_ctx, int64_t n_kv_heads, int64_t head_dim,
           DType type);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
   DType type() const { return type_; }
   int64_t n_ctx() const { return n_ctx_; }
