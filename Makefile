@@ -4,7 +4,10 @@ PRESET ?= release
 JOBS ?= $(shell nproc)
 NEXUS := $(BUILD)/nexus
 SHARED ?= ../shared
-DEMO_MODEL ?= $(SHARED)/models/stories260K.gguf
+# The default demo model ships in the repo: trained by nexus itself on tinyshakespeare
+# (docs/TRAINING.md has the exact commands).
+DEMO_MODEL ?= models/shakespeare-1m.gguf
+DEMO_ARGS ?= -p "ROMEO:" -n 100 --temp 0.8 --seed 42
 
 .PHONY: all deps build test demo bench fuzz clean
 
@@ -33,7 +36,7 @@ test: build
 
 demo: build
 	@if [ -f "$(DEMO_MODEL)" ]; then \
-	  $(NEXUS) run -m $(DEMO_MODEL) -n 200 --temp 0; \
+	  $(NEXUS) run -m $(DEMO_MODEL) $(DEMO_ARGS); \
 	else \
 	  echo "make demo: model '$(DEMO_MODEL)' not found; run 'make demo DEMO_MODEL=path/to/model.gguf'"; \
 	  exit 1; \

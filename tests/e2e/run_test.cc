@@ -119,3 +119,24 @@ TEST(RunCli, ConvertedModelsGenerateTheSameText) {
 
 }  // namespace
 }  // namespace nexus::test
+
+namespace nexus::test {
+namespace {
+
+// The model `make demo` runs ships in the repository and must keep loading and generating.
+TEST(RunCli, EmbeddedDemoModelGeneratesDeterministically) {
+  const std::string model = std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-1m.gguf";
+  const std::string cmd = "run -m " + model + " -p 'ROMEO:' -n 40 --temp 0.8 --seed 42";
+  CliResult a = run_cli(cmd), b = run_cli(cmd);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out.rfind("ROMEO:", 0), 0u) << a.out;
+  EXPECT_NE(a.err.find("generated: 40 tokens"), std::string::npos) << a.err;
+  // Its context is 128 positions: asking for more stops at the context end, cleanly.
+  CliResult c = run_cli("run -m " + model + " -p 'ROMEO:' -n 500 --temp 0.8 --seed 1");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.err.find("stop: context"), std::string::npos) << c.err;
+}
+
+}  // namespace
+}  // namespace nexus::test
