@@ -117,16 +117,7 @@ int bench_main(int argc, char** argv) {
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    const bool comparing = std::any_of(argv, argv + argc, [](const char* a) {
-      return std::string_view(a).starts_with("--compare");
-    });
-    return fail("bench", e.what(), comparing ? 2 : 1);
-  }
+  if (auto code = parse_args(app, argc, argv, "bench")) return *code;
   if (!compare.empty()) return compare_main(compare, threshold, plot);
   if (models.empty()) return fail("bench", "no model given (-m MODEL.gguf)");
   auto prompts = int_list("-p", p_raw, 0);

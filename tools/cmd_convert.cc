@@ -13,7 +13,6 @@
 namespace nexus::cli {
 namespace {
 
-constexpr int kUsageError = 2;
 
 int convert_main(int argc, char** argv) {
   CLI::App app{"Convert models to GGUF or change a GGUF's weight type", "nexus convert"};
@@ -30,12 +29,7 @@ int convert_main(int argc, char** argv) {
                  "weight type of matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
                  "q6_k (1-D tensors stay F32; rows that do not fill a block fall back to "
                  "q8_0 or f16)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    return fail("convert", e.what(), kUsageError);
-  }
+  if (auto code = parse_args(app, argc, argv, "convert")) return *code;
   if (output.empty()) return fail("convert", "-o OUT.gguf is required", kUsageError);
   if (llama2c.empty() == input.empty())
     return fail("convert", "give exactly one of --llama2c MODEL.bin or -i IN.gguf", kUsageError);

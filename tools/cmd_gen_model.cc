@@ -28,13 +28,7 @@ int gen_model_main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "generator threads");
   app.add_flag("--pure", pure, "every matrix in the target type (llama-quantize --pure)");
   app.add_flag("-q,--quiet", quiet, "print nothing on success");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail("gen-model", e.what());
-  }
+  if (auto code = parse_args(app, argc, argv, "gen-model")) return *code;
   auto shape = parse_model_shape(shape_spec);
   if (!shape) return fail("gen-model", shape.status().message());
   auto type = parse_model_file_type(type_name);

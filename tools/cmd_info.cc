@@ -17,12 +17,7 @@ int info_main(int argc, char** argv) {
   app.add_option("model", path, "GGUF file")->required();
   app.add_flag("--metadata", all_meta, "print every metadata key (arrays abbreviated)");
   app.add_flag("--tensors", tensors, "print every tensor");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    return fail("info", e.what(), 2);
-  }
+  if (auto code = parse_args(app, argc, argv, "info")) return *code;
   auto r = GgufFile::open(path);
   if (!r) return fail("info", r.status().message());
   const GgufFile& g = r.value();

@@ -27,7 +27,7 @@ int run_main(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS)");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file (exact bytes)");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1: until end of text)")
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate (stops earlier at end of text or context end)")
       ->capture_default_str();
   app.add_option("--temp", g.sampler.temperature, "temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", g.sampler.top_k, "top-k (0: off)")->capture_default_str();
@@ -54,18 +54,14 @@ int run_main(int argc, char** argv) {
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_args(app, argc, argv, "run")) return *code;
   if (!prompt.empty() && !prompt_file.empty()) return fail("run", "give -p or -f, not both");
   if (!prompt_file.empty()) {
     auto r = read_file(prompt_file);
     if (!r) return fail("run", r.status().message());
     prompt = std::move(r).value();
   }
-  if (n_predict < -1) return fail("run", "-n must be >= -1, got " + std::to_string(n_predict));
+  if (n_predict < 0) return fail("run", "-n must be >= 0, got " + std::to_string(n_predict));
   if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
   if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));

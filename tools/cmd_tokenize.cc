@@ -11,7 +11,6 @@
 namespace nexus::cli {
 namespace {
 
-constexpr int kUsageError = 2;
 
 int tokenize_main(int argc, char** argv) {
   CLI::App app{"Tokenize a text with a model's tokenizer (GGUF or tokenizer.json)",
@@ -26,13 +25,7 @@ int tokenize_main(int argc, char** argv) {
   app.add_flag("--no-bos", no_bos, "do not add the BOS/EOS tokens the model asks for");
   app.add_flag("--no-special", no_special,
                "treat special-token text such as <|endoftext|> as plain text");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail("tokenize", std::string(e.what()) + " (see 'nexus tokenize --help')", kUsageError);
-  }
+  if (auto code = parse_args(app, argc, argv, "tokenize")) return *code;
   const bool has_prompt = app.count("--prompt") > 0, has_file = app.count("--file") > 0;
   if (has_prompt == has_file)
     return fail("tokenize",

@@ -16,7 +16,6 @@
 namespace nexus::cli {
 namespace {
 
-constexpr int kUsageError = 2;
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kProgressMinBytes = size_t{16} << 20;
 
@@ -94,14 +93,7 @@ int tokenize_data_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.5));
   app.add_flag("--append-eos", append_eos, "append the EOS token after each input file");
   app.add_option("-t,--threads", threads, "tokenizer threads")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail("tokenize-data", std::string(e.what()) + " (see 'nexus tokenize-data --help')",
-                kUsageError);
-  }
+  if (auto code = parse_args(app, argc, argv, "tokenize-data")) return *code;
   threads = std::max(1, threads);
   const auto t0 = Clock::now();
   auto tok = Tokenizer::load(model);

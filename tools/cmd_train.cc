@@ -93,13 +93,7 @@ int train_main(int argc, char** argv) {
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail("train", e.what());
-  }
+  if (auto code = parse_args(app, argc, argv, "train")) return *code;
   if (shape_spec.empty() == init_path.empty())
     return fail("train", "give exactly one of --shape (new model) and --init (fine-tune)");
   if (tok_path.empty()) tok_path = init_path;

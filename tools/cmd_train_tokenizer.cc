@@ -15,7 +15,6 @@
 namespace nexus::cli {
 namespace {
 
-constexpr int kUsageError = 2;
 
 int train_tokenizer_main(int argc, char** argv) {
   CLI::App app{"Train a byte-level BPE tokenizer (GPT-2 style) on a text corpus",
@@ -37,14 +36,7 @@ int train_tokenizer_main(int argc, char** argv) {
   app.add_option("-t,--threads", opt.threads, "pre-tokenization threads")->capture_default_str();
   app.add_option("--special", opt.specials,
                  "extra control tokens (<|endoftext|> is always added and is BOS/EOS)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail("train-tokenizer", std::string(e.what()) + " (see 'nexus train-tokenizer --help')",
-                kUsageError);
-  }
+  if (auto code = parse_args(app, argc, argv, "train-tokenizer")) return *code;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<MappedFile>> files;
   std::vector<std::string_view> documents;

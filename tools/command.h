@@ -1,7 +1,9 @@
 // Subcommand registry for the `nexus` CLI: each tools/cmd_*.cc registers one command.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,5 +24,12 @@ struct Register {
 
 // Prints "nexus NAME: error: MESSAGE" to stderr and returns exit code 1 (or `code`).
 int fail(const std::string& command, const std::string& message, int code = 1);
+
+// Exit code of a command-line usage error (bad or missing flag); 1 is for failures after parsing.
+constexpr int kUsageError = 2;
+
+// Parses the command's flags. Returns nullopt to go on, or the exit code to return now: 0 after
+// --help (printed to stdout), kUsageError after a parse error (one line "nexus NAME: error: ...").
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const std::string& command);
 
 }  // namespace nexus::cli

@@ -19,6 +19,20 @@ int fail(const std::string& command, const std::string& message, int code) {
   return code;
 }
 
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv, const std::string& command) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(command, std::string(e.what()) + " (see 'nexus " + command + " --help')",
+                kUsageError);
+  }
+  return std::nullopt;
+}
+
 }  // namespace nexus::cli
 
 namespace {

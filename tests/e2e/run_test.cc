@@ -63,6 +63,7 @@ TEST(RunCli, BadInputGivesOneClearErrorAndNonZeroExit) {
   } cases[] = {
       {"run -m /nonexistent.gguf", "/nonexistent.gguf"},
       {"run" + m + " -n -5", "-n"},
+      {"run" + m + " -n -1", "-n must be >= 0"},
       {"run" + m + " -t 0", "-t"},
       {"run" + m + " --kv-type q4_0", "--kv-type"},
       {"run" + m + " --top-p 1.5", "top_p"},
