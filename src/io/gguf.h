@@ -54,6 +54,17 @@ struct GgufValue {
   std::string to_string() const;
 };
 
+// Shorthands for building metadata values.
+GgufValue gguf_str(std::string v);
+GgufValue gguf_u32(uint32_t v);
+GgufValue gguf_i32(int32_t v);
+GgufValue gguf_u64(uint64_t v);
+GgufValue gguf_f32(float v);
+GgufValue gguf_bool(bool v);
+GgufValue gguf_str_array(std::vector<std::string> v);
+GgufValue gguf_f32_array(std::vector<double> v);
+GgufValue gguf_i32_array(std::vector<int64_t> v);
+
 struct GgufTensorInfo {
   std::string name;
   DType dtype = DType::kF32;

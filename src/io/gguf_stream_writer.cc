@@ -38,58 +38,6 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 
 }  // namespace
 
-GgufValue gguf_str(std::string v) {
-  GgufValue g;
-  g.type = GgufType::kString;
-  g.s = std::move(v);
-  return g;
-}
-GgufValue gguf_u32(uint32_t v) {
-  GgufValue g;
-  g.type = GgufType::kU32;
-  g.i = v;
-  return g;
-}
-GgufValue gguf_i32(int32_t v) {
-  GgufValue g;
-  g.type = GgufType::kI32;
-  g.i = v;
-  return g;
-}
-GgufValue gguf_f32(float v) {
-  GgufValue g;
-  g.type = GgufType::kF32;
-  g.f = v;
-  return g;
-}
-GgufValue gguf_bool(bool v) {
-  GgufValue g;
-  g.type = GgufType::kBool;
-  g.i = v;
-  return g;
-}
-GgufValue gguf_str_array(std::vector<std::string> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kString;
-  g.as = std::move(v);
-  return g;
-}
-GgufValue gguf_f32_array(std::vector<double> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kF32;
-  g.af = std::move(v);
-  return g;
-}
-GgufValue gguf_i32_array(std::vector<int64_t> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kI32;
-  g.ai = std::move(v);
-  return g;
-}
-
 void GgufStreamWriter::set(const std::string& key, GgufValue v) {
   for (auto& kv : kv_)
     if (kv.first == key) {

@@ -13,16 +13,6 @@
 
 namespace nexus {
 
-// Shorthands for building metadata values.
-GgufValue gguf_str(std::string v);
-GgufValue gguf_u32(uint32_t v);
-GgufValue gguf_i32(int32_t v);
-GgufValue gguf_f32(float v);
-GgufValue gguf_bool(bool v);
-GgufValue gguf_str_array(std::vector<std::string> v);
-GgufValue gguf_f32_array(std::vector<double> v);
-GgufValue gguf_i32_array(std::vector<int64_t> v);
-
 class GgufStreamWriter {
  public:
   // Writes rows [row0, row0 + n_rows) of a tensor into `out` (n_rows * row_bytes bytes, where

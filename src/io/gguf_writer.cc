@@ -43,6 +43,66 @@ std::string GgufValue::to_string() const {
   }
 }
 
+GgufValue gguf_str(std::string v) {
+  GgufValue g;
+  g.type = GgufType::kString;
+  g.s = std::move(v);
+  return g;
+}
+GgufValue gguf_u32(uint32_t v) {
+  GgufValue g;
+  g.type = GgufType::kU32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_i32(int32_t v) {
+  GgufValue g;
+  g.type = GgufType::kI32;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_u64(uint64_t v) {
+  GgufValue g;
+  g.type = GgufType::kU64;
+  g.u = v;
+  g.i = static_cast<int64_t>(v);
+  return g;
+}
+GgufValue gguf_f32(float v) {
+  GgufValue g;
+  g.type = GgufType::kF32;
+  g.f = v;
+  return g;
+}
+GgufValue gguf_bool(bool v) {
+  GgufValue g;
+  g.type = GgufType::kBool;
+  g.i = v;
+  return g;
+}
+GgufValue gguf_str_array(std::vector<std::string> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kString;
+  g.as = std::move(v);
+  return g;
+}
+GgufValue gguf_f32_array(std::vector<double> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kF32;
+  g.af = std::move(v);
+  return g;
+}
+GgufValue gguf_i32_array(std::vector<int64_t> v) {
+  GgufValue g;
+  g.type = GgufType::kArray;
+  g.array_type = GgufType::kI32;
+  g.ai = std::move(v);
+  return g;
+}
+
+
 void GgufWriter::set(const std::string& key, GgufValue v) {
   for (auto& kv : kv_)
     if (kv.first == key) {
@@ -53,62 +113,21 @@ void GgufWriter::set(const std::string& key, GgufValue v) {
 }
 
 void GgufWriter::set_string(const std::string& key, std::string v) {
-  GgufValue g;
-  g.type = GgufType::kString;
-  g.s = std::move(v);
-  set(key, std::move(g));
+  set(key, gguf_str(std::move(v)));
 }
-void GgufWriter::set_u32(const std::string& key, uint32_t v) {
-  GgufValue g;
-  g.type = GgufType::kU32;
-  g.i = v;
-  set(key, std::move(g));
-}
-void GgufWriter::set_i32(const std::string& key, int32_t v) {
-  GgufValue g;
-  g.type = GgufType::kI32;
-  g.i = v;
-  set(key, std::move(g));
-}
-void GgufWriter::set_u64(const std::string& key, uint64_t v) {
-  GgufValue g;
-  g.type = GgufType::kU64;
-  g.u = v;
-  g.i = static_cast<int64_t>(v);
-  set(key, std::move(g));
-}
-void GgufWriter::set_f32(const std::string& key, float v) {
-  GgufValue g;
-  g.type = GgufType::kF32;
-  g.f = v;
-  set(key, std::move(g));
-}
-void GgufWriter::set_bool(const std::string& key, bool v) {
-  GgufValue g;
-  g.type = GgufType::kBool;
-  g.i = v;
-  set(key, std::move(g));
-}
+void GgufWriter::set_u32(const std::string& key, uint32_t v) { set(key, gguf_u32(v)); }
+void GgufWriter::set_i32(const std::string& key, int32_t v) { set(key, gguf_i32(v)); }
+void GgufWriter::set_u64(const std::string& key, uint64_t v) { set(key, gguf_u64(v)); }
+void GgufWriter::set_f32(const std::string& key, float v) { set(key, gguf_f32(v)); }
+void GgufWriter::set_bool(const std::string& key, bool v) { set(key, gguf_bool(v)); }
 void GgufWriter::set_string_array(const std::string& key, std::vector<std::string> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kString;
-  g.as = std::move(v);
-  set(key, std::move(g));
+  set(key, gguf_str_array(std::move(v)));
 }
 void GgufWriter::set_f32_array(const std::string& key, std::vector<double> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kF32;
-  g.af = std::move(v);
-  set(key, std::move(g));
+  set(key, gguf_f32_array(std::move(v)));
 }
 void GgufWriter::set_i32_array(const std::string& key, std::vector<int64_t> v) {
-  GgufValue g;
-  g.type = GgufType::kArray;
-  g.array_type = GgufType::kI32;
-  g.ai = std::move(v);
-  set(key, std::move(g));
+  set(key, gguf_i32_array(std::move(v)));
 }
 
 void GgufWriter::copy_metadata(const GgufFile& src, bool (*skip)(std::string_view)) {
