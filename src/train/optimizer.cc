@@ -48,6 +48,10 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   }
 }
 
+std::vector<StateBuffer> AdamW::state() {
+  return {{"adamw.m", {state_, n_}}, {"adamw.v", {state_ + n_, n_}}};
+}
+
 float clip_grad_norm(std::span<float> grads, float max_norm) {
   double ss = 0.0;
   for (float g : grads) ss += static_cast<double>(g) * g;
@@ -69,6 +73,16 @@ float LrSchedule::at(int64_t step) const {
   const double k =
       decay == LrDecay::kLinear ? 1.0 - frac : 0.5 * (1.0 + std::cos(std::numbers::pi * frac));
   return min_lr + static_cast<float>(k) * (lr - min_lr);
+}
+
+}  // namespace nexus::train
+
+namespace nexus::train {
+
+Result<std::unique_ptr<Optimizer>> make_optimizer(const TrainModel& model,
+                                                  const OptimizerOptions& opts) {
+  if (opts.name == "adamw") return std::unique_ptr<Optimizer>(new AdamW(model, opts.adamw));
+  return Status::error("[train] unknown optimizer '" + opts.name + "' (known: adamw)");
 }
 
 }  // namespace nexus::train
