@@ -105,6 +105,7 @@ Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App&
 
 void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.set_config("--config", "", "TOML file of flags (keys are the long flag names)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF llama model instead of --shape");
   app.add_option("--resume", f.resume, "continue a checkpoint (a file, or a directory: its latest)");

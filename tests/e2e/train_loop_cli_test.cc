@@ -182,6 +182,68 @@ TEST_F(TrainLoopCli, KeepsTheLastCheckpoints) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/ck"), fs::directory_iterator()), 2);
 }
 
+TEST_F(TrainLoopCli, ExportACheckpoint) {
+  CliResult r = run_cli(base("--batch 2 --steps 3 --checkpoint-dir " + test::quoted(dir_ + "/ck") +
+                             " -o " + test::quoted(dir_ + "/trained.gguf")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  // The checkpoint carries the tokenizer: no --tokenizer needed, and the result is the very file
+  // that -o wrote.
+  r = run_cli("export --checkpoint " + test::quoted(dir_ + "/ck") + " -o " +
+              test::quoted(dir_ + "/e.gguf"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.out.find("step 3 of 3"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(dir_ + "/e.gguf"), slurp(dir_ + "/trained.gguf"));
+  r = run_cli("run -m " + test::quoted(dir_ + "/e.gguf") + " -p 'the cat' -n 4 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.out.rfind("the cat", 0), 0u) << r.out;
+  // The same tokenizer given explicitly is accepted; another vocabulary is refused.
+  r = run_cli("export --checkpoint " + test::quoted(dir_ + "/ck/ckpt-00000003.gguf") +
+              " --tokenizer " + test::quoted(tok_) + " -o " + test::quoted(dir_ + "/e2.gguf"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(slurp(dir_ + "/e2.gguf"), slurp(dir_ + "/trained.gguf"));
+  ASSERT_EQ(run_cli("train-tokenizer -i " + test::quoted(dir_ + "/text.txt") +
+                    " --vocab 300 -o " + test::quoted(dir_ + "/other.gguf"))
+                .code,
+            0);
+  r = run_cli("export --checkpoint " + test::quoted(dir_ + "/ck") + " --tokenizer " +
+              test::quoted(dir_ + "/other.gguf") + " -o " + test::quoted(dir_ + "/e3.gguf"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is not the vocabulary"), std::string::npos) << r.err;
+  r = run_cli("export --checkpoint " + test::quoted(dir_ + "/text.txt") + " -o x.gguf");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("nexus export: error: checkpoint"), std::string::npos) << r.err;
+  r = run_cli("export -o x.gguf");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--checkpoint"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/e3.gguf"));
+}
+
+TEST_F(TrainLoopCli, ConfigFileWithFlagOverrides) {
+  {
+    std::ofstream f(dir_ + "/run.toml");
+    f << "# a run\nshape = \"32,2,4,2,64\"\ntokenizer = \"" << tok_ << "\"\ndata = \"" << dir_
+      << "/data.bin\"\nseq = 16\nbatch = 2\nsteps = 3\nlr = 0.01\n"
+      << "accum = 2\nschedule = \"constant\"\nmetrics = \"" << dir_ << "/run.jsonl\"\n";
+  }
+  // --steps on the command line wins over the file's 3.
+  CliResult r = run_cli("train --config " + test::quoted(dir_ + "/run.toml") + " --steps 4 -t 1 -o " +
+                        test::quoted(dir_ + "/m.gguf"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("batch 2 x seq 16 x accum 2"), std::string::npos) << r.err;
+  const auto lines = jsonl(dir_ + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_NEAR(lines[3]["lr"].get<double>(), 0.01, 1e-9);  // constant schedule from the file
+  EXPECT_EQ(lines[3]["tokens"].get<int>(), 4 * 2 * 2 * 16);
+  // A key that is no flag, and a missing file, are usage errors.
+  std::ofstream(dir_ + "/bad.toml") << "batchsize = 3\n";
+  r = run_cli("train --config " + test::quoted(dir_ + "/bad.toml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("batchsize"), std::string::npos) << r.err;
+  r = run_cli("train --config " + test::quoted(dir_ + "/missing.toml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.toml"), std::string::npos) << r.err;
+}
+
 // Starts `nexus ARGS...` (stderr to /dev/null) and returns its pid.
 pid_t spawn_cli(const std::vector<std::string>& args) {
   std::vector<std::string> all = {cli_path()};
