@@ -17,6 +17,7 @@
 #include "nexus/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
+#include "train/model_shape.h"
 #include "train/train_data.h"
 #include "train/trainer.h"
 
@@ -24,38 +25,6 @@ namespace nexus::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// "dim,layers,heads,kv_heads,ffn[,vocab]" into a llama config (vocab 0 = the tokenizer's).
-Result<ModelConfig> parse_shape(const std::string& spec) {
-  std::vector<int64_t> v;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      v.push_back(std::stoll(item));
-    } catch (const std::exception&) {
-      return Status::error("--shape: '" + item + "' is not an integer");
-    }
-  }
-  if (v.size() != 5 && v.size() != 6)
-    return Status::error("--shape wants dim,layers,heads,kv_heads,ffn[,vocab], got '" + spec + "'");
-  for (int64_t x : v)
-    if (x <= 0) return Status::error("--shape: every value must be > 0 ('" + spec + "')");
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.arch_name = "llama";
-  c.dim = v[0];
-  c.n_layers = v[1];
-  c.n_heads = v[2];
-  c.n_kv_heads = v[3];
-  c.ffn_dim = v[4];
-  c.n_vocab = v.size() == 6 ? v[5] : 0;
-  if (c.dim % c.n_heads != 0) return Status::error("--shape: dim must be a multiple of heads");
-  c.head_dim = c.dim / c.n_heads;
-  c.rope_dim = c.head_dim;
-  c.tied_output = true;
-  return c;
-}
 
 std::string eta_string(double secs) {
   char buf[32];
@@ -229,7 +198,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   if (!f.init.empty()) {
     model = train::TrainModel::from_gguf(f.init, f.batch, f.seq);
   } else {
-    auto cfg = parse_shape(f.shape);
+    auto cfg = train::parse_model_shape(f.shape);
     if (!cfg) return cfg.status();
     if (cfg.value().n_vocab == 0) cfg.value().n_vocab = r.tokenizer->n_vocab();
     cfg.value().n_ctx_train = f.seq;
