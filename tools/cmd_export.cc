@@ -46,8 +46,7 @@ int export_main(int argc, char** argv) {
       return fail("export", tok_path + " is not the vocabulary " + c.path() + " was trained with");
     tokenizer_source = &*tok_file;
   }
-  if (!tokenizer_source)
-    return fail("export", c.path() + " holds no tokenizer; give --tokenizer");
+  if (!tokenizer_source) return fail("export", c.path() + " holds no tokenizer; give --tokenizer");
 
   // A batch-1 model is enough to hold the parameters; seq as in training keeps context_length.
   auto model = train::TrainModel::create(s.model, 1, s.seq);

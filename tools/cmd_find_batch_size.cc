@@ -54,11 +54,10 @@ int find_batch_size_main(int argc, char** argv) {
   if (f.batch == 0)
     return fail("find-batch-size",
                 "even batch 1 needs " + train::format_bytes(b.total()) + " (parameters " +
-                    train::format_bytes(b.params) + ", gradients " +
-                    train::format_bytes(b.grads) + ", " + opt.name + " state " +
-                    train::format_bytes(b.optimizer) + ", activations " +
-                    train::format_bytes(b.activations) + "), over the budget of " +
-                    train::format_bytes(budget.value()));
+                    train::format_bytes(b.params) + ", gradients " + train::format_bytes(b.grads) +
+                    ", " + opt.name + " state " + train::format_bytes(b.optimizer) +
+                    ", activations " + train::format_bytes(b.activations) +
+                    "), over the budget of " + train::format_bytes(budget.value()));
   std::printf("batch %lld (seq %lld, %s) fits %s:\n", static_cast<long long>(f.batch),
               static_cast<long long>(seq), opt.name.c_str(),
               train::format_bytes(budget.value()).c_str());

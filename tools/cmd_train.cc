@@ -77,7 +77,8 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF llama model instead of --shape");
-  app.add_option("--resume", f.resume, "continue a checkpoint (a file, or a directory: its latest)");
+  app.add_option("--resume", f.resume,
+                 "continue a checkpoint (a file, or a directory: its latest)");
   app.add_option("--tokenizer", f.tokenizer, "GGUF whose tokenizer the model uses (--shape)");
   app.add_option("--data", f.data, "token file (nexus tokenize-data) or UTF-8 text");
   app.add_option("--val", f.val, "validation data (default: DATA's .val.bin sibling if present)");
@@ -94,15 +95,15 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--lr-scale-ref", f.lr_scale_ref,
                  "scale --lr/--min-lr by (batch * accum) / B (0: off)")
       ->capture_default_str();
-  app.add_option("--min-lr", f.min_lr, "final learning rate (linear, cosine)")->capture_default_str();
+  app.add_option("--min-lr", f.min_lr, "final learning rate (linear, cosine)")
+      ->capture_default_str();
   app.add_option("--warmup", f.warmup, "linear warmup steps")->capture_default_str();
   app.add_option("--schedule", f.schedule, "cosine | linear | constant")->capture_default_str();
   app.add_option("--optimizer", f.opt.name, "adamw | sgd | adafactor")->capture_default_str();
   app.add_option("--beta1", f.opt.adamw.beta1, "AdamW beta1")->capture_default_str();
   app.add_option("--beta2", f.opt.adamw.beta2, "AdamW beta2")->capture_default_str();
   app.add_option("--eps", f.opt.adamw.eps, "AdamW epsilon")->capture_default_str();
-  app.add_option("--weight-decay", f.weight_decay,
-                 "decay of matrices (default: AdamW 0.1, SGD 0)");
+  app.add_option("--weight-decay", f.weight_decay, "decay of matrices (default: AdamW 0.1, SGD 0)");
   app.add_option("--momentum", f.opt.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--clip", f.clip, "global gradient-norm limit (0: off)")->capture_default_str();
   app.add_option("--seed", f.seed, "initialisation and data-order seed")->capture_default_str();
@@ -133,13 +134,14 @@ struct Run {
 
 // --resume: settings, model, optimizer and tokenizer from the checkpoint.
 Result<Run> resume_run(const Flags& f, const CLI::App& app) {
-  for (const char* flag : {"--shape", "--init", "--tokenizer", "--batch", "--seq", "--accum",
-                           "--lr", "--lr-scale-ref", "--min-lr", "--warmup", "--schedule",
-                           "--optimizer", "--beta1", "--beta2", "--eps", "--weight-decay",
-                           "--momentum", "--clip", "--seed"})
+  for (const char* flag :
+       {"--shape", "--init", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
+        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
+        "--weight-decay", "--momentum", "--clip", "--seed"})
     if (app.count(flag))
-      return Status::error(std::string(flag) + " is fixed by the checkpoint; leave it out with "
-                                               "--resume");
+      return Status::error(std::string(flag) +
+                           " is fixed by the checkpoint; leave it out with "
+                           "--resume");
   std::string path = f.resume;
   if (std::filesystem::is_directory(path)) {
     auto latest = train::latest_checkpoint(path);
@@ -154,8 +156,8 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   r.settings = c.settings();
   if (app.count("--steps")) {
     if (f.steps < c.progress().step)
-      return Status::error("--steps " + std::to_string(f.steps) + " is below the checkpoint's step " +
-                           std::to_string(c.progress().step));
+      return Status::error("--steps " + std::to_string(f.steps) +
+                           " is below the checkpoint's step " + std::to_string(c.progress().step));
     r.settings.steps = r.settings.schedule.total_steps = f.steps;
   }
   if (!c.has_tokenizer()) return Status::error(c.path() + " holds no tokenizer");
@@ -172,16 +174,16 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   r.optimizer = std::move(opt).value();
   NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*r.optimizer));
   std::fprintf(stderr, "train: resuming %s at step %lld of %lld\n", c.path().c_str(),
-               static_cast<long long>(c.progress().step),
-               static_cast<long long>(r.settings.steps));
+               static_cast<long long>(c.progress().step), static_cast<long long>(r.settings.steps));
   return r;
 }
 
 // A fresh run: --shape with --tokenizer, or --init.
 Result<Run> new_run(const Flags& f, const CLI::App& app) {
   if (f.shape.empty() == f.init.empty())
-    return Status::error("give exactly one of --shape (new model), --init (fine-tune) and "
-                         "--resume (continue a checkpoint)");
+    return Status::error(
+        "give exactly one of --shape (new model), --init (fine-tune) and "
+        "--resume (continue a checkpoint)");
   Run r;
   auto s = settings_from_flags(f, app);
   if (!s) return s.status();
@@ -259,14 +261,14 @@ int train_main(int argc, char** argv) {
     if (!v) return fail("train", v.status().message());
     if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab); !st)
       return fail("train", st.message());
-    if (Status st = DataLoader::check(v.value(), static_cast<int>(s.batch),
-                                      static_cast<int>(s.seq));
+    if (Status st =
+            DataLoader::check(v.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
         !st)
       return fail("train", st.message());
     val = std::move(v).value();
   }
-  if (Status st = DataLoader::check(data.value(), static_cast<int>(s.batch),
-                                    static_cast<int>(s.seq));
+  if (Status st =
+          DataLoader::check(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
       !st)
     return fail("train", st.message());
   DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
@@ -318,8 +320,8 @@ int train_main(int argc, char** argv) {
     const auto t0 = Clock::now();
     const std::string path = train::checkpoint_path(f.ckpt_dir, step);
     train::TrainProgress p{step, trainer.tokens(), loader.state()};
-    NEXUS_RETURN_IF_ERROR(train::save_checkpoint(path, s, p, m, *r.optimizer,
-                                                 r.tokenizer_gguf.get()));
+    NEXUS_RETURN_IF_ERROR(
+        train::save_checkpoint(path, s, p, m, *r.optimizer, r.tokenizer_gguf.get()));
     NEXUS_RETURN_IF_ERROR(train::prune_checkpoints(f.ckpt_dir, f.keep));
     std::fprintf(stderr, "checkpoint %s (%.1f MB, %.3f s)\n", path.c_str(),
                  static_cast<double>(std::filesystem::file_size(path)) / 1e6,
@@ -340,8 +342,8 @@ int train_main(int argc, char** argv) {
     rec.grad_norm = st.grad_norm;
     rec.tokens = st.tokens;
     rec.elapsed_s = secs;
-    rec.tokens_per_s = static_cast<double>(done_here * s.batch * s.seq * s.accum) /
-                       std::max(secs, 1e-9);
+    rec.tokens_per_s =
+        static_cast<double>(done_here * s.batch * s.seq * s.accum) / std::max(secs, 1e-9);
     const bool last = trainer.done();
     if (val_batches && (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
       rec.val_loss = trainer.evaluate(*val_batches, f.eval_batches);
@@ -351,12 +353,12 @@ int train_main(int argc, char** argv) {
       std::snprintf(buf, sizeof buf, "  val %.4f", *rec.val_loss);
       val_str = buf;
     }
-    std::fprintf(stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
-                 static_cast<long long>(st.step), static_cast<long long>(s.steps), st.loss,
-                 val_str.c_str(), st.lr, st.grad_norm, rec.tokens_per_s,
-                 eta_string(secs / static_cast<double>(done_here) *
-                            static_cast<double>(s.steps - st.step))
-                     .c_str());
+    std::fprintf(
+        stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
+        static_cast<long long>(st.step), static_cast<long long>(s.steps), st.loss, val_str.c_str(),
+        st.lr, st.grad_norm, rec.tokens_per_s,
+        eta_string(secs / static_cast<double>(done_here) * static_cast<double>(s.steps - st.step))
+            .c_str());
     history.push_back(rec);
     if (metrics)
       if (Status ms = metrics->append(rec); !ms) return fail("train", ms.message());

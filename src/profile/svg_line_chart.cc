@@ -31,7 +31,9 @@ double nice_step(double span) {
   return 10 * mag;
 }
 
-int digits_for(double step) { return step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step))); }
+int digits_for(double step) {
+  return step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step)));
+}
 
 std::string text(double x, double y, const std::string& s, const std::string& extra = "") {
   return "<text x=\"" + num(x, 1) + "\" y=\"" + num(y, 1) + "\"" + extra + ">" + xml_escape(s) +
@@ -103,7 +105,8 @@ std::string render_line_chart_svg(const LineChart& chart) {
     s += "<polyline fill=\"none\" stroke=\"" + std::string(colour) +
          "\" stroke-width=\"1.5\" points=\"" + points + "\"><title>" + xml_escape(ser.name) +
          "</title></polyline>\n" + dots;
-    s += "<circle cx=\"" + num(legend_x + 5, 1) + "\" cy=\"40\" r=\"5\" fill=\"" + colour + "\"/>\n";
+    s +=
+        "<circle cx=\"" + num(legend_x + 5, 1) + "\" cy=\"40\" r=\"5\" fill=\"" + colour + "\"/>\n";
     s += text(legend_x + 14, 44, ser.name);
     legend_x += 24 + 7.0 * ser.name.size();
   }

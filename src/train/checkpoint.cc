@@ -180,8 +180,8 @@ Status prune_checkpoints(const std::string& dir, int keep) {
 }
 
 Status save_checkpoint(const std::string& path, const TrainSettings& settings,
-                       const TrainProgress& progress, const TrainModel& model,
-                       Optimizer& optimizer, const GgufFile* tokenizer_source) {
+                       const TrainProgress& progress, const TrainModel& model, Optimizer& optimizer,
+                       const GgufFile* tokenizer_source) {
   std::vector<std::pair<std::string, GgufValue>> kv = settings_kv(settings, progress, optimizer);
   if (tokenizer_source)
     for (const auto& [key, value] : tokenizer_source->metadata())
@@ -198,7 +198,9 @@ Status save_checkpoint(const std::string& path, const TrainSettings& settings,
                      static_cast<size_t>(info.numel)});
   for (const StateBuffer& b : optimizer.state())
     if (!b.data.empty())
-      blobs.push_back({kOptimPrefix + b.name, {static_cast<int64_t>(b.data.size())}, b.data.data(),
+      blobs.push_back({kOptimPrefix + b.name,
+                       {static_cast<int64_t>(b.data.size())},
+                       b.data.data(),
                        b.data.size()});
 
   Hasher h;

@@ -20,9 +20,9 @@ namespace nexus::train {
 // Everything that fixes a run: resuming with the same settings continues it bit-exactly.
 struct TrainSettings {
   ModelConfig model;
-  int64_t batch = 4;   // sequences per micro-batch
-  int64_t seq = 64;    // tokens per sequence
-  int64_t accum = 1;   // micro-batches per optimizer step
+  int64_t batch = 4;  // sequences per micro-batch
+  int64_t seq = 64;   // tokens per sequence
+  int64_t accum = 1;  // micro-batches per optimizer step
   int64_t steps = 100;
   LrSchedule schedule;  // lr already scaled by --lr-scale-ref
   float clip = 1.0f;
@@ -52,8 +52,8 @@ Status prune_checkpoints(const std::string& dir, int keep);
 // directory): `path` holds either the previous file or the complete new one, never a partial one.
 // `tokenizer_source` (a GGUF whose tokenizer.* keys are copied) may be null.
 Status save_checkpoint(const std::string& path, const TrainSettings& settings,
-                       const TrainProgress& progress, const TrainModel& model,
-                       Optimizer& optimizer, const GgufFile* tokenizer_source);
+                       const TrainProgress& progress, const TrainModel& model, Optimizer& optimizer,
+                       const GgufFile* tokenizer_source);
 
 // A checkpoint opened and verified (format version, checksum over metadata and tensor data,
 // tensor table against the model config). Errors name the file and the fault.

@@ -9,14 +9,12 @@
 namespace nexus::train {
 namespace {
 
-uint64_t current(MemCategory c) {
-  return mem_stats().current[static_cast<int>(c)];
-}
+uint64_t current(MemCategory c) { return mem_stats().current[static_cast<int>(c)]; }
 
 }  // namespace
 
-Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch,
-                                                int64_t seq, const OptimizerOptions& opt) {
+Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
+                                                const OptimizerOptions& opt) {
   MemoryBreakdown b;
   const uint64_t w0 = current(MemCategory::kWeights), o0 = current(MemCategory::kOptimizer),
                  a0 = current(MemCategory::kActivations);
@@ -51,8 +49,8 @@ Result<BatchFit> find_max_batch(const ModelConfig& cfg, int64_t seq, const Optim
   if (!m2) return m2.status();
   // Linear prediction from batches 1 and 2, then walk to the exact boundary.
   const uint64_t fixed = m1.value().params + m1.value().grads + m1.value().optimizer;
-  const double slope = std::max<double>(
-      1.0, static_cast<double>(m2.value().activations) - static_cast<double>(m1.value().activations));
+  const double slope = std::max<double>(1.0, static_cast<double>(m2.value().activations) -
+                                                 static_cast<double>(m1.value().activations));
   const double base = static_cast<double>(m1.value().activations) - slope;
   int64_t b = static_cast<int64_t>((static_cast<double>(budget - fixed) - base) / slope);
   b = std::clamp<int64_t>(b, 1, max_batch);

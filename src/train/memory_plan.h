@@ -22,11 +22,11 @@ struct MemoryBreakdown {
 // Builds a TrainModel for (batch, seq) and the named optimizer, and returns what each allocated.
 // Everything a training step touches lives in these (a step allocates nothing; tested), so the
 // total is the step's memory apart from the data loader's small ring and the process itself.
-Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch,
-                                                int64_t seq, const OptimizerOptions& opt);
+Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
+                                                const OptimizerOptions& opt);
 
 struct BatchFit {
-  int64_t batch = 0;  // the largest micro-batch whose total fits (0: none does)
+  int64_t batch = 0;     // the largest micro-batch whose total fits (0: none does)
   MemoryBreakdown at;    // at `batch` (at batch 1 when none fits)
   MemoryBreakdown next;  // at batch + 1 (over the budget, unless batch == max_batch)
   int builds = 0;        // models constructed to find it

@@ -17,9 +17,9 @@ namespace nexus::train {
 struct MetricsRecord {
   int64_t step = 0;
   double loss = 0, lr = 0, grad_norm = 0;
-  double tokens_per_s = 0;  // averaged over this process's steps so far
-  int64_t tokens = 0;       // tokens trained on so far (the whole run, resumes included)
-  double elapsed_s = 0;     // wall time of this process so far
+  double tokens_per_s = 0;         // averaged over this process's steps so far
+  int64_t tokens = 0;              // tokens trained on so far (the whole run, resumes included)
+  double elapsed_s = 0;            // wall time of this process so far
   std::optional<double> val_loss;  // on evaluation steps
 };
 

@@ -24,10 +24,10 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   const std::vector<int32_t> ids = tokenizer.encode(text.str(), true);
   if (ids.empty()) return Status::error("--data " + path + " holds no text");
   static int counter = 0;
-  const std::string tmp = (std::filesystem::temp_directory_path() /
-                           ("nexus-train-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(counter++) + ".bin"))
-                              .string();
+  const std::string tmp =
+      (std::filesystem::temp_directory_path() /
+       ("nexus-train-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".bin"))
+          .string();
   auto w = TokenFileWriter::create(tmp, static_cast<uint64_t>(tokenizer.n_vocab()),
                                    tokenizer_fingerprint(tokenizer), tokenizer.eos_id());
   if (!w) return w.status();
@@ -55,7 +55,8 @@ Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64
                   "fingerprint %016llx)",
                   static_cast<unsigned long long>(file.vocab_size()),
                   static_cast<unsigned long long>(file.header().tokenizer_hash),
-                  static_cast<long long>(tokenizer.n_vocab()), static_cast<unsigned long long>(want));
+                  static_cast<long long>(tokenizer.n_vocab()),
+                  static_cast<unsigned long long>(want));
     return Status::error(file.path() + " was tokenized with a different vocabulary" + buf +
                          "; re-run nexus tokenize-data with the model's tokenizer");
   }

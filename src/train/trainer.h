@@ -26,10 +26,10 @@ struct StepStats {
   int64_t step = 0;  // 1-based number of this step
   float loss = 0;    // mean loss over the step's micro-batches
   float lr = 0;
-  float grad_norm = 0;      // before clipping
-  int64_t tokens = 0;       // tokens trained on so far, this step included
-  double seconds = 0;       // wall time of this step
-  double data_wait_s = 0;   // of which waiting for the loader
+  float grad_norm = 0;     // before clipping
+  int64_t tokens = 0;      // tokens trained on so far, this step included
+  double seconds = 0;      // wall time of this step
+  double data_wait_s = 0;  // of which waiting for the loader
 };
 
 class Trainer {

@@ -26,14 +26,15 @@ TEST(FindBatchSizeCli, PrintsTheLargestFittingBatchAndItsBreakdown) {
   const auto next = train::measure_training_memory(cfg, batch + 1, 32, {}).value();
   EXPECT_LE(at.total(), 3u << 20);
   EXPECT_GT(next.total(), 3u << 20);
-  for (const auto& [name, bytes] : std::vector<std::pair<std::string, uint64_t>>{
-           {"parameters", at.params},
-           {"gradients", at.grads},
-           {"adamw state", at.optimizer},
-           {"activation arena", at.activations},
-           {"total", at.total()}})
+  for (const auto& [name, bytes] :
+       std::vector<std::pair<std::string, uint64_t>>{{"parameters", at.params},
+                                                     {"gradients", at.grads},
+                                                     {"adamw state", at.optimizer},
+                                                     {"activation arena", at.activations},
+                                                     {"total", at.total()}})
     EXPECT_TRUE(std::regex_search(r.out, std::regex(name + R"( +)" + std::to_string(bytes) + " ")))
-        << name << " " << bytes << "\n" << r.out;
+        << name << " " << bytes << "\n"
+        << r.out;
   // From a model file: the fixture's shape, vocab included.
   r = run_cli("find-batch-size --init " + quoted(fixtures_dir() + "/train/llama_tied.gguf") +
               " --seq 8 --memory-budget 1MiB");

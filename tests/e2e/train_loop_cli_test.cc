@@ -1,13 +1,12 @@
 // `nexus train` around the loop: token files with validation, metrics and plot, the vocabulary
 // checks, gradient accumulation flags, checkpoints (bit-exact resume, SIGKILL safety, a failing
 // write) and the usage errors.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -73,9 +72,10 @@ class TrainLoopCli : public ::testing::Test {
 };
 
 TEST_F(TrainLoopCli, TokenFileValidationMetricsAndPlot) {
-  CliResult r = run_cli(base("--batch 4 --steps 12 --eval-interval 4 --eval-batches 3 --metrics " +
-                             test::quoted(dir_ + "/run.jsonl") + " --plot " + test::quoted(dir_ + "/loss.svg") +
-                             " -o " + test::quoted(dir_ + "/m.gguf")));
+  CliResult r =
+      run_cli(base("--batch 4 --steps 12 --eval-interval 4 --eval-batches 3 --metrics " +
+                   test::quoted(dir_ + "/run.jsonl") + " --plot " +
+                   test::quoted(dir_ + "/loss.svg") + " -o " + test::quoted(dir_ + "/m.gguf")));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.err.find("validation tokens"), std::string::npos) << r.err;  // the sibling was used
   const auto lines = jsonl(dir_ + "/run.jsonl");
@@ -107,21 +107,23 @@ TEST_F(TrainLoopCli, TokenFileValidationMetricsAndPlot) {
 
 TEST_F(TrainLoopCli, VocabularyChecks) {
   // Data tokenized with another vocabulary (trained here) is refused by name.
-  CliResult r = run_cli("train-tokenizer -i " + test::quoted(dir_ + "/text.txt") + " --vocab 300 -o " +
-                        test::quoted(dir_ + "/other.gguf"));
+  CliResult r = run_cli("train-tokenizer -i " + test::quoted(dir_ + "/text.txt") +
+                        " --vocab 300 -o " + test::quoted(dir_ + "/other.gguf"));
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_cli("tokenize-data -i " + test::quoted(dir_ + "/text.txt") + " -m " +
               test::quoted(dir_ + "/other.gguf") + " -o " + test::quoted(dir_ + "/other.bin"));
   ASSERT_EQ(r.code, 0) << r.output;
   r = run_cli("train --shape 32,2,4,2,64 --tokenizer " + test::quoted(tok_) + " --data " +
-              test::quoted(dir_ + "/other.bin") + " --seq 16 --steps 1 -o " + test::quoted(dir_ + "/m.gguf"));
+              test::quoted(dir_ + "/other.bin") + " --seq 16 --steps 1 -o " +
+              test::quoted(dir_ + "/m.gguf"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("other.bin was tokenized with a different vocabulary"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir_ + "/m.gguf"));
   // A model whose vocabulary is smaller than the ids in the data.
   r = run_cli("train --shape 32,2,4,2,64,20 --tokenizer " + test::quoted(tok_) + " --data " +
-              test::quoted(dir_ + "/data.bin") + " --seq 16 --steps 1 -o " + test::quoted(dir_ + "/m.gguf"));
+              test::quoted(dir_ + "/data.bin") + " --seq 16 --steps 1 -o " +
+              test::quoted(dir_ + "/m.gguf"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("outside the model's vocabulary of 20"), std::string::npos) << r.err;
 }
@@ -129,9 +131,10 @@ TEST_F(TrainLoopCli, VocabularyChecks) {
 TEST_F(TrainLoopCli, ResumeIsBitExact) {
   // 10 steps straight (checkpoints at 5 and 10), then 5 + resume 5 from the step-5 checkpoint.
   const std::string common = "--batch 2 --accum 2 --steps 10 --eval-interval 5 ";
-  CliResult a = run_cli(base(common + "--checkpoint-dir " + test::quoted(dir_ + "/a") +
-                             " --checkpoint-interval 5 --keep-checkpoints 5 --metrics " +
-                             test::quoted(dir_ + "/a.jsonl") + " -o " + test::quoted(dir_ + "/a.gguf")));
+  CliResult a =
+      run_cli(base(common + "--checkpoint-dir " + test::quoted(dir_ + "/a") +
+                   " --checkpoint-interval 5 --keep-checkpoints 5 --metrics " +
+                   test::quoted(dir_ + "/a.jsonl") + " -o " + test::quoted(dir_ + "/a.gguf")));
   ASSERT_EQ(a.code, 0) << a.output;
   ASSERT_TRUE(fs::exists(dir_ + "/a/ckpt-00000005.gguf"));
   // The interrupted run's metrics are a copy of the first 7 lines (2 past the checkpoint).
@@ -143,9 +146,9 @@ TEST_F(TrainLoopCli, ResumeIsBitExact) {
     out << "{\"step\": 8, \"lo";  // a line cut by a kill
   }
   CliResult b = run_cli("train --resume " + test::quoted(dir_ + "/a/ckpt-00000005.gguf") +
-                        " --checkpoint-dir " + test::quoted(dir_ + "/b") + " --eval-interval 5 -t 1 " +
-                        "--metrics " + test::quoted(dir_ + "/b.jsonl") + " -o " +
-                        test::quoted(dir_ + "/b.gguf"));
+                        " --checkpoint-dir " + test::quoted(dir_ + "/b") +
+                        " --eval-interval 5 -t 1 " + "--metrics " +
+                        test::quoted(dir_ + "/b.jsonl") + " -o " + test::quoted(dir_ + "/b.gguf"));
   ASSERT_EQ(b.code, 0) << b.output;
   EXPECT_NE(b.err.find("resuming"), std::string::npos);
   const auto la = jsonl(dir_ + "/a.jsonl"), lb = jsonl(dir_ + "/b.jsonl");
@@ -201,8 +204,8 @@ TEST_F(TrainLoopCli, ExportACheckpoint) {
               " --tokenizer " + test::quoted(tok_) + " -o " + test::quoted(dir_ + "/e2.gguf"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(slurp(dir_ + "/e2.gguf"), slurp(dir_ + "/trained.gguf"));
-  ASSERT_EQ(run_cli("train-tokenizer -i " + test::quoted(dir_ + "/text.txt") +
-                    " --vocab 300 -o " + test::quoted(dir_ + "/other.gguf"))
+  ASSERT_EQ(run_cli("train-tokenizer -i " + test::quoted(dir_ + "/text.txt") + " --vocab 300 -o " +
+                    test::quoted(dir_ + "/other.gguf"))
                 .code,
             0);
   r = run_cli("export --checkpoint " + test::quoted(dir_ + "/ck") + " --tokenizer " +
@@ -226,8 +229,8 @@ TEST_F(TrainLoopCli, ConfigFileWithFlagOverrides) {
       << "accum = 2\nschedule = \"constant\"\nmetrics = \"" << dir_ << "/run.jsonl\"\n";
   }
   // --steps on the command line wins over the file's 3.
-  CliResult r = run_cli("train --config " + test::quoted(dir_ + "/run.toml") + " --steps 4 -t 1 -o " +
-                        test::quoted(dir_ + "/m.gguf"));
+  CliResult r = run_cli("train --config " + test::quoted(dir_ + "/run.toml") +
+                        " --steps 4 -t 1 -o " + test::quoted(dir_ + "/m.gguf"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.err.find("batch 2 x seq 16 x accum 2"), std::string::npos) << r.err;
   const auto lines = jsonl(dir_ + "/run.jsonl");
@@ -242,6 +245,19 @@ TEST_F(TrainLoopCli, ConfigFileWithFlagOverrides) {
   r = run_cli("train --config " + test::quoted(dir_ + "/missing.toml"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("missing.toml"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainLoopCli, LrScaleRefScalesByTheEffectiveBatch) {
+  // batch 2 x accum 3 = 6 against a reference of 4: lr 0.01 -> 0.015 (constant schedule).
+  CliResult r =
+      run_cli(base("--batch 2 --accum 3 --lr-scale-ref 4 --schedule constant --steps 2 "
+                   "--metrics " +
+                   test::quoted(dir_ + "/run.jsonl") + " -o " + test::quoted(dir_ + "/m.gguf")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto lines = jsonl(dir_ + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NEAR(lines[1]["lr"].get<double>(), 0.015, 1e-9);
+  EXPECT_EQ(lines[1]["tokens"].get<int>(), 2 * 2 * 3 * 16);
 }
 
 // Starts `nexus ARGS...` (stderr to /dev/null) and returns its pid.
@@ -269,13 +285,31 @@ TEST_F(TrainLoopCli, SigkillNeverLeavesABadCheckpoint) {
   for (int round = 0; round < 6; ++round) {
     std::vector<std::string> args;
     if (train::list_checkpoints(ck).empty())
-      args = {"train", "--shape", "64,2,4,4,256", "--tokenizer", tok_, "--data",
-              dir_ + "/data.bin", "--seq", "16", "--batch", "2", "--steps", "100000",
-              "-t", "1", "--checkpoint-dir", ck, "--checkpoint-interval", "1",
-              "--keep-checkpoints", "3"};
+      args = {"train",
+              "--shape",
+              "64,2,4,4,256",
+              "--tokenizer",
+              tok_,
+              "--data",
+              dir_ + "/data.bin",
+              "--seq",
+              "16",
+              "--batch",
+              "2",
+              "--steps",
+              "100000",
+              "-t",
+              "1",
+              "--checkpoint-dir",
+              ck,
+              "--checkpoint-interval",
+              "1",
+              "--keep-checkpoints",
+              "3"};
     else
-      args = {"train", "--resume", ck, "-t", "1", "--checkpoint-dir", ck,
-              "--checkpoint-interval", "1", "--keep-checkpoints", "3"};
+      args = {"train", "--resume",           ck, "-t",
+              "1",     "--checkpoint-dir",   ck, "--checkpoint-interval",
+              "1",     "--keep-checkpoints", "3"};
     const pid_t pid = spawn_cli(args);
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 250));
@@ -293,9 +327,10 @@ TEST_F(TrainLoopCli, SigkillNeverLeavesABadCheckpoint) {
   }
   EXPECT_EQ(killed, 6);
   EXPECT_GT(verified, 0);
-  std::printf("sigkill: %d kills (%d mid-write), %d checkpoint files verified, newest %s\n",
-              killed, tmp_left, verified,
-              train::list_checkpoints(ck).empty() ? "-" : train::list_checkpoints(ck).back().c_str());
+  std::printf(
+      "sigkill: %d kills (%d mid-write), %d checkpoint files verified, newest %s\n", killed,
+      tmp_left, verified,
+      train::list_checkpoints(ck).empty() ? "-" : train::list_checkpoints(ck).back().c_str());
 }
 
 TEST_F(TrainLoopCli, FailingWriteKeepsThePreviousCheckpoint) {
@@ -308,8 +343,9 @@ TEST_F(TrainLoopCli, FailingWriteKeepsThePreviousCheckpoint) {
   // Resume to step 4 under a 64 KiB file-size limit with SIGXFSZ ignored: write() fails (EFBIG).
   const std::string err = dir_ + "/err.txt";
   const std::string cmd = "sh -c \"trap '' XFSZ; ulimit -f 64; exec " + test::quoted(cli_path()) +
-                          " train --resume " + test::quoted(ck) + " --steps 4 -t 1 --checkpoint-dir " +
-                          test::quoted(ck) + "\" 2>" + test::quoted(err);
+                          " train --resume " + test::quoted(ck) +
+                          " --steps 4 -t 1 --checkpoint-dir " + test::quoted(ck) + "\" 2>" +
+                          test::quoted(err);
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);

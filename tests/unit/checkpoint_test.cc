@@ -84,9 +84,8 @@ TEST_F(CheckpointFile, RoundTrip) {
   EXPECT_FALSE(c.value().has_tokenizer());
   auto m2 = std::move(TrainModel::create(s.model, 2, 8, {0.02f, 99, true})).value();
   ASSERT_TRUE(c.value().restore_model(*m2).is_ok());
-  EXPECT_EQ(std::memcmp(m2->params().data(), model_->params().data(),
-                        model_->params().size_bytes()),
-            0);
+  EXPECT_EQ(
+      std::memcmp(m2->params().data(), model_->params().data(), model_->params().size_bytes()), 0);
   auto o2 = std::move(make_optimizer(*m2, s.optimizer)).value();
   ASSERT_TRUE(c.value().restore_optimizer(*o2).is_ok());
   EXPECT_EQ(o2->steps(), 1);
@@ -176,7 +175,8 @@ TEST(Metrics, LogResumeAndRead) {
   all = read_metrics(path);
   ASSERT_EQ(all.value().size(), 4u);
   EXPECT_EQ(all.value()[3].loss, 0.5);
-  EXPECT_EQ(to_json_line(all.value()[3]).rfind("{\"step\":4,", 0), 0u) << to_json_line(all.value()[3]);
+  EXPECT_EQ(to_json_line(all.value()[3]).rfind("{\"step\":4,", 0), 0u)
+      << to_json_line(all.value()[3]);
   std::remove(path.c_str());
   EXPECT_FALSE(read_metrics(path).is_ok());
 }

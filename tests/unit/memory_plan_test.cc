@@ -30,7 +30,7 @@ TEST(MemoryPlan, BreakdownIsWhatATrainingStepUses) {
   EXPECT_EQ(b.value().grads, n * 4);
   auto opt = make_optimizer(*m.value(), {});
   ASSERT_TRUE(opt.is_ok());
-  EXPECT_EQ(b.value().optimizer, 2 * n * 4);  // AdamW's two moments
+  EXPECT_EQ(b.value().optimizer, 2 * n * 4);           // AdamW's two moments
   EXPECT_GT(b.value().activations, 3u * 16 * 64 * 4);  // at least the logits
   // Everything built equals the breakdown, and a full step (forward, backward, update) neither
   // allocates nor raises the peak: the breakdown is the step's memory.

@@ -37,7 +37,8 @@ ModelConfig tiny_config() {
 TokenFile make_tokens(const std::string& path, int n) {
   std::mt19937 rng(7);
   std::vector<int32_t> ids(n);
-  for (int i = 0; i < n; ++i) ids[i] = (i > 0 && rng() % 2) ? (ids[i - 1] + 1) % kVocab : rng() % kVocab;
+  for (int i = 0; i < n; ++i)
+    ids[i] = (i > 0 && rng() % 2) ? (ids[i - 1] + 1) % kVocab : rng() % kVocab;
   auto w = TokenFileWriter::create(path, kVocab, 42, -1);
   EXPECT_TRUE(w.is_ok());
   EXPECT_TRUE(w.value()->append(ids).is_ok());
