@@ -252,14 +252,14 @@ int train_main(int argc, char** argv) {
   auto data = train::open_training_data(s.data_path, *r.tokenizer);
   if (!data) return fail("train", data.status().message());
   const int64_t n_vocab = m.config().n_vocab;
-  if (Status st = train::check_vocabulary(data.value(), *r.tokenizer, n_vocab); !st)
+  if (Status st = train::check_vocabulary(data.value(), *r.tokenizer, n_vocab, s.data_path); !st)
     return fail("train", st.message());
   s.tokenizer_fingerprint = data.value().header().tokenizer_hash;
   std::optional<TokenFile> val;
   if (!s.val_path.empty()) {
     auto v = train::open_training_data(s.val_path, *r.tokenizer);
     if (!v) return fail("train", v.status().message());
-    if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab); !st)
+    if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab, s.val_path); !st)
       return fail("train", st.message());
     if (Status st =
             DataLoader::check(v.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));

@@ -46,7 +46,8 @@ std::string val_path_for(const std::string& data_path) {
   return data_path + ".val";
 }
 
-Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64_t model_vocab) {
+Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64_t model_vocab,
+                        const std::string& name) {
   const uint64_t want = tokenizer_fingerprint(tokenizer);
   if (file.header().tokenizer_hash != want) {
     char buf[160];
@@ -57,13 +58,13 @@ Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64
                   static_cast<unsigned long long>(file.header().tokenizer_hash),
                   static_cast<long long>(tokenizer.n_vocab()),
                   static_cast<unsigned long long>(want));
-    return Status::error(file.path() + " was tokenized with a different vocabulary" + buf +
+    return Status::error(name + " was tokenized with a different vocabulary" + buf +
                          "; re-run nexus tokenize-data with the model's tokenizer");
   }
   if (file.vocab_size() > static_cast<uint64_t>(model_vocab))
     for (uint64_t i = 0; i < file.size(); ++i)
       if (file[i] >= model_vocab)
-        return Status::error(file.path() + ": token " + std::to_string(i) + " has id " +
+        return Status::error(name + ": token " + std::to_string(i) + " has id " +
                              std::to_string(file[i]) + ", outside the model's vocabulary of " +
                              std::to_string(model_vocab));
   return Status::ok();

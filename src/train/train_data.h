@@ -22,7 +22,9 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
 std::string val_path_for(const std::string& data_path);
 
 // The file must have been tokenized with `tokenizer` (same tokenizer_fingerprint()) and every id
-// must be below the model's vocabulary `model_vocab`; the error names the file and the fault.
-Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64_t model_vocab);
+// must be below the model's vocabulary `model_vocab`; the error names the file (`name`, the path
+// the user gave: raw text lives in a temporary token file) and the fault.
+Status check_vocabulary(const TokenFile& file, const Tokenizer& tokenizer, int64_t model_vocab,
+                        const std::string& name);
 
 }  // namespace nexus::train

@@ -126,6 +126,12 @@ TEST_F(TrainLoopCli, VocabularyChecks) {
               test::quoted(dir_ + "/m.gguf"));
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("outside the model's vocabulary of 20"), std::string::npos) << r.err;
+  // Raw text is tokenized into a temporary file, but the error names the text file.
+  r = run_cli("train --shape 32,2,4,2,64,20 --tokenizer " + test::quoted(tok_) + " --data " +
+              test::quoted(dir_ + "/text.txt") + " --seq 16 --steps 1 -o " +
+              test::quoted(dir_ + "/m.gguf"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("text.txt: token "), std::string::npos) << r.err;
 }
 
 TEST_F(TrainLoopCli, ResumeIsBitExact) {
@@ -282,7 +288,8 @@ TEST_F(TrainLoopCli, SigkillNeverLeavesABadCheckpoint) {
   const std::string ck = dir_ + "/ck";
   std::mt19937 rng(12345);
   int killed = 0, verified = 0, tmp_left = 0;
-  for (int round = 0; round < 6; ++round) {
+  // At least 6 kills, and more rounds (up to 20) until a checkpoint exists on a slow machine.
+  for (int round = 0; round < 20 && (round < 6 || verified == 0); ++round) {
     std::vector<std::string> args;
     if (train::list_checkpoints(ck).empty())
       args = {"train",
@@ -325,7 +332,7 @@ TEST_F(TrainLoopCli, SigkillNeverLeavesABadCheckpoint) {
       verified += c.is_ok();
     }
   }
-  EXPECT_EQ(killed, 6);
+  EXPECT_GE(killed, 6);
   EXPECT_GT(verified, 0);
   std::printf(
       "sigkill: %d kills (%d mid-write), %d checkpoint files verified, newest %s\n", killed,
