@@ -234,6 +234,7 @@ int train_main(int argc, char** argv) {
     return usage("give -o (the trained model) and/or --checkpoint-dir");
   if (f.ckpt_interval > 0 && f.ckpt_dir.empty())
     return usage("--checkpoint-interval needs --checkpoint-dir");
+  if (f.resume.empty() && f.data.empty()) return usage("--data is required");
 
   auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app);
   if (!made) return fail("train", made.status().message());
