@@ -14,6 +14,7 @@
 
 #include "io/gguf_encode.h"
 #include "io/gguf_stream_writer.h"
+#include "models/arch.h"
 
 namespace nexus::train {
 namespace {
@@ -73,6 +74,8 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   f("model.rope_theta", m.rope_theta);
   u("model.rope_dim", m.rope_dim);
   u("model.tied_output", m.tied_output ? 1 : 0);
+  u("model.rope_style", static_cast<uint64_t>(m.rope));
+  u("model.sliding_window", m.sliding_window);
   u("batch", s.batch);
   u("seq", s.seq);
   u("accum", s.accum);
@@ -270,8 +273,9 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   TrainSettings& s = c.settings_;
   ModelConfig& m = s.model;
   m.arch_name = str("model.arch");
-  if (m.arch_name != "llama") return bad("unsupported architecture '" + m.arch_name + "'");
-  m.arch = Arch::kLlama;
+  const ArchSpec* spec = find_arch(m.arch_name);
+  if (!spec) return bad("unknown architecture '" + m.arch_name + "'");
+  m.arch = spec->arch;
   m.n_vocab = static_cast<int64_t>(u("model.n_vocab"));
   m.n_ctx_train = static_cast<int64_t>(u("model.n_ctx_train"));
   m.dim = static_cast<int64_t>(u("model.dim"));
@@ -284,6 +288,10 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   m.rope_theta = fl("model.rope_theta");
   m.rope_dim = static_cast<int64_t>(u("model.rope_dim"));
   m.tied_output = u("model.tied_output") != 0;
+  const uint64_t rope = u("model.rope_style");
+  if (rope > static_cast<uint64_t>(RopeStyle::kNeox)) return bad("unknown RoPE style");
+  m.rope = static_cast<RopeStyle>(rope);
+  m.sliding_window = static_cast<int64_t>(u("model.sliding_window"));
   s.batch = static_cast<int64_t>(u("batch"));
   s.seq = static_cast<int64_t>(u("seq"));
   s.accum = static_cast<int64_t>(u("accum"));
