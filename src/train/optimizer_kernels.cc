@@ -18,12 +18,12 @@ void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const 
 }
 
 double sumsq_scalar(const float* g, size_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double a[kSumLanes] = {};
   for (size_t i = 0; i < n; ++i) {
     const double x = g[i];
-    a[i % 8] += x * x;
+    a[i % kSumLanes] += x * x;
   }
-  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  return fold_lanes(a);
 }
 
 void scale_scalar(float* g, size_t n, float c) {

@@ -24,9 +24,15 @@ struct AdamWCoef {
 void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
 void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
 
-// Sum of g[i]^2 in double over 8 interleaved accumulators (lane i % 8, tail included) added as
-// ((a0+a4)+(a2+a6))+((a1+a5)+(a3+a7)). g^2 of a float is exact in double, so FMA or not gives
-// the same sums.
+// Sum of g[i]^2 in double over 16 interleaved accumulators (lane i % 16, tail included), folded
+// in halves (a[j] += a[j + w] for w = 8, 4, 2, 1). g^2 of a float is exact in double, so FMA or
+// not gives the same sums; 16 lanes keep four independent vector add chains in flight.
+constexpr int kSumLanes = 16;
+inline double fold_lanes(double* a) {
+  for (int w = kSumLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) a[j] += a[j + w];
+  return a[0];
+}
 double sumsq_scalar(const float* g, size_t n);
 double sumsq_avx2(const float* g, size_t n);
 

@@ -29,23 +29,25 @@ void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const Ad
 }
 
 double sumsq_avx2(const float* g, size_t n) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0-3 and 4-7
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};  // lanes 0-3, 4-7, 8-11, 12-15
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(g + i);
-    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    const __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    lo = _mm256_add_pd(lo, _mm256_mul_pd(xl, xl));
-    hi = _mm256_add_pd(hi, _mm256_mul_pd(xh, xh));
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256 x = _mm256_loadu_ps(g + i + 8 * h);
+      const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+      const __m256d xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+      acc[2 * h] = _mm256_add_pd(acc[2 * h], _mm256_mul_pd(xl, xl));
+      acc[2 * h + 1] = _mm256_add_pd(acc[2 * h + 1], _mm256_mul_pd(xh, xh));
+    }
   }
-  alignas(32) double a[8];
-  _mm256_store_pd(a, lo);
-  _mm256_store_pd(a + 4, hi);
+  alignas(32) double a[kSumLanes];
+  for (int k = 0; k < 4; ++k) _mm256_store_pd(a + 4 * k, acc[k]);
   for (size_t j = 0; i < n; ++i, ++j) {
     const double x = g[i];
     a[j] += x * x;
   }
-  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  return fold_lanes(a);
 }
 
 void scale_avx2(float* g, size_t n, float c) {

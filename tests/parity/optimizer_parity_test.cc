@@ -25,7 +25,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-const size_t kSizes[] = {1, 7, 8, 9, 31, 1000, kernels::kChunk + 13};
+const size_t kSizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 1000, kernels::kChunk + 13};
 
 TEST(OptimizerParity, AdamWAvx2MatchesScalarBitForBit) {
   if (!cpu::isa_supported(cpu::Isa::kAvx2)) GTEST_SKIP() << "no AVX2/FMA on this CPU";
