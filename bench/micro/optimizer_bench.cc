@@ -1,7 +1,7 @@
 // AdamW step and global-norm clipping on 15.2M parameters (the L15M model's count): the scalar
-// loop, the AVX2 loop, and AdamW::step with 1 and 2 threads. AdamW reads p, g, m, v and writes
-// p, m, v: 28 bytes per parameter, reported as bytes_per_second; clipping reads g once (4 bytes)
-// and, when it scales, reads and writes it again.
+// loop, the AVX2 loop, AdamW::step and Adafactor::step with 1 and 2 threads. AdamW reads p, g, m,
+// v and writes p, m, v: 28 bytes per parameter, reported as bytes_per_second; clipping reads g
+// once (4 bytes) and, when it scales, reads and writes it again.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -62,6 +62,18 @@ void BM_AdamWStep(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * int64_t{28} * static_cast<int64_t>(kN));
 }
 BENCHMARK(BM_AdamWStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Adafactor on the same count as one [52749, 288] matrix: reads g three times and p once,
+// writes p (20 bytes per parameter); its state is a few hundred KB.
+void BM_AdafactorStep(benchmark::State& state) {
+  Arrays& a = arrays();
+  const std::vector<ParamInfo> t = {{"w", {52749, 288}, 0, static_cast<int64_t>(kN)}};
+  Adafactor opt(t, {});
+  opt.set_threads(static_cast<int>(state.range(0)));
+  for (auto _ : state) opt.step(a.p, a.g, 1e-5f);
+  state.SetBytesProcessed(state.iterations() * int64_t{20} * static_cast<int64_t>(kN));
+}
+BENCHMARK(BM_AdafactorStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Norm only (max_norm large: no scaling pass): 4 bytes per parameter.
 void BM_ClipNorm(benchmark::State& state) {

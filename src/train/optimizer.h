@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -122,7 +123,7 @@ class Sgd final : public Optimizer {
 // warmup_init=False, beta1=None)). A matrix [n, m] keeps running means of g^2 + eps1 over its
 // rows (n floats) and columns (m floats) and uses V = R C / mean(R); a vector keeps V itself.
 // Tensors of rank > 2 are factored as [numel / last, last]. u = g / sqrt(V) is divided by
-// max(1, rms(u) / clip) per tensor.
+// max(1, rms(u) / clip) per tensor. Matrices are threaded by blocks of rows fixed by the shape.
 class Adafactor final : public Optimizer {
  public:
   Adafactor(std::span<const ParamInfo> tensors, const AdafactorOptions& opts);
@@ -145,6 +146,10 @@ class Adafactor final : public Optimizer {
     size_t col_state;   // offset of its column values in cols_
     bool decay;
   };
+  // Blocks of rows a factored [n, m] tensor is cut into: about n m / 64 Ki, at most 64.
+  static constexpr int64_t kMaxRowBlocks = 64;
+  static int64_t row_blocks(int64_t n, int64_t m);
+  void run_blocks(int64_t nb, const std::function<void(int64_t)>& fn);
   void step_factored(const Slot& s, float* p, const float* g, float lr, float beta2t);
   void step_vector(const Slot& s, float* p, const float* g, float lr, float beta2t);
 
@@ -152,8 +157,9 @@ class Adafactor final : public Optimizer {
   std::vector<Slot> slots_;
   size_t n_ = 0, n_rows_ = 0, n_cols_ = 0, n_v_ = 0;
   float* state_ = nullptr;  // rows, then cols, then v
-  std::vector<double> col_scratch_;  // column sums of the tensor being updated
-  std::vector<float> col_factor_;    // rsqrt(col) of the tensor being updated
+  std::vector<double> col_part_;    // per row block column sums of the tensor being updated
+  std::vector<double> block_part_;  // per row block sums (row total, then sum of u^2)
+  std::vector<float> col_factor_;   // rsqrt(col) of the tensor being updated
 };
 
 // Scales grads so that their global L2 norm is at most max_norm (torch's clip_grad_norm_: factor

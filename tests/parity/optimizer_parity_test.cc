@@ -1,5 +1,5 @@
 // The optimizer loops: AVX2 against the scalar reference (bit for bit, at odd sizes) and threaded
-// steps against single-threaded ones (bit for bit), for AdamW, SGD and gradient clipping.
+// steps against single-threaded ones (bit for bit), for AdamW, SGD, Adafactor and clipping.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,14 +64,14 @@ TEST(OptimizerParity, SumSquaresAndScaleAvx2MatchScalarBitForBit) {
   }
 }
 
-// A matrix spanning several chunks and a vector: the optimizer cuts them into kChunk pieces.
+// A matrix spanning several chunks (Adafactor: 4 row blocks), a vector and a small matrix.
 std::vector<ParamInfo> tensors() {
-  return {{"w", {300, 500}, 0, 150000}, {"b", {77}, 150000, 77}, {"e", {3, 7}, 150077, 21}};
+  return {{"w", {600, 500}, 0, 300000}, {"b", {77}, 300000, 77}, {"e", {3, 7}, 300077, 21}};
 }
 
 TEST(OptimizerParity, ThreadedStepsMatchSingleThreaded) {
-  const size_t n = 150098;
-  for (const char* name : {"adamw", "sgd"}) {
+  const size_t n = 300098;
+  for (const char* name : {"adamw", "sgd", "adafactor"}) {
     SCOPED_TRACE(name);
     OptimizerOptions o;
     o.name = name;
