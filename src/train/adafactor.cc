@@ -45,8 +45,7 @@ Adafactor::Adafactor(std::span<const ParamInfo> tensors, const AdafactorOptions&
 
 Adafactor::~Adafactor() {
   const size_t total = n_rows_ + n_cols_ + n_v_;
-  aligned_free_counted(state_, std::max<size_t>(1, total) * sizeof(float),
-                       MemCategory::kOptimizer);
+  aligned_free_counted(state_, std::max<size_t>(1, total) * sizeof(float), MemCategory::kOptimizer);
 }
 
 void Adafactor::step(std::span<float> params, std::span<const float> grads, float lr) {
@@ -153,8 +152,7 @@ void Adafactor::step_factored(const Slot& s, float* p, const float* g, float lr,
       const float rf = row_factor(i);
       const float* gi = g + i * m;
       float* pi = p + i * m;
-      for (int64_t j = 0; j < m; ++j)
-        pi[j] = pi[j] * keep - scale * (gi[j] * rf * col_factor_[j]);
+      for (int64_t j = 0; j < m; ++j) pi[j] = pi[j] * keep - scale * (gi[j] * rf * col_factor_[j]);
     }
   });
 }

@@ -28,10 +28,10 @@ struct SgdOptions {
 };
 
 struct AdafactorOptions {
-  float decay = -0.8f;         // beta2_t = 1 - t^decay
-  float eps1 = 1e-30f;         // added to the squared gradient
-  float clip = 1.0f;           // update RMS clipping threshold d: u / max(1, rms(u) / d)
-  float weight_decay = 0.0f;   // decoupled (p -= lr wd p); rank >= 2 only
+  float decay = -0.8f;        // beta2_t = 1 - t^decay
+  float eps1 = 1e-30f;        // added to the squared gradient
+  float clip = 1.0f;          // update RMS clipping threshold d: u / max(1, rms(u) / d)
+  float weight_decay = 0.0f;  // decoupled (p -= lr wd p); rank >= 2 only
 };
 
 // The optimizer seam: every optimizer updates the flat parameter array from the flat gradient
@@ -140,10 +140,10 @@ class Adafactor final : public Optimizer {
 
  private:
   struct Slot {
-    size_t begin;       // in the flat arrays
+    size_t begin;        // in the flat arrays
     int64_t rows, cols;  // cols == 0: unfactored vector of `rows` elements
-    size_t state;       // offset of its row (or v) values in rows_ (or v_)
-    size_t col_state;   // offset of its column values in cols_
+    size_t state;        // offset of its row values (or v) in the row (or v) part of state_
+    size_t col_state;    // offset of its column values in the column part of state_
     bool decay;
   };
   // Blocks of rows a factored [n, m] tensor is cut into: about n m / 64 Ki, at most 64.
@@ -156,7 +156,7 @@ class Adafactor final : public Optimizer {
   AdafactorOptions opts_;
   std::vector<Slot> slots_;
   size_t n_ = 0, n_rows_ = 0, n_cols_ = 0, n_v_ = 0;
-  float* state_ = nullptr;  // rows, then cols, then v
+  float* state_ = nullptr;          // rows, then cols, then v
   std::vector<double> col_part_;    // per row block column sums of the tensor being updated
   std::vector<double> block_part_;  // per row block sums (row total, then sum of u^2)
   std::vector<float> col_factor_;   // rsqrt(col) of the tensor being updated
@@ -189,12 +189,12 @@ namespace nexus::train {
 struct OptimizerOptions {
   std::string name = "adamw";  // "adamw" | "sgd" | "adafactor"
   AdamWOptions adamw;
-  float momentum = 0.9f;          // sgd
-  float sgd_weight_decay = 0.0f;  // sgd, coupled (added to the gradient, as torch.optim.SGD)
-  bool nesterov = false;          // sgd
-  float adafactor_decay = -0.8f;  // adafactor: beta2_t = 1 - t^decay
-  float adafactor_eps1 = 1e-30f;  // regularizes the squared gradient
-  float adafactor_clip = 1.0f;    // update RMS clipping threshold
+  float momentum = 0.9f;                // sgd
+  float sgd_weight_decay = 0.0f;        // sgd, coupled (added to the gradient, as torch.optim.SGD)
+  bool nesterov = false;                // sgd
+  float adafactor_decay = -0.8f;        // adafactor: beta2_t = 1 - t^decay
+  float adafactor_eps1 = 1e-30f;        // regularizes the squared gradient
+  float adafactor_clip = 1.0f;          // update RMS clipping threshold
   float adafactor_weight_decay = 0.0f;  // decoupled, rank >= 2
 };
 

@@ -13,10 +13,10 @@ namespace nexus::train::kernels {
 constexpr size_t kChunk = size_t{1} << 16;
 
 struct AdamWCoef {
-  float b1, b2;          // moment decays
-  float keep;            // 1 - lr wd (or 1 without decay)
-  float step_size;       // lr / (1 - b1^t)
-  float inv_bc2_sqrt;    // 1 / sqrt(1 - b2^t)
+  float b1, b2;        // moment decays
+  float keep;          // 1 - lr wd (or 1 without decay)
+  float step_size;     // lr / (1 - b1^t)
+  float inv_bc2_sqrt;  // 1 / sqrt(1 - b2^t)
   float eps;
 };
 

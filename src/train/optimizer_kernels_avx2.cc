@@ -15,7 +15,8 @@ void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const Ad
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 gi = _mm256_loadu_ps(g + i);
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(a1, gi));
+    const __m256 mi =
+        _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(a1, gi));
     const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
                                     _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
     _mm256_storeu_ps(m + i, mi);

@@ -14,9 +14,7 @@ namespace nexus::train {
 namespace {
 
 // A [2, 2] matrix at offset 0 and a [2] vector at offset 4.
-std::vector<ParamInfo> matrix_and_vector() {
-  return {{"w", {2, 2}, 0, 4}, {"b", {2}, 4, 2}};
-}
+std::vector<ParamInfo> matrix_and_vector() { return {{"w", {2, 2}, 0, 4}, {"b", {2}, 4, 2}}; }
 
 TEST(Sgd, MomentumDecayAndNesterovByHand) {
   const std::vector<ParamInfo> t = matrix_and_vector();
@@ -161,8 +159,8 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
       }
       fresh.set_steps(saved_steps);
       train_steps(**c, fresh, 3, tokens, targets);
-      const bool same = std::equal((*a)->params().begin(), (*a)->params().end(),
-                                   (*c)->params().begin());
+      const bool same =
+          std::equal((*a)->params().begin(), (*a)->params().end(), (*c)->params().begin());
       EXPECT_EQ(same, with_state) << (with_state ? "resumed run differs from the uninterrupted one"
                                                  : "resume without the state should differ");
     };
