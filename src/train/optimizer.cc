@@ -142,27 +142,56 @@ float LrSchedule::at(int64_t step) const {
   return min_lr + static_cast<float>(k) * (lr - min_lr);
 }
 
+namespace {
+
+// An error naming the setting when `ok` is false (NaN fails every check).
+Status check(bool ok, const std::string& opt, const std::string& what, float value) {
+  if (ok) return Status::ok();
+  return Status::error("[train] " + opt + " " + what + ", got " + std::to_string(value));
+}
+
+Status validate(const OptimizerOptions& o) {
+  const AdamWOptions& a = o.adamw;
+  if (o.name == "adamw") {
+    for (Status c :
+         {check(a.beta1 >= 0.0f && a.beta1 < 1.0f, "adamw", "beta1 must be in [0, 1)", a.beta1),
+          check(a.beta2 >= 0.0f && a.beta2 < 1.0f, "adamw", "beta2 must be in [0, 1)", a.beta2),
+          check(a.eps >= 0.0f, "adamw", "eps must be >= 0", a.eps),
+          check(a.weight_decay >= 0.0f, "adamw", "weight decay must be >= 0", a.weight_decay)})
+      if (!c.is_ok()) return c;
+  } else if (o.name == "sgd") {
+    for (Status c : {check(o.momentum >= 0.0f, "sgd", "momentum must be >= 0", o.momentum),
+                     check(!o.nesterov || o.momentum > 0.0f, "sgd", "nesterov needs a momentum > 0",
+                           o.momentum),
+                     check(o.sgd_weight_decay >= 0.0f, "sgd", "weight decay must be >= 0",
+                           o.sgd_weight_decay)})
+      if (!c.is_ok()) return c;
+  } else if (o.name == "adafactor") {
+    for (Status c :
+         {check(o.adafactor_decay < 0.0f, "adafactor", "decay must be < 0", o.adafactor_decay),
+          check(o.adafactor_eps1 >= 0.0f, "adafactor", "eps1 must be >= 0", o.adafactor_eps1),
+          check(o.adafactor_clip > 0.0f, "adafactor", "clip threshold must be > 0",
+                o.adafactor_clip),
+          check(o.adafactor_weight_decay >= 0.0f, "adafactor", "weight decay must be >= 0",
+                o.adafactor_weight_decay)})
+      if (!c.is_ok()) return c;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,
                                                   const OptimizerOptions& opts) {
+  if (Status s = validate(opts); !s.is_ok()) return s;
   if (opts.name == "adamw") return std::unique_ptr<Optimizer>(new AdamW(tensors, opts.adamw));
-  if (opts.name == "sgd") {
-    if (opts.momentum < 0.0f)
-      return Status::error("[train] sgd momentum must be >= 0, got " +
-                           std::to_string(opts.momentum));
-    if (opts.nesterov && opts.momentum == 0.0f)
-      return Status::error("[train] sgd nesterov needs a momentum > 0");
+  if (opts.name == "sgd")
     return std::unique_ptr<Optimizer>(
         new Sgd(tensors, {opts.momentum, opts.nesterov, opts.sgd_weight_decay}));
-  }
-  if (opts.name == "adafactor") {
-    if (!(opts.adafactor_decay < 0.0f) || !(opts.adafactor_clip > 0.0f))
-      return Status::error("[train] adafactor needs decay < 0 and clip > 0, got decay " +
-                           std::to_string(opts.adafactor_decay) + ", clip " +
-                           std::to_string(opts.adafactor_clip));
+  if (opts.name == "adafactor")
     return std::unique_ptr<Optimizer>(
         new Adafactor(tensors, {opts.adafactor_decay, opts.adafactor_eps1, opts.adafactor_clip,
                                 opts.adafactor_weight_decay}));
-  }
   return Status::error("[train] unknown optimizer '" + opts.name +
                        "' (known: adamw, sgd, adafactor)");
 }

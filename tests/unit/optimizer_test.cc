@@ -106,6 +106,19 @@ TEST(Optimizer, FactoryNamesAndErrors) {
   EXPECT_FALSE(make_optimizer(t, o).is_ok());
   o.name = "adafactor";
   o.adafactor_clip = 0.0f;
+  auto clip0 = make_optimizer(t, o);
+  ASSERT_FALSE(clip0.is_ok());
+  EXPECT_NE(clip0.status().message().find("adafactor clip threshold must be > 0"),
+            std::string::npos);
+  o.adafactor_clip = 1.0f;
+  o.adafactor_decay = 0.5f;
+  EXPECT_FALSE(make_optimizer(t, o).is_ok());
+  o.name = "adamw";
+  o.adamw.beta2 = 1.0f;
+  auto beta = make_optimizer(t, o);
+  ASSERT_FALSE(beta.is_ok());
+  EXPECT_NE(beta.status().message().find("adamw beta2 must be in [0, 1)"), std::string::npos);
+  o.adamw.beta2 = std::nanf("");
   EXPECT_FALSE(make_optimizer(t, o).is_ok());
 }
 
