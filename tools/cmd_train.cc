@@ -68,6 +68,7 @@ Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App&
   if (app.count("--weight-decay")) {
     s.optimizer.adamw.weight_decay = f.weight_decay;
     s.optimizer.sgd_weight_decay = f.weight_decay;
+    s.optimizer.adafactor_weight_decay = f.weight_decay;
   }
   return s;
 }
@@ -103,8 +104,13 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--beta1", f.opt.adamw.beta1, "AdamW beta1")->capture_default_str();
   app.add_option("--beta2", f.opt.adamw.beta2, "AdamW beta2")->capture_default_str();
   app.add_option("--eps", f.opt.adamw.eps, "AdamW epsilon")->capture_default_str();
-  app.add_option("--weight-decay", f.weight_decay, "decay of matrices (default: AdamW 0.1, SGD 0)");
+  app.add_option("--weight-decay", f.weight_decay, "decay of matrices (default: AdamW 0.1, SGD and Adafactor 0)");
   app.add_option("--momentum", f.opt.momentum, "SGD momentum")->capture_default_str();
+  app.add_flag("--nesterov", f.opt.nesterov, "SGD: Nesterov momentum");
+  app.add_option("--adafactor-decay", f.opt.adafactor_decay, "Adafactor: beta2_t = 1 - t^DECAY")
+      ->capture_default_str();
+  app.add_option("--adafactor-clip", f.opt.adafactor_clip, "Adafactor: update RMS threshold")
+      ->capture_default_str();
   app.add_option("--clip", f.clip, "global gradient-norm limit (0: off)")->capture_default_str();
   app.add_option("--seed", f.seed, "initialisation and data-order seed")->capture_default_str();
   app.add_option("--prefetch", f.prefetch, "batches the loader prepares ahead")
@@ -137,7 +143,8 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   for (const char* flag :
        {"--shape", "--init", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
         "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
-        "--weight-decay", "--momentum", "--clip", "--seed"})
+        "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
+        "--seed"})
     if (app.count(flag))
       return Status::error(std::string(flag) +
                            " is fixed by the checkpoint; leave it out with "
@@ -307,6 +314,7 @@ int train_main(int argc, char** argv) {
   // The GEMMs are threaded by OpenBLAS, the attention loops by our pool; they never overlap.
   openblas_set_num_threads(f.threads);
   m.set_threads(f.threads);
+  r.optimizer->set_threads(f.threads);
   std::fprintf(stderr,
                "train: %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
                "%s, %lld steps\n",

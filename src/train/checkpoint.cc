@@ -93,9 +93,11 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   f("adamw.weight_decay", o.adamw.weight_decay);
   f("sgd.momentum", o.momentum);
   f("sgd.weight_decay", o.sgd_weight_decay);
+  u("sgd.nesterov", o.nesterov ? 1 : 0);
   f("adafactor.decay", o.adafactor_decay);
   f("adafactor.eps1", o.adafactor_eps1);
   f("adafactor.clip", o.adafactor_clip);
+  f("adafactor.weight_decay", o.adafactor_weight_decay);
   u("seed", s.seed);
   str("data", s.data_path);
   str("val", s.val_path);
@@ -313,9 +315,11 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   o.adamw.weight_decay = fl("adamw.weight_decay");
   o.momentum = fl("sgd.momentum");
   o.sgd_weight_decay = fl("sgd.weight_decay");
+  o.nesterov = u("sgd.nesterov") != 0;
   o.adafactor_decay = fl("adafactor.decay");
   o.adafactor_eps1 = fl("adafactor.eps1");
   o.adafactor_clip = fl("adafactor.clip");
+  o.adafactor_weight_decay = fl("adafactor.weight_decay");
   s.seed = u("seed");
   s.data_path = str("data");
   s.val_path = str("val");

@@ -54,7 +54,7 @@ StepStats Trainer::step() {
   s.loss = accumulate();
   NEXUS_PROFILE_SCOPE("optimizer");
   if (opts_.clip > 0) {
-    s.grad_norm = clip_grad_norm(model_.grads(), opts_.clip);
+    s.grad_norm = clip_grad_norm(model_.grads(), opts_.clip, opt_.pool());
   } else {
     double ss = 0;
     for (float g : model_.grads()) ss += static_cast<double>(g) * g;

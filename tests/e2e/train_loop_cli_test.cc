@@ -180,6 +180,33 @@ TEST_F(TrainLoopCli, ResumeIsBitExact) {
   EXPECT_NE(d.err.find("--lr is fixed by the checkpoint"), std::string::npos) << d.err;
 }
 
+// SGD (Nesterov) and Adafactor through the CLI: 6 steps straight equal 3 + resume 3, so their
+// state, step count and settings all travel in the checkpoint; the loss falls with both.
+TEST_F(TrainLoopCli, OtherOptimizersResumeBitExactly) {
+  for (const std::string opt : {"--optimizer sgd --nesterov --momentum 0.8 --weight-decay 0.01",
+                                "--optimizer adafactor --adafactor-clip 0.5"}) {
+    SCOPED_TRACE(opt);
+    const std::string a_dir = dir_ + "/oa", b_dir = dir_ + "/ob";
+    fs::remove_all(a_dir);
+    fs::remove_all(b_dir);
+    CliResult a = run_cli(base("--batch 2 --steps 6 --checkpoint-interval 3 --keep-checkpoints 3 " +
+                               opt + " --checkpoint-dir " + test::quoted(a_dir) + " --metrics " +
+                               test::quoted(a_dir + ".jsonl") + " -o " +
+                               test::quoted(a_dir + ".gguf")));
+    ASSERT_EQ(a.code, 0) << a.output;
+    CliResult b = run_cli("train --resume " + test::quoted(a_dir + "/ckpt-00000003.gguf") +
+                          " -t 1 --checkpoint-dir " + test::quoted(b_dir) + " -o " +
+                          test::quoted(b_dir + ".gguf"));
+    ASSERT_EQ(b.code, 0) << b.output;
+    EXPECT_EQ(slurp(a_dir + ".gguf"), slurp(b_dir + ".gguf"));
+    EXPECT_EQ(slurp(a_dir + "/ckpt-00000006.gguf"), slurp(b_dir + "/ckpt-00000006.gguf"));
+    const auto la = jsonl(a_dir + ".jsonl");
+    ASSERT_EQ(la.size(), 6u);
+    EXPECT_LT(la[5]["loss"].get<double>(), la[0]["loss"].get<double>());
+    fs::remove(a_dir + ".jsonl");
+  }
+}
+
 TEST_F(TrainLoopCli, KeepsTheLastCheckpoints) {
   CliResult r = run_cli(base("--batch 2 --steps 7 --checkpoint-dir " + test::quoted(dir_ + "/ck") +
                              " --checkpoint-interval 2"));
