@@ -10,9 +10,10 @@
 namespace nexus::train {
 
 Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, int64_t batch,
-                                                       int64_t seq, const InitOptions& init) {
+                                                       int64_t seq, const InitOptions& init,
+                                                       const TrainOptions& opts) {
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   m->init_random(init);
   return m;
 }
@@ -36,13 +37,14 @@ void TrainModel::init_random(const InitOptions& init) {
 }
 
 Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& path, int64_t batch,
-                                                          int64_t seq) {
+                                                          int64_t seq,
+                                                          const TrainOptions& opts) {
   auto loaded = Model::load(path);
   if (!loaded) return loaded.status();
   const Model& model = **loaded;
   ModelConfig cfg = model.config();
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   for (const ParamInfo& info : m->infos_) {
     const GgufTensorInfo* t = model.gguf().find_tensor(info.name);
     if (!t) return Status::error(path + ": missing tensor " + info.name);
