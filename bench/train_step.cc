@@ -80,10 +80,11 @@ int main(int argc, char** argv) {
     const size_t counted =
         nexus::mem_stats().current[static_cast<int>(MemCategory::kActivations)] - before;
     const nexus::train::ActivationBytes& a = models[k]->activation_bytes();
-    std::printf("%-12s activations counted %.1f MiB: blocks %.1f, block inputs %.1f, head %.1f "
-                "(logits %.1f), scratch %.1f\n",
-                names[k], mib(counted), mib(a.blocks), mib(a.block_inputs), mib(a.head),
-                mib(static_cast<size_t>(batch * seq * c.n_vocab) * 4), mib(a.scratch));
+    std::printf(
+        "%-12s activations counted %.1f MiB: blocks %.1f, block inputs %.1f, head %.1f "
+        "(logits %.1f), scratch %.1f\n",
+        names[k], mib(counted), mib(a.blocks), mib(a.block_inputs), mib(a.head),
+        mib(static_cast<size_t>(batch * seq * c.n_vocab) * 4), mib(a.scratch));
   }
   std::mt19937 rng(1);
   std::vector<int32_t> x(batch * seq), y(batch * seq);
@@ -114,15 +115,16 @@ int main(int argc, char** argv) {
   };
   for (int k = 0; k < 2; ++k) {
     const auto [lo, hi] = std::minmax_element(times[k].begin(), times[k].end());
-    std::printf("%-12s step median %.3f s (min %.3f, max %.3f, %zu steps), CPU %.3f s\n",
-                names[k], median(times[k]), *lo, *hi, times[k].size(), median(cpu[k]));
+    std::printf("%-12s step median %.3f s (min %.3f, max %.3f, %zu steps), CPU %.3f s\n", names[k],
+                median(times[k]), *lo, *hi, times[k].size(), median(cpu[k]));
   }
   const auto& p = models[0]->activation_bytes();
   const auto& q = models[1]->activation_bytes();
-  std::printf("checkpointed / plain (medians of pairs): wall time %.3f, CPU time %.3f; block "
-              "activations (blocks + inputs) %.3f, total %.3f\n",
-              median(ratios), median(cpu_ratios),
-              static_cast<double>(q.blocks + q.block_inputs) / (p.blocks + p.block_inputs),
-              static_cast<double>(q.total()) / p.total());
+  std::printf(
+      "checkpointed / plain (medians of pairs): wall time %.3f, CPU time %.3f; block "
+      "activations (blocks + inputs) %.3f, total %.3f\n",
+      median(ratios), median(cpu_ratios),
+      static_cast<double>(q.blocks + q.block_inputs) / (p.blocks + p.block_inputs),
+      static_cast<double>(q.total()) / p.total());
   return 0;
 }

@@ -1,6 +1,7 @@
 // TrainModel: parameter layout, activation arena, and the explicit forward / backward passes.
 #include "train/train_model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -15,26 +16,36 @@ void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * size
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.arch != Arch::kLlama)
-    return Status::error(w + "only the llama architecture is trainable");
+  if (c.arch != Arch::kLlama && c.arch != Arch::kGpt2)
+    return Status::error(w + "only the llama and gpt2 architectures are trainable");
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
     return Status::error(w + "dim, layers, heads, kv_heads, head_dim, ffn and vocab must be > 0");
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::error(w + "heads " + std::to_string(c.n_heads) +
                          " is not a multiple of kv_heads " + std::to_string(c.n_kv_heads));
+  if (c.sliding_window != 0) return Status::error(w + "sliding-window attention is not trainable");
+  if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
+  if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
+    return Status::error(w + "norm_eps must be > 0");
+  if (c.arch == Arch::kGpt2) {  // RoPE fields are ignored: gpt2 has learned positions
+    if (c.head_dim * c.n_heads != c.dim)
+      return Status::error(w + "gpt2 needs head_dim * heads == dim");
+    if (c.n_ctx_train < seq)
+      return Status::error(w + "gpt2's position table has " + std::to_string(c.n_ctx_train) +
+                           " rows (context length), fewer than seq " + std::to_string(seq));
+    return Status::ok();
+  }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::error(w + "rope_dim " + std::to_string(c.rope_dim) + " is invalid");
   if (c.rope != RopeStyle::kNormal)
     return Status::error(w + "llama uses adjacent-pair (normal) RoPE; got another style");
-  if (c.sliding_window != 0) return Status::error(w + "sliding-window attention is not trainable");
-  if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
   return Status::ok();
 }
 
-TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq,
-                       const TrainOptions& opts)
+TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts)
     : cfg_(cfg), batch_(batch), seq_(seq), opts_(opts) {
+  if (cfg_.arch == Arch::kGpt2) cfg_.rope = RopeStyle::kNone;
   layout_params();
   params_ =
       static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));

@@ -48,10 +48,10 @@ struct TrainOptions {
 
 // Bytes of the activation arena by purpose (all of it counted as MemCategory::kActivations).
 struct ActivationBytes {
-  size_t blocks = 0;       // per-block saved activations (n_layers sets, or 1 when recomputing)
-  size_t block_inputs = 0; // the residual stream at each block boundary (n_layers + 1)
-  size_t head = 0;         // final norm, logits [b*t, vocab], log-sum-exp
-  size_t scratch = 0;      // backward scratch, RoPE table, token ids
+  size_t blocks = 0;        // per-block saved activations (n_layers sets, or 1 when recomputing)
+  size_t block_inputs = 0;  // the residual stream at each block boundary (n_layers + 1)
+  size_t head = 0;          // final norm, logits [b*t, vocab], log-sum-exp
+  size_t scratch = 0;       // backward scratch, RoPE table, token ids
   size_t total() const { return blocks + block_inputs + head + scratch; }
 };
 

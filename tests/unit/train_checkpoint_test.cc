@@ -77,7 +77,8 @@ TEST_P(TrainCheckpoint, ArenaHoldsOneBlock) {
               p.total(), c.total(), p.blocks, c.blocks);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, TrainCheckpoint, ::testing::Values("llama_tied", "llama_untied"));
+INSTANTIATE_TEST_SUITE_P(Cases, TrainCheckpoint,
+                         ::testing::Values("llama_tied", "llama_untied", "gpt2_tied"));
 
 }  // namespace
 }  // namespace nexus::train

@@ -29,7 +29,7 @@ inline double weighted_sum(const std::vector<float>& out, const std::vector<floa
 
 // Max |numeric - analytic| over x's elements divided by max |analytic|; prints and returns it.
 inline double fd_error(const char* what, std::vector<float>& x, const std::vector<float>& analytic,
-                const std::function<double()>& loss, float h = 1e-3f) {
+                       const std::function<double()>& loss, float h = 1e-3f) {
   double max_err = 0.0, max_abs = 0.0;
   for (size_t i = 0; i < x.size(); ++i) {
     const float keep = x[i];
