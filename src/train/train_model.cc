@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "profile/memory.h"
 #include "train/train_ops.h"
 
 namespace nexus::train {
@@ -163,6 +164,10 @@ void TrainModel::layout_activations() {
     if (pass == 0) {
       act_bytes_ = sz;
       arena_ = Arena(sz.total(), MemCategory::kActivations);
+      // Named in the profiler's list of the largest live buffers.
+      profile::track_buffer(
+          arena_.base(), sz.total(), MemCategory::kActivations,
+          opts_.recompute_blocks ? "train activations (checkpointed blocks)" : "train activations");
     }
   }
 }
@@ -174,6 +179,7 @@ void TrainModel::set_threads(int n) {
 }
 
 TrainModel::~TrainModel() {
+  profile::untrack_buffer(arena_.base());
   aligned_free_counted(params_, n_params_ * sizeof(float), MemCategory::kWeights);
   aligned_free_counted(grads_, n_params_ * sizeof(float), MemCategory::kOptimizer);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "profile/memory.h"
 #include "test_paths.h"
 #include "train/train_model.h"
 
@@ -73,6 +74,11 @@ TEST_P(TrainCheckpoint, ArenaHoldsOneBlock) {
   // The breakdown is the arena the memory accounting sees.
   EXPECT_EQ(plain_counted, p.total());
   EXPECT_EQ(ckpt_counted, c.total());
+  // ... and the profiler's registry names it.
+  bool listed = false;
+  for (const profile::LiveBuffer& buf : profile::largest_live_buffers(1000))
+    listed |= buf.name == "train activations (checkpointed blocks)" && buf.bytes == c.total();
+  EXPECT_TRUE(listed);
   std::printf("[%s] activation arena %zu -> %zu bytes (blocks %zu -> %zu)\n", GetParam().c_str(),
               p.total(), c.total(), p.blocks, c.blocks);
 }
