@@ -1,56 +1,30 @@
-// `nexus train`: trains a llama model from scratch (--shape) or fine-tunes one (--init) on a text
-// file tokenized with a GGUF model's tokenizer, then exports an F32 GGUF that `nexus run` loads.
+// `nexus train`: trains a llama model from scratch (--shape), fine-tunes one (--init) or resumes
+// a checkpoint (--resume) on a token file (or raw text), with validation, metrics, a loss plot,
+// gradient accumulation and atomic checkpoints; exports an F32 GGUF that `nexus run` loads.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "command.h"
-#include "nexus/profile.h"
 #include "io/gguf.h"
+#include "nexus/profile.h"
 #include "nexus/tokenizer.h"
-#include "train/optimizer.h"
-#include "train/train_model.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/model_shape.h"
+#include "train/train_data.h"
+#include "train/trainer.h"
 
 namespace nexus::cli {
 namespace {
 
-// "dim,layers,heads,kv_heads,ffn[,vocab]" into a llama config (vocab 0 = the tokenizer's).
-Result<ModelConfig> parse_shape(const std::string& spec) {
-  std::vector<int64_t> v;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      v.push_back(std::stoll(item));
-    } catch (const std::exception&) {
-      return Status::error("--shape: '" + item + "' is not an integer");
-    }
-  }
-  if (v.size() != 5 && v.size() != 6)
-    return Status::error("--shape wants dim,layers,heads,kv_heads,ffn[,vocab], got '" + spec + "'");
-  for (int64_t x : v)
-    if (x <= 0) return Status::error("--shape: every value must be > 0 ('" + spec + "')");
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.arch_name = "llama";
-  c.dim = v[0];
-  c.n_layers = v[1];
-  c.n_heads = v[2];
-  c.n_kv_heads = v[3];
-  c.ffn_dim = v[4];
-  c.n_vocab = v.size() == 6 ? v[5] : 0;
-  if (c.dim % c.n_heads != 0) return Status::error("--shape: dim must be a multiple of heads");
-  c.head_dim = c.dim / c.n_heads;
-  c.rope_dim = c.head_dim;
-  c.tied_output = true;
-  return c;
-}
+using Clock = std::chrono::steady_clock;
 
 std::string eta_string(double secs) {
   char buf[32];
@@ -62,137 +36,358 @@ std::string eta_string(double secs) {
   return buf;
 }
 
-int train_main(int argc, char** argv) {
-  CLI::App app{"Train or fine-tune a llama model on a text file (F32, CPU)", "nexus train"};
-  std::string shape_spec, init_path, tok_path, data_path, out, schedule = "cosine";
-  int64_t batch = 4, seq = 64, steps = 100, warmup = 0;
-  float lr = 1e-3f, min_lr = 0.0f, clip = 1.0f;
-  train::AdamWOptions adam;
+struct Flags {
+  std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
+  std::string metrics, plot, ckpt_dir;
+  int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
+  int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
+  int keep = 2, prefetch = 2;
+  float lr = 1e-3f, min_lr = 0.0f, clip = 1.0f, weight_decay = 0.1f;
+  train::OptimizerOptions opt;
   uint64_t seed = 1234;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  app.add_option("--shape", shape_spec, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
-  app.add_option("--init", init_path, "fine-tune this GGUF llama model instead of --shape");
-  app.add_option("--tokenizer", tok_path,
-                 "GGUF model whose tokenizer encodes --data (default: "
-                 "the --init model)");
-  app.add_option("--data", data_path, "training text (UTF-8)")->required();
-  app.add_option("-o,--out", out, "output GGUF model")->required();
-  app.add_option("--batch", batch, "sequences per step")->capture_default_str();
-  app.add_option("--seq", seq, "tokens per sequence")->capture_default_str();
-  app.add_option("--steps", steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr", lr, "peak learning rate")->capture_default_str();
-  app.add_option("--min-lr", min_lr, "final learning rate (linear, cosine)")->capture_default_str();
-  app.add_option("--warmup", warmup, "linear warmup steps")->capture_default_str();
-  app.add_option("--schedule", schedule, "cosine | linear | constant")->capture_default_str();
-  app.add_option("--weight-decay", adam.weight_decay, "AdamW decay of matrices")
+};
+
+// The run's settings from the flags of a fresh run (model config filled in later).
+Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App& app) {
+  train::TrainSettings s;
+  s.batch = f.batch, s.seq = f.seq, s.accum = f.accum, s.steps = f.steps;
+  s.clip = f.clip, s.seed = f.seed;
+  const double scale = f.lr_scale_ref > 0 ? static_cast<double>(f.batch * f.accum) /
+                                                static_cast<double>(f.lr_scale_ref)
+                                          : 1.0;
+  s.schedule = {static_cast<float>(f.lr * scale), static_cast<float>(f.min_lr * scale), f.warmup,
+                f.steps, train::LrDecay::kCosine};
+  if (f.schedule == "linear")
+    s.schedule.decay = train::LrDecay::kLinear;
+  else if (f.schedule == "constant")
+    s.schedule.decay = train::LrDecay::kConstant;
+  else if (f.schedule != "cosine")
+    return Status::error("unknown --schedule '" + f.schedule + "' (cosine, linear, constant)");
+  s.optimizer = f.opt;
+  if (app.count("--weight-decay")) {
+    s.optimizer.adamw.weight_decay = f.weight_decay;
+    s.optimizer.sgd_weight_decay = f.weight_decay;
+  }
+  return s;
+}
+
+void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
+  app.set_config("--config", "", "TOML file of flags (keys are the long flag names)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
+  app.add_option("--init", f.init, "fine-tune this GGUF llama model instead of --shape");
+  app.add_option("--resume", f.resume,
+                 "continue a checkpoint (a file, or a directory: its latest)");
+  app.add_option("--tokenizer", f.tokenizer, "GGUF whose tokenizer the model uses (--shape)");
+  app.add_option("--data", f.data, "token file (nexus tokenize-data) or UTF-8 text");
+  app.add_option("--val", f.val, "validation data (default: DATA's .val.bin sibling if present)");
+  app.add_option("--eval-interval", f.eval_interval, "validate every N steps (0: at the end only)")
       ->capture_default_str();
-  app.add_option("--clip", clip, "global gradient-norm limit (0: off)")->capture_default_str();
-  app.add_option("--seed", seed, "initialisation seed")->capture_default_str();
-  app.add_option("-t,--threads", threads, "threads (OpenBLAS GEMMs and attention)")
+  app.add_option("--eval-batches", f.eval_batches, "validation batches per pass (0: all)")
       ->capture_default_str();
-  profile::SessionOptions prof;
+  app.add_option("-o,--out", f.out, "output GGUF model");
+  app.add_option("--batch", f.batch, "sequences per micro-batch")->capture_default_str();
+  app.add_option("--seq", f.seq, "tokens per sequence")->capture_default_str();
+  app.add_option("--accum", f.accum, "micro-batches per optimizer step")->capture_default_str();
+  app.add_option("--steps", f.steps, "optimizer steps")->capture_default_str();
+  app.add_option("--lr", f.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--lr-scale-ref", f.lr_scale_ref,
+                 "scale --lr/--min-lr by (batch * accum) / B (0: off)")
+      ->capture_default_str();
+  app.add_option("--min-lr", f.min_lr, "final learning rate (linear, cosine)")
+      ->capture_default_str();
+  app.add_option("--warmup", f.warmup, "linear warmup steps")->capture_default_str();
+  app.add_option("--schedule", f.schedule, "cosine | linear | constant")->capture_default_str();
+  app.add_option("--optimizer", f.opt.name, "adamw | sgd | adafactor")->capture_default_str();
+  app.add_option("--beta1", f.opt.adamw.beta1, "AdamW beta1")->capture_default_str();
+  app.add_option("--beta2", f.opt.adamw.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--eps", f.opt.adamw.eps, "AdamW epsilon")->capture_default_str();
+  app.add_option("--weight-decay", f.weight_decay, "decay of matrices (default: AdamW 0.1, SGD 0)");
+  app.add_option("--momentum", f.opt.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--clip", f.clip, "global gradient-norm limit (0: off)")->capture_default_str();
+  app.add_option("--seed", f.seed, "initialisation and data-order seed")->capture_default_str();
+  app.add_option("--prefetch", f.prefetch, "batches the loader prepares ahead")
+      ->capture_default_str();
+  app.add_option("-t,--threads", f.threads, "threads (OpenBLAS GEMMs and attention)")
+      ->capture_default_str();
+  app.add_option("--metrics", f.metrics, "append one JSON line per step here");
+  app.add_option("--plot", f.plot, "draw train/validation loss curves (SVG) here");
+  app.add_option("--checkpoint-dir", f.ckpt_dir, "write checkpoints (ckpt-NNNNNNNN.gguf) here");
+  app.add_option("--checkpoint-interval", f.ckpt_interval,
+                 "checkpoint every N steps (0: at the end only)")
+      ->capture_default_str();
+  app.add_option("--keep-checkpoints", f.keep, "checkpoints to keep")->capture_default_str();
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
-  if (auto code = parse_args(app, argc, argv, "train")) return *code;
-  if (shape_spec.empty() == init_path.empty())
-    return fail("train", "give exactly one of --shape (new model) and --init (fine-tune)");
-  if (tok_path.empty()) tok_path = init_path;
-  if (tok_path.empty()) return fail("train", "--tokenizer is required with --shape");
-  if (batch <= 0 || seq <= 0 || steps <= 0 || threads <= 0)
-    return fail("train", "--batch, --seq, --steps and --threads must be > 0");
-  train::LrSchedule sched{lr, min_lr, warmup, steps, train::LrDecay::kCosine};
-  if (schedule == "linear")
-    sched.decay = train::LrDecay::kLinear;
-  else if (schedule == "constant")
-    sched.decay = train::LrDecay::kConstant;
-  else if (schedule != "cosine")
-    return fail("train", "unknown --schedule '" + schedule + "' (cosine, linear, constant)");
+}
 
-  auto tok_file = GgufFile::open(tok_path);
-  if (!tok_file) return fail("train", tok_file.status().message());
-  auto tok = Tokenizer::from_gguf(tok_file.value());
-  if (!tok) return fail("train", tok_path + ": " + tok.status().message());
-  std::ifstream in(data_path, std::ios::binary);
-  if (!in) return fail("train", "cannot read --data " + data_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::vector<int32_t> ids = tok.value()->encode(text.str(), true);
-  if (static_cast<int64_t>(ids.size()) < seq + 1)
-    return fail("train", data_path + " has " + std::to_string(ids.size()) +
-                             " tokens; need at least --seq + 1 = " + std::to_string(seq + 1));
+// Everything a run needs once the flags are resolved.
+struct Run {
+  train::TrainSettings settings;
+  std::unique_ptr<train::TrainModel> model;
+  std::unique_ptr<train::Optimizer> optimizer;
+  std::shared_ptr<const GgufFile> tokenizer_gguf;  // tokenizer.* keys for checkpoints / export
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<train::Checkpoint> resumed;
+};
 
+// --resume: settings, model, optimizer and tokenizer from the checkpoint.
+Result<Run> resume_run(const Flags& f, const CLI::App& app) {
+  for (const char* flag :
+       {"--shape", "--init", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
+        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
+        "--weight-decay", "--momentum", "--clip", "--seed"})
+    if (app.count(flag))
+      return Status::error(std::string(flag) +
+                           " is fixed by the checkpoint; leave it out with "
+                           "--resume");
+  std::string path = f.resume;
+  if (std::filesystem::is_directory(path)) {
+    auto latest = train::latest_checkpoint(path);
+    if (!latest) return latest.status();
+    path = latest.value();
+  }
+  auto ckpt = train::Checkpoint::open(path);
+  if (!ckpt) return ckpt.status();
+  Run r;
+  r.resumed = std::move(ckpt).value();
+  const train::Checkpoint& c = *r.resumed;
+  r.settings = c.settings();
+  if (app.count("--steps")) {
+    if (f.steps < c.progress().step)
+      return Status::error("--steps " + std::to_string(f.steps) +
+                           " is below the checkpoint's step " + std::to_string(c.progress().step));
+    r.settings.steps = r.settings.schedule.total_steps = f.steps;
+  }
+  if (!c.has_tokenizer()) return Status::error(c.path() + " holds no tokenizer");
+  r.tokenizer_gguf = std::make_shared<const GgufFile>(c.file());
+  auto tok = Tokenizer::from_gguf(c.file());
+  if (!tok) return Status::error(c.path() + ": " + tok.status().message());
+  r.tokenizer = std::move(tok).value();
+  auto m = train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq);
+  if (!m) return m.status();
+  r.model = std::move(m).value();
+  NEXUS_RETURN_IF_ERROR(c.restore_model(*r.model));
+  auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
+  if (!opt) return opt.status();
+  r.optimizer = std::move(opt).value();
+  NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*r.optimizer));
+  std::fprintf(stderr, "train: resuming %s at step %lld of %lld\n", c.path().c_str(),
+               static_cast<long long>(c.progress().step), static_cast<long long>(r.settings.steps));
+  return r;
+}
+
+// A fresh run: --shape with --tokenizer, or --init.
+Result<Run> new_run(const Flags& f, const CLI::App& app) {
+  if (f.shape.empty() == f.init.empty())
+    return Status::error(
+        "give exactly one of --shape (new model), --init (fine-tune) and "
+        "--resume (continue a checkpoint)");
+  Run r;
+  auto s = settings_from_flags(f, app);
+  if (!s) return s.status();
+  r.settings = s.value();
+  const std::string tok_path = f.tokenizer.empty() ? f.init : f.tokenizer;
+  if (tok_path.empty()) return Status::error("--tokenizer is required with --shape");
+  auto tf = GgufFile::open(tok_path);
+  if (!tf) return tf.status();
+  r.tokenizer_gguf = std::make_shared<const GgufFile>(std::move(tf).value());
+  auto tok = Tokenizer::from_gguf(*r.tokenizer_gguf);
+  if (!tok) return Status::error(tok_path + ": " + tok.status().message());
+  r.tokenizer = std::move(tok).value();
   Result<std::unique_ptr<train::TrainModel>> model = Status::error("unset");
-  if (!init_path.empty()) {
-    model = train::TrainModel::from_gguf(init_path, batch, seq);
+  if (!f.init.empty()) {
+    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq);
   } else {
-    auto cfg = parse_shape(shape_spec);
-    if (!cfg) return fail("train", cfg.status().message());
-    if (cfg.value().n_vocab == 0) cfg.value().n_vocab = tok.value()->n_vocab();
-    if (cfg.value().n_vocab != tok.value()->n_vocab())
-      return fail("train", "--shape vocab " + std::to_string(cfg.value().n_vocab) +
-                               " != the tokenizer's " + std::to_string(tok.value()->n_vocab()));
-    cfg.value().n_ctx_train = seq;
-    model = train::TrainModel::create(cfg.value(), batch, seq, {0.02f, seed, true});
+    auto cfg = train::parse_model_shape(f.shape);
+    if (!cfg) return cfg.status();
+    if (cfg.value().n_vocab == 0) cfg.value().n_vocab = r.tokenizer->n_vocab();
+    cfg.value().n_ctx_train = f.seq;
+    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true});
   }
-  if (!model) return fail("train", model.status().message());
-  train::TrainModel& m = *model.value();
-  if (m.config().n_vocab < tok.value()->n_vocab())
-    return fail("train", "the model's vocabulary is smaller than the tokenizer's");
-  // The GEMMs are threaded by OpenBLAS, the attention loops by our pool; they never overlap.
-  openblas_set_num_threads(threads);
-  m.set_threads(threads);
-  train::AdamW opt(m, adam);
-  std::fprintf(stderr, "train: %zu params, %zu data tokens, batch %lld x seq %lld, %lld steps\n",
-               m.params().size(), ids.size(), static_cast<long long>(batch),
-               static_cast<long long>(seq), static_cast<long long>(steps));
+  if (!model) return model.status();
+  r.model = std::move(model).value();
+  r.settings.model = r.model->config();
+  auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
+  if (!opt) return opt.status();
+  r.optimizer = std::move(opt).value();
+  return r;
+}
 
-  // Batches are consecutive windows of seq + 1 tokens, wrapping around the data.
-  const int64_t span = static_cast<int64_t>(ids.size()) - seq;
-  std::vector<int32_t> x(batch * seq), y(batch * seq);
-  int64_t cursor = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  profile::Session profiling(prof);
-  for (int64_t s = 0; s < steps; ++s) {
-    NEXUS_PROFILE_SCOPE("step");
-    NEXUS_PROFILE_NAMED_SCOPE(data_span, "data");
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t i = 0; i < seq; ++i) {
-        x[b * seq + i] = ids[cursor + i];
-        y[b * seq + i] = ids[cursor + i + 1];
-      }
-      cursor = (cursor + seq) % span;
-    }
-    data_span.close();
-    m.zero_grad();
-    float loss;
-    {
-      NEXUS_PROFILE_SCOPE("forward");
-      loss = m.forward(x, y, batch, seq);
-    }
-    {
-      NEXUS_PROFILE_SCOPE("backward");
-      m.backward();
-    }
-    NEXUS_PROFILE_NAMED_SCOPE(opt_span, "optimizer");
-    const float norm = clip > 0 ? train::clip_grad_norm(m.grads(), clip) : 0.0f;
-    const float step_lr = sched.at(s);
-    opt.step(m.params(), m.grads(), step_lr);
-    opt_span.close();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double tps = static_cast<double>((s + 1) * batch * seq) / std::max(secs, 1e-9);
-    std::fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
-                 static_cast<long long>(s + 1), static_cast<long long>(steps), loss, step_lr, norm,
-                 tps, eta_string(secs / (s + 1) * (steps - s - 1)).c_str());
+int train_main(int argc, char** argv) {
+  CLI::App app{"Train or fine-tune a llama model (F32, CPU)", "nexus train"};
+  Flags f;
+  profile::SessionOptions prof;
+  add_flags(app, f, prof);
+  if (auto code = parse_args(app, argc, argv, "train")) return *code;
+  auto usage = [](const std::string& m) { return fail("train", m, kUsageError); };
+  if (f.batch <= 0 || f.seq <= 0 || f.steps <= 0 || f.threads <= 0 || f.accum <= 0)
+    return usage("--batch, --seq, --steps, --accum and --threads must be > 0");
+  if (f.eval_interval < 0 || f.eval_batches < 0 || f.ckpt_interval < 0 || f.lr_scale_ref < 0 ||
+      f.prefetch < 0)
+    return usage(
+        "--eval-interval, --eval-batches, --checkpoint-interval, --lr-scale-ref and --prefetch "
+        "must be >= 0");
+  if (f.keep < 1) return usage("--keep-checkpoints must be >= 1");
+  if (f.out.empty() && f.ckpt_dir.empty())
+    return usage("give -o (the trained model) and/or --checkpoint-dir");
+  if (f.ckpt_interval > 0 && f.ckpt_dir.empty())
+    return usage("--checkpoint-interval needs --checkpoint-dir");
+  if (f.resume.empty() && f.data.empty()) return usage("--data is required");
+
+  auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app);
+  if (!made) return fail("train", made.status().message());
+  Run& r = made.value();
+  train::TrainSettings& s = r.settings;
+  train::TrainModel& m = *r.model;
+
+  // Data: --data (default on resume: the checkpoint's), --val (default: the .val.bin sibling).
+  if (!f.data.empty()) s.data_path = f.data;
+  if (s.data_path.empty()) return usage("--data is required");
+  if (!f.val.empty())
+    s.val_path = f.val;
+  else if (!r.resumed && std::filesystem::exists(train::val_path_for(s.data_path)) &&
+           train::is_token_file(s.data_path))
+    s.val_path = train::val_path_for(s.data_path);
+  auto data = train::open_training_data(s.data_path, *r.tokenizer);
+  if (!data) return fail("train", data.status().message());
+  const int64_t n_vocab = m.config().n_vocab;
+  if (Status st = train::check_vocabulary(data.value(), *r.tokenizer, n_vocab, s.data_path); !st)
+    return fail("train", st.message());
+  s.tokenizer_fingerprint = data.value().header().tokenizer_hash;
+  std::optional<TokenFile> val;
+  if (!s.val_path.empty()) {
+    auto v = train::open_training_data(s.val_path, *r.tokenizer);
+    if (!v) return fail("train", v.status().message());
+    if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab, s.val_path); !st)
+      return fail("train", st.message());
+    if (Status st =
+            DataLoader::check(v.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
+        !st)
+      return fail("train", st.message());
+    val = std::move(v).value();
   }
+  if (Status st =
+          DataLoader::check(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
+      !st)
+    return fail("train", st.message());
+  DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
+                    f.prefetch);
+  std::optional<SequentialBatches> val_batches;
+  if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
+
+  train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip};
+  train::Trainer trainer(m, *r.optimizer, loader, topts);
+  int64_t first_step = 0;
+  if (r.resumed) {
+    const train::TrainProgress& p = r.resumed->progress();
+    try {
+      loader.restore(p.loader);
+    } catch (const Error& e) {
+      return fail("train", r.resumed->path() + ": " + e.what());
+    }
+    trainer.set_progress(p.step, p.tokens);
+    first_step = p.step;
+  }
+
+  std::unique_ptr<train::MetricsLog> metrics;
+  if (!f.metrics.empty()) {
+    auto ml = train::MetricsLog::open(f.metrics, r.resumed ? first_step : -1);
+    if (!ml) return fail("train", ml.status().message());
+    metrics = std::move(ml).value();
+  }
+  if (!f.ckpt_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(f.ckpt_dir, ec);
+    if (!std::filesystem::is_directory(f.ckpt_dir))
+      return fail("train", "cannot create --checkpoint-dir '" + f.ckpt_dir + "'");
+  }
+
+  // The GEMMs are threaded by OpenBLAS, the attention loops by our pool; they never overlap.
+  openblas_set_num_threads(f.threads);
+  m.set_threads(f.threads);
+  std::fprintf(stderr,
+               "train: %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
+               "%s, %lld steps\n",
+               m.params().size(), static_cast<unsigned long long>(data.value().size()),
+               val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
+               static_cast<long long>(s.batch), static_cast<long long>(s.seq),
+               static_cast<long long>(s.accum), r.optimizer->name(),
+               static_cast<long long>(s.steps));
+
+  std::vector<train::MetricsRecord> history;
+  auto save = [&](int64_t step) -> Status {
+    const auto t0 = Clock::now();
+    const std::string path = train::checkpoint_path(f.ckpt_dir, step);
+    train::TrainProgress p{step, trainer.tokens(), loader.state()};
+    NEXUS_RETURN_IF_ERROR(
+        train::save_checkpoint(path, s, p, m, *r.optimizer, r.tokenizer_gguf.get()));
+    NEXUS_RETURN_IF_ERROR(train::prune_checkpoints(f.ckpt_dir, f.keep));
+    std::fprintf(stderr, "checkpoint %s (%.1f MB, %.3f s)\n", path.c_str(),
+                 static_cast<double>(std::filesystem::file_size(path)) / 1e6,
+                 std::chrono::duration<double>(Clock::now() - t0).count());
+    return Status::ok();
+  };
+
+  const auto t0 = Clock::now();
+  profile::Session profiling(prof);
+  while (!trainer.done()) {
+    const train::StepStats st = trainer.step();
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    const int64_t done_here = st.step - first_step;
+    train::MetricsRecord rec;
+    rec.step = st.step;
+    rec.loss = st.loss;
+    rec.lr = st.lr;
+    rec.grad_norm = st.grad_norm;
+    rec.tokens = st.tokens;
+    rec.elapsed_s = secs;
+    rec.tokens_per_s =
+        static_cast<double>(done_here * s.batch * s.seq * s.accum) / std::max(secs, 1e-9);
+    const bool last = trainer.done();
+    if (val_batches && (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
+      rec.val_loss = trainer.evaluate(*val_batches, f.eval_batches);
+    std::string val_str;
+    if (rec.val_loss) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "  val %.4f", *rec.val_loss);
+      val_str = buf;
+    }
+    std::fprintf(
+        stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
+        static_cast<long long>(st.step), static_cast<long long>(s.steps), st.loss, val_str.c_str(),
+        st.lr, st.grad_norm, rec.tokens_per_s,
+        eta_string(secs / static_cast<double>(done_here) * static_cast<double>(s.steps - st.step))
+            .c_str());
+    history.push_back(rec);
+    if (metrics)
+      if (Status ms = metrics->append(rec); !ms) return fail("train", ms.message());
+    if (!f.ckpt_dir.empty() && (last || (f.ckpt_interval > 0 && st.step % f.ckpt_interval == 0)))
+      if (Status cs = save(st.step); !cs) return fail("train", cs.message());
+  }
+  if (first_step == s.steps && !f.ckpt_dir.empty())
+    std::fprintf(stderr, "train: the checkpoint is at the final step; nothing to train\n");
   if (Status ps = profiling.finish(); !ps) return fail("train", ps.message());
-  const Status st = m.export_gguf(out, &tok_file.value());
-  if (!st) return fail("train", st.message());
-  std::printf("wrote %s\n", out.c_str());
+
+  if (!f.plot.empty()) {
+    if (metrics) {  // the whole run, resumes included
+      metrics.reset();
+      auto all = train::read_metrics(f.metrics);
+      if (all) history = std::move(all).value();
+    }
+    if (Status ps = train::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
+      return fail("train", ps.message());
+  }
+  if (!f.out.empty()) {
+    const Status st = m.export_gguf(f.out, r.tokenizer_gguf.get());
+    if (!st) return fail("train", st.message());
+    std::printf("wrote %s\n", f.out.c_str());
+  }
   return 0;
 }
 
-Register reg({"train", "train or fine-tune a llama model on a text file (CPU, F32)", train_main});
+Register reg({"train", "train or fine-tune a llama model (CPU, F32)", train_main});
 
 }  // namespace
 }  // namespace nexus::cli

@@ -1,0 +1,106 @@
+// Metrics JSONL writing and reading (nlohmann::json) and the loss plot (svg_line_chart.h).
+#include "train/metrics.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "io/mapped_file.h"
+#include "profile/svg_line_chart.h"
+
+namespace nexus::train {
+namespace {
+
+std::optional<MetricsRecord> parse_line(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) return std::nullopt;
+  MetricsRecord r;
+  auto num = [&](const char* key, double fallback) {
+    return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+  };
+  r.step = j["step"].get<int64_t>();
+  r.loss = num("loss", NAN);
+  r.lr = num("lr", NAN);
+  r.grad_norm = num("grad_norm", NAN);
+  r.tokens_per_s = num("tokens_per_s", NAN);
+  r.tokens = static_cast<int64_t>(num("tokens", 0));
+  r.elapsed_s = num("elapsed_s", NAN);
+  if (j.contains("val_loss") && j["val_loss"].is_number()) r.val_loss = j["val_loss"].get<double>();
+  return r;
+}
+
+}  // namespace
+
+std::string to_json_line(const MetricsRecord& r) {
+  nlohmann::ordered_json j;
+  j["step"] = r.step;
+  j["loss"] = r.loss;
+  j["lr"] = r.lr;
+  j["grad_norm"] = r.grad_norm;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["tokens"] = r.tokens;
+  j["elapsed_s"] = r.elapsed_s;
+  if (r.val_loss) j["val_loss"] = *r.val_loss;
+  return j.dump();
+}
+
+Result<std::unique_ptr<MetricsLog>> MetricsLog::open(const std::string& path,
+                                                     int64_t keep_through_step) {
+  if (keep_through_step >= 0 && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::string kept, line;
+    while (std::getline(in, line)) {
+      auto r = parse_line(line);
+      if (r && r->step <= keep_through_step) kept += line + "\n";
+    }
+    NEXUS_RETURN_IF_ERROR(write_file_atomic(path, kept.data(), kept.size()));
+  }
+  std::unique_ptr<MetricsLog> log(new MetricsLog());
+  log->path_ = path;
+  log->f_ = std::fopen(path.c_str(), "a");
+  if (!log->f_) return Status::error("cannot open --metrics file '" + path + "' for appending");
+  return log;
+}
+
+MetricsLog::~MetricsLog() {
+  if (f_) std::fclose(f_);
+}
+
+Status MetricsLog::append(const MetricsRecord& r) {
+  const std::string line = to_json_line(r) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    return Status::error("cannot write metrics to '" + path_ + "'");
+  return Status::ok();
+}
+
+Result<std::vector<MetricsRecord>> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::error("cannot read metrics file '" + path + "'");
+  std::vector<MetricsRecord> out;
+  std::string line;
+  while (std::getline(in, line))
+    if (auto r = parse_line(line)) out.push_back(*r);
+  return out;
+}
+
+Status write_loss_plot(const std::vector<MetricsRecord>& records, const std::string& path,
+                       const std::string& title) {
+  LineChart chart;
+  chart.title = title;
+  chart.x_label = "step";
+  chart.y_label = "loss";
+  LineSeries train{"train loss", {}, {}, false}, val{"validation loss", {}, {}, true};
+  for (const MetricsRecord& r : records) {
+    train.x.push_back(static_cast<double>(r.step));
+    train.y.push_back(r.loss);
+    if (r.val_loss) {
+      val.x.push_back(static_cast<double>(r.step));
+      val.y.push_back(*r.val_loss);
+    }
+  }
+  chart.series.push_back(std::move(train));
+  if (!val.x.empty()) chart.series.push_back(std::move(val));
+  return write_line_chart_svg(chart, path);
+}
+
+}  // namespace nexus::train

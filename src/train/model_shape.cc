@@ -1,0 +1,77 @@
+// Shape and byte-size parsing for the training commands.
+#include "train/model_shape.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+namespace nexus::train {
+
+Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag) {
+  std::vector<int64_t> v;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      v.push_back(std::stoll(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return Status::error(flag + ": '" + item + "' is not an integer");
+    }
+  }
+  if (v.size() != 5 && v.size() != 6)
+    return Status::error(flag + " wants dim,layers,heads,kv_heads,ffn[,vocab], got '" + spec + "'");
+  for (int64_t x : v)
+    if (x <= 0) return Status::error(flag + ": every value must be > 0 ('" + spec + "')");
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.arch_name = "llama";
+  c.dim = v[0];
+  c.n_layers = v[1];
+  c.n_heads = v[2];
+  c.n_kv_heads = v[3];
+  c.ffn_dim = v[4];
+  c.n_vocab = v.size() == 6 ? v[5] : 0;
+  if (c.dim % c.n_heads != 0) return Status::error(flag + ": dim must be a multiple of heads");
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_dim = c.head_dim;
+  c.tied_output = true;
+  return c;
+}
+
+Result<uint64_t> parse_byte_size(const std::string& text) {
+  const auto bad = Status::error("'" + text + "' is not a size (e.g. 4GiB, 512MiB, 1.5GB)");
+  size_t used = 0;
+  double value;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return bad;
+  }
+  std::string unit;
+  for (size_t i = used; i < text.size(); ++i)
+    if (!std::isspace(static_cast<unsigned char>(text[i])))
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  double mult = 0;
+  const char* names[] = {"", "b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"};
+  const double mults[] = {1, 1, 1e3, 1e6, 1e9, 1e12, 0x1p10, 0x1p20, 0x1p30, 0x1p40};
+  for (size_t i = 0; i < std::size(names); ++i)
+    if (unit == names[i]) mult = mults[i];
+  if (mult == 0 || !(value > 0) || !std::isfinite(value) || value * mult >= 0x1p63) return bad;
+  return static_cast<uint64_t>(value * mult);
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace nexus::train

@@ -1,0 +1,24 @@
+// Model shapes given on the command line: "dim,layers,heads,kv_heads,ffn[,vocab]" as a llama
+// config (tied output, head_dim = dim / heads, full-width RoPE), and byte sizes like "4GiB".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nexus/model.h"
+#include "nexus/status.h"
+
+namespace nexus::train {
+
+// A llama config from "dim,layers,heads,kv_heads,ffn[,vocab]" (vocab 0 when left out); errors
+// name the flag `flag` and the bad part.
+Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag = "--shape");
+
+// "4GiB", "512MiB", "1.5GB", "64KiB", "123" (bytes): units B, KB/MB/GB/TB (powers of 1000) and
+// KiB/MiB/GiB/TiB (powers of 1024), case-insensitive; errors quote the text.
+Result<uint64_t> parse_byte_size(const std::string& text);
+
+// "1.50 GiB", "12.0 MiB", "640 B": the largest binary unit that keeps the number >= 1.
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace nexus::train

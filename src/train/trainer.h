@@ -1,0 +1,67 @@
+// The training loop as a library: gradient accumulation over micro-batches from a DataLoader,
+// clipping, the optimizer step at the scheduled learning rate, validation passes, and hooks for
+// the caller's logging and checkpoints. `nexus train` is a thin shell around it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "nexus/status.h"
+#include "train/data_loader.h"
+#include "train/optimizer.h"
+#include "train/train_model.h"
+
+namespace nexus::train {
+
+struct TrainerOptions {
+  int64_t steps = 100;  // optimizer steps in the whole run (the schedule's length)
+  int64_t accum = 1;    // micro-batches per optimizer step
+  LrSchedule schedule;
+  float clip = 1.0f;  // global gradient-norm limit; 0 = off (the norm is still measured)
+};
+
+// What one optimizer step did.
+struct StepStats {
+  int64_t step = 0;  // 1-based number of this step
+  float loss = 0;    // mean loss over the step's micro-batches
+  float lr = 0;
+  float grad_norm = 0;     // before clipping
+  int64_t tokens = 0;      // tokens trained on so far, this step included
+  double seconds = 0;      // wall time of this step
+  double data_wait_s = 0;  // of which waiting for the loader
+};
+
+class Trainer {
+ public:
+  // All referenced objects must outlive the trainer. The loader's batch must fit the model.
+  Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
+          const TrainerOptions& options);
+
+  // Zeroes the gradients and adds those of the next `accum` micro-batches, scaled by 1/accum so
+  // that they are the mean over micro-batches (backward() adds d(mean loss of one micro-batch)).
+  // Returns the mean loss. Does not touch the parameters; step() calls it.
+  float accumulate();
+  // One optimizer step: accumulate(), clip, update at schedule.at(step_index()).
+  StepStats step();
+  // Mean validation loss (weighted by tokens) over the first `max_batches` batches of `val` (0:
+  // all of them); the pass restarts from the beginning each call. Leaves the gradients alone.
+  float evaluate(SequentialBatches& val, int64_t max_batches);
+
+  int64_t step_index() const { return step_; }  // optimizer steps completed
+  int64_t tokens() const { return tokens_; }
+  // Sets the position after a resume (the loader and optimizer are restored by the caller).
+  void set_progress(int64_t step, int64_t tokens) { step_ = step, tokens_ = tokens; }
+  bool done() const { return step_ >= opts_.steps; }
+  const TrainerOptions& options() const { return opts_; }
+
+ private:
+  TrainModel& model_;
+  Optimizer& opt_;
+  DataLoader& loader_;
+  TrainerOptions opts_;
+  int64_t step_ = 0, tokens_ = 0;
+  double wait_ = 0;
+};
+
+}  // namespace nexus::train
