@@ -218,6 +218,15 @@ TEST(TrainModel, Gpt2RandomInitAndValidation) {
   EXPECT_NE(m.value()->param("position_embd.weight").data_as<float>()[5], 0.0f);
   std::vector<int32_t> tok(16, 3);
   EXPECT_GT(m.value()->forward(tok, tok, 2, 8), 0.0f);
+  // A new model exports as a gpt2 file with its whole position table.
+  const std::string path = temp_path("nexus_train_gpt2_new.gguf");
+  ASSERT_TRUE(m.value()->export_gguf(path).is_ok());
+  auto loaded = Model::load(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  EXPECT_EQ(loaded.value()->config().arch, Arch::kGpt2);
+  EXPECT_EQ(loaded.value()->config().n_ctx_train, 32);
+  EXPECT_EQ(loaded.value()->config().norm_eps, c.norm_eps);
+  std::filesystem::remove(path);
 
   ModelConfig short_ctx = c;
   short_ctx.n_ctx_train = 6;
