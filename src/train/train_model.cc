@@ -154,7 +154,8 @@ void TrainModel::layout_activations() {
     act_.dres = A(n * d, scr);
     act_.dln = A(n * d, scr);
     act_.dhact = A(n * f, scr);
-    act_.du = gpt2 ? nullptr : A(n * f, scr);  // gpt2's (and llama's dg) reuse the block's hact
+    // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
+    act_.du = gpt2 ? nullptr : A(n * f, scr);
     act_.datty = A(n * qw, scr);
     act_.dq = A(n * qw, scr);
     act_.dk = A(n * kvw, scr);
