@@ -173,11 +173,109 @@ def run_case(case):
           f"{sum(p.numel() for _, p in params)} params")
 
 
+# ---- Optimizers other than AdamW: SGD (torch.optim.SGD) and Adafactor (reference below) ----
+# NAME.opt.gguf holds, for the batch of NAME.ref.gguf:
+#   opt.sgd.losses, opt.adafactor.losses (f32 arrays)   loss before each of 20 steps
+#   opt.sgd.{lr,momentum,weight_decay,clip} (f32), opt.sgd.nesterov (u32 0/1)
+#   opt.adafactor.{lr,decay,eps1,clip_threshold,weight_decay,clip} (f32)
+# Weight decay applies to tensors of rank >= 2 only, as in the trainer. The learning rates keep the
+# trajectories well conditioned: with Adafactor at lr 1e-2 on llama_tied, a 1e-6 relative
+# perturbation of the gradients moves the later losses by 1.5e-3, beyond any float32 comparison.
+OPT_CASES = {
+    "llama_tied": dict(sgd=dict(lr=0.05, momentum=0.9, nesterov=False, weight_decay=0.01),
+                       adafactor=dict(lr=3e-3, decay=-0.8, eps1=1e-30, clip_threshold=1.0,
+                                      weight_decay=0.1)),
+    "llama_untied": dict(sgd=dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+                         adafactor=dict(lr=1e-2, decay=-0.8, eps1=1e-30, clip_threshold=1.0,
+                                        weight_decay=0.0)),
+}
+
+
+def adafactor_reference(params, grads, state, t, o):
+    """One Adafactor step, Shazeer & Stern (2018) Alg. 4 (matrices) and 5 (vectors), beta1 = 0,
+    written with the paper's row / column sums: R = b R + (1-b) (G^2 + e1) 1, C likewise with 1^T,
+    V = R C / (1^T R); U = G / sqrt(V); U /= max(1, RMS(U) / d); X -= lr U (decoupled decay
+    X -= lr wd X first, on matrices)."""
+    b = 1.0 - t ** o["decay"]
+    with torch.no_grad():
+        for k, (p, g) in enumerate(zip(params, grads)):
+            g2 = g * g + o["eps1"]
+            if p.dim() >= 2:
+                g2m = g2.reshape(-1, g2.shape[-1])
+                R, C = state.get(k, (torch.zeros(g2m.shape[0]), torch.zeros(g2m.shape[1])))
+                R = b * R + (1 - b) * g2m.sum(dim=1)
+                C = b * C + (1 - b) * g2m.sum(dim=0)
+                state[k] = (R, C)
+                V = (torch.outer(R, C) / R.sum()).reshape(g.shape)
+            else:
+                V = b * state.get(k, torch.zeros_like(g)) + (1 - b) * g2
+                state[k] = V
+            U = g / torch.sqrt(V)
+            U = U / max(1.0, torch.sqrt(torch.mean(U * U)).item() / o["clip_threshold"])
+            if p.dim() >= 2 and o["weight_decay"] != 0.0:
+                p -= o["lr"] * o["weight_decay"] * p
+            p -= o["lr"] * U
+
+
+def optimizer_trajectory(cfg, case, tokens, targets, kind, o):
+    w = make_weights(cfg, np.random.default_rng(case["seed"]))  # the weights run_case starts from
+    params = [p for _, p in named_params(cfg, w)]
+    for p in params:
+        p.requires_grad_(True)
+    if kind == "sgd":
+        decay = [p for p in params if p.dim() >= 2]
+        no_decay = [p for p in params if p.dim() < 2]
+        opt = torch.optim.SGD([dict(params=decay, weight_decay=o["weight_decay"]),
+                               dict(params=no_decay, weight_decay=0.0)],
+                              lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"])
+    state, losses = {}, []
+    for t in range(1, OPT["steps"] + 1):
+        for p in params:
+            p.grad = None
+        l = loss_fn(cfg, w, tokens, targets)
+        l.backward()
+        torch.nn.utils.clip_grad_norm_(params, OPT["clip"])
+        if kind == "sgd":
+            opt.step()
+        else:
+            adafactor_reference(params, [p.grad for p in params], state, t, o)
+        losses.append(l.item())
+    assert losses[-1] < losses[0], f"the {kind} reference trajectory should descend"
+    return losses
+
+
+def run_optimizer_case(case):
+    cfg = gm.full_config({k: v for k, v in case.items() if k not in ("batch", "seq", "seed")})
+    rng = np.random.default_rng(case["seed"])
+    make_weights(cfg, rng)  # advance the generator exactly as run_case does
+    B, T = case["batch"], case["seq"]
+    tokens = rng.integers(0, cfg["n_vocab"], size=(B, T))
+    targets = np.concatenate([tokens[:, 1:], rng.integers(0, cfg["n_vocab"], size=(B, 1))], 1)
+    ref = gm.GgufWriter()
+    ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-optimizer-reference")
+    ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
+    ref.add("opt.clip", gm.GGUF_F32, OPT["clip"])
+    for kind, o in OPT_CASES[case["name"]].items():
+        losses = optimizer_trajectory(cfg, case, tokens, targets, kind, o)
+        ref.add_array(f"opt.{kind}.losses", gm.GGUF_F32, losses)
+        for k, v in o.items():
+            if isinstance(v, bool):
+                ref.add(f"opt.{kind}.{k}", gm.GGUF_U32, int(v))
+            else:
+                ref.add(f"opt.{kind}.{k}", gm.GGUF_F32, v)
+        print(f"{case['name']} {kind}: loss {losses[0]:.6f} -> {losses[-1]:.6f}")
+    with open(os.path.join(OUT, case["name"] + ".opt.gguf"), "wb") as f:
+        f.write(ref.serialize())
+
+
 def main():
     torch.set_default_dtype(torch.float64)
     os.makedirs(OUT, exist_ok=True)
     for case in CASES:
         run_case(case)
+    for case in CASES:
+        if case["name"] in OPT_CASES:
+            run_optimizer_case(case)
 
 
 if __name__ == "__main__":

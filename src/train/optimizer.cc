@@ -1,4 +1,5 @@
-// AdamW, gradient clipping and LR schedules (see optimizer.h).
+// AdamW, gradient clipping, LR schedules and the optimizer factory (see optimizer.h). The element
+// loops live in optimizer_kernels*.cc (scalar and AVX2).
 #include "train/optimizer.h"
 
 #include <algorithm>
@@ -7,15 +8,62 @@
 #include <numbers>
 
 #include "core/allocator.h"
+#include "train/optimizer_kernels.h"
 
 namespace nexus::train {
 
-AdamW::AdamW(const TrainModel& model, const AdamWOptions& opts) : opts_(opts) {
-  for (const ParamInfo& info : model.tensors()) {
-    ranges_.push_back(
+void Optimizer::set_threads(int n) {
+  NEXUS_CHECK(n >= 1, "[optimizer] threads must be >= 1, got " + std::to_string(n));
+  pool_ = n > 1 ? std::make_unique<ThreadPool>(n) : nullptr;
+}
+
+size_t Optimizer::state_bytes() {
+  size_t bytes = 0;
+  for (const StateBuffer& b : state()) bytes += b.data.size() * sizeof(float);
+  return bytes;
+}
+
+std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t* n_out) {
+  std::vector<ParamRange> out;
+  size_t n = 0;
+  for (const ParamInfo& info : tensors) {
+    out.push_back(
         {info.offset, info.offset + static_cast<size_t>(info.numel), info.shape.size() >= 2});
-    n_ = std::max(n_, ranges_.back().end);
+    n = std::max(n, out.back().end);
   }
+  if (n_out) *n_out = n;
+  return out;
+}
+
+namespace {
+
+// `ranges` cut into pieces of at most kChunk elements: the units threads claim.
+std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges) {
+  std::vector<ParamRange> out;
+  for (const ParamRange& r : ranges)
+    for (size_t b = r.begin; b < r.end; b += kernels::kChunk)
+      out.push_back({b, std::min(r.end, b + kernels::kChunk), r.decay});
+  return out;
+}
+
+// fn(i) for i in [0, n), on the pool when there is one.
+template <typename Fn>
+void for_each_chunk(ThreadPool* pool, size_t n, const Fn& fn) {
+  if (pool == nullptr) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool->parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(static_cast<size_t>(i));
+  });
+}
+
+}  // namespace
+
+AdamW::AdamW(const TrainModel& model, const AdamWOptions& opts) : AdamW(model.tensors(), opts) {}
+
+AdamW::AdamW(std::span<const ParamInfo> tensors, const AdamWOptions& opts) : opts_(opts) {
+  chunks_ = chunked(param_ranges(tensors, &n_));
   state_ =
       static_cast<float*>(aligned_alloc_counted(2 * n_ * sizeof(float), MemCategory::kOptimizer));
   std::memset(state_, 0, 2 * n_ * sizeof(float));
@@ -28,37 +76,56 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
               "[adamw] expected " + std::to_string(n_) + " parameters and gradients, got " +
                   std::to_string(params.size()) + " and " + std::to_string(grads.size()));
   ++t_;
-  const float b1 = opts_.beta1, b2 = opts_.beta2;
   // Bias corrections in double: 1 - beta^t loses digits in f32 once beta^t is close to 1.
-  const float step_size =
-      static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(b1), static_cast<double>(t_))));
-  const float inv_bc2_sqrt = static_cast<float>(
-      1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(b2), static_cast<double>(t_))));
+  const double t = static_cast<double>(t_);
+  kernels::AdamWCoef k{};
+  k.b1 = opts_.beta1;
+  k.b2 = opts_.beta2;
+  k.step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(opts_.beta1), t)));
+  k.inv_bc2_sqrt =
+      static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(opts_.beta2), t)));
+  k.eps = opts_.eps;
+  const float keep_decay = 1.0f - lr * opts_.weight_decay;
+  const cpu::Isa isa = cpu::active_isa();
+  float* p = params.data();
+  const float* g = grads.data();
   float* m = state_;
   float* v = state_ + n_;
-  for (const Range& r : ranges_) {
-    const float keep = r.decay ? 1.0f - lr * opts_.weight_decay : 1.0f;
-    for (size_t i = r.begin; i < r.end; ++i) {
-      const float g = grads[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * g;
-      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      params[i] =
-          params[i] * keep - step_size * m[i] / (std::sqrt(v[i]) * inv_bc2_sqrt + opts_.eps);
-    }
-  }
+  for_each_chunk(pool_.get(), chunks_.size(), [&](size_t c) {
+    const ParamRange& r = chunks_[c];
+    kernels::AdamWCoef kc = k;
+    kc.keep = r.decay ? keep_decay : 1.0f;
+    kernels::adamw(isa, p + r.begin, g + r.begin, m + r.begin, v + r.begin, r.end - r.begin, kc);
+  });
 }
 
 std::vector<StateBuffer> AdamW::state() {
   return {{"adamw.m", {state_, n_}}, {"adamw.v", {state_ + n_, n_}}};
 }
 
-float clip_grad_norm(std::span<float> grads, float max_norm) {
+float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool) {
+  const cpu::Isa isa = cpu::active_isa();
+  const size_t n = grads.size();
+  const size_t n_chunks = (n + kernels::kChunk - 1) / kernels::kChunk;
+  std::vector<double> partial(n_chunks);
+  float* g = grads.data();
+  auto range = [&](size_t c) {
+    const size_t b = c * kernels::kChunk;
+    return std::pair<size_t, size_t>{b, std::min(n, b + kernels::kChunk) - b};
+  };
+  for_each_chunk(pool, n_chunks, [&](size_t c) {
+    const auto [b, len] = range(c);
+    partial[c] = kernels::sumsq(isa, g + b, len);
+  });
   double ss = 0.0;
-  for (float g : grads) ss += static_cast<double>(g) * g;
+  for (double s : partial) ss += s;  // fixed order: independent of the thread count
   const float norm = static_cast<float>(std::sqrt(ss));
   const float coef = max_norm / (norm + 1e-6f);
   if (coef < 1.0f)
-    for (float& g : grads) g *= coef;
+    for_each_chunk(pool, n_chunks, [&](size_t c) {
+      const auto [b, len] = range(c);
+      kernels::scale(isa, g + b, len, coef);
+    });
   return norm;
 }
 
@@ -75,14 +142,58 @@ float LrSchedule::at(int64_t step) const {
   return min_lr + static_cast<float>(k) * (lr - min_lr);
 }
 
-}  // namespace nexus::train
+namespace {
 
-namespace nexus::train {
+// An error naming the setting when `ok` is false (NaN fails every check).
+Status check(bool ok, const std::string& opt, const std::string& what, float value) {
+  if (ok) return Status::ok();
+  return Status::error("[train] " + opt + " " + what + ", got " + std::to_string(value));
+}
 
-Result<std::unique_ptr<Optimizer>> make_optimizer(const TrainModel& model,
+Status validate(const OptimizerOptions& o) {
+  const AdamWOptions& a = o.adamw;
+  if (o.name == "adamw") {
+    for (Status c :
+         {check(a.beta1 >= 0.0f && a.beta1 < 1.0f, "adamw", "beta1 must be in [0, 1)", a.beta1),
+          check(a.beta2 >= 0.0f && a.beta2 < 1.0f, "adamw", "beta2 must be in [0, 1)", a.beta2),
+          check(a.eps >= 0.0f, "adamw", "eps must be >= 0", a.eps),
+          check(a.weight_decay >= 0.0f, "adamw", "weight decay must be >= 0", a.weight_decay)})
+      if (!c.is_ok()) return c;
+  } else if (o.name == "sgd") {
+    for (Status c : {check(o.momentum >= 0.0f, "sgd", "momentum must be >= 0", o.momentum),
+                     check(!o.nesterov || o.momentum > 0.0f, "sgd", "nesterov needs a momentum > 0",
+                           o.momentum),
+                     check(o.sgd_weight_decay >= 0.0f, "sgd", "weight decay must be >= 0",
+                           o.sgd_weight_decay)})
+      if (!c.is_ok()) return c;
+  } else if (o.name == "adafactor") {
+    for (Status c :
+         {check(o.adafactor_decay < 0.0f, "adafactor", "decay must be < 0", o.adafactor_decay),
+          check(o.adafactor_eps1 >= 0.0f, "adafactor", "eps1 must be >= 0", o.adafactor_eps1),
+          check(o.adafactor_clip > 0.0f, "adafactor", "clip threshold must be > 0",
+                o.adafactor_clip),
+          check(o.adafactor_weight_decay >= 0.0f, "adafactor", "weight decay must be >= 0",
+                o.adafactor_weight_decay)})
+      if (!c.is_ok()) return c;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,
                                                   const OptimizerOptions& opts) {
-  if (opts.name == "adamw") return std::unique_ptr<Optimizer>(new AdamW(model, opts.adamw));
-  return Status::error("[train] unknown optimizer '" + opts.name + "' (known: adamw)");
+  if (Status s = validate(opts); !s.is_ok()) return s;
+  if (opts.name == "adamw") return std::unique_ptr<Optimizer>(new AdamW(tensors, opts.adamw));
+  if (opts.name == "sgd")
+    return std::unique_ptr<Optimizer>(
+        new Sgd(tensors, {opts.momentum, opts.nesterov, opts.sgd_weight_decay}));
+  if (opts.name == "adafactor")
+    return std::unique_ptr<Optimizer>(
+        new Adafactor(tensors, {opts.adafactor_decay, opts.adafactor_eps1, opts.adafactor_clip,
+                                opts.adafactor_weight_decay}));
+  return Status::error("[train] unknown optimizer '" + opts.name +
+                       "' (known: adamw, sgd, adafactor)");
 }
 
 }  // namespace nexus::train

@@ -1,13 +1,15 @@
-// AdamW with decoupled weight decay over the flat parameter / gradient arrays, global-norm
+// The optimizer seam (AdamW, SGD with momentum, Adafactor behind one interface), global-norm
 // gradient clipping, and learning-rate schedules (warmup then cosine, linear or constant).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "train/train_model.h"
 
 namespace nexus::train {
@@ -17,6 +19,19 @@ struct AdamWOptions {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;  // applied to tensors of rank >= 2 only (not norms)
+};
+
+struct SgdOptions {
+  float momentum = 0.9f;      // 0 turns the buffer into a copy of the gradient (plain SGD)
+  bool nesterov = false;      // step along g + momentum * buf instead of buf
+  float weight_decay = 0.0f;  // coupled (added to the gradient, as torch.optim.SGD); rank >= 2
+};
+
+struct AdafactorOptions {
+  float decay = -0.8f;        // beta2_t = 1 - t^decay
+  float eps1 = 1e-30f;        // added to the squared gradient
+  float clip = 1.0f;          // update RMS clipping threshold d: u / max(1, rms(u) / d)
+  float weight_decay = 0.0f;  // decoupled (p -= lr wd p); rank >= 2 only
 };
 
 // The optimizer seam: every optimizer updates the flat parameter array from the flat gradient
@@ -36,41 +51,122 @@ class Optimizer {
   virtual std::vector<StateBuffer> state() = 0;
   int64_t steps() const { return t_; }
   void set_steps(int64_t t) { t_ = t; }
+  // Threads (our ThreadPool, the caller included) for step(); default 1. Work is split by fixed
+  // element ranges, so the result does not depend on the thread count.
+  void set_threads(int n);
+  ThreadPool* pool() const { return pool_.get(); }
+  // Total bytes of state().
+  size_t state_bytes();
 
  protected:
   int64_t t_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
 };
+
+// One parameter tensor's place in the flat arrays, and whether weight decay applies to it
+// (rank >= 2: matrices and embeddings, not norm weights).
+struct ParamRange {
+  size_t begin, end;
+  bool decay;
+};
+// The ranges of `tensors` (in their order) and the flat size (max end).
+std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t* n_out);
 
 // AdamW state: first and second moments in one allocation (2 x n_params floats).
 class AdamW final : public Optimizer {
  public:
   // Sized for `model`'s parameters; the decay mask follows its tensor table.
   AdamW(const TrainModel& model, const AdamWOptions& opts);
+  AdamW(std::span<const ParamInfo> tensors, const AdamWOptions& opts);
   ~AdamW() override;
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
   // One update of params from grads at learning rate `lr`, as torch.optim.AdamW does it:
-  // p -= lr wd p; m, v moments; p -= lr m_hat / (sqrt(v_hat) + eps). One pass over the arrays.
+  // p -= lr wd p; m, v moments; p -= lr m_hat / (sqrt(v_hat) + eps). One pass over the arrays,
+  // AVX2 when the CPU has it (bit-identical to the scalar path), threaded by set_threads().
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
   const char* name() const override { return "adamw"; }
   std::vector<StateBuffer> state() override;
   const AdamWOptions& options() const { return opts_; }
 
  private:
-  struct Range {
-    size_t begin, end;
-    bool decay;
-  };
   AdamWOptions opts_;
-  std::vector<Range> ranges_;
+  std::vector<ParamRange> chunks_;  // tensor ranges cut into pieces of at most kChunk elements
   size_t n_ = 0;
   float* state_ = nullptr;  // m then v
 };
 
+// torch.optim.SGD with momentum (dampening 0): d = g + wd p (rank >= 2); buf = mu buf + d;
+// p -= lr (nesterov ? d + mu buf : buf). State: one momentum buffer of n_params floats.
+class Sgd final : public Optimizer {
+ public:
+  Sgd(std::span<const ParamInfo> tensors, const SgdOptions& opts);
+  ~Sgd() override;
+  Sgd(const Sgd&) = delete;
+  Sgd& operator=(const Sgd&) = delete;
+
+  void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  const char* name() const override { return "sgd"; }
+  std::vector<StateBuffer> state() override;
+  const SgdOptions& options() const { return opts_; }
+
+ private:
+  SgdOptions opts_;
+  std::vector<ParamRange> chunks_;
+  size_t n_ = 0;
+  float* buf_ = nullptr;
+};
+
+// Adafactor (Shazeer & Stern 2018) at a given lr, without momentum, relative step or parameter
+// scaling (as HF transformers' Adafactor(relative_step=False, scale_parameter=False,
+// warmup_init=False, beta1=None)). A matrix [n, m] keeps running means of g^2 + eps1 over its
+// rows (n floats) and columns (m floats) and uses V = R C / mean(R); a vector keeps V itself.
+// Tensors of rank > 2 are factored as [numel / last, last]. u = g / sqrt(V) is divided by
+// max(1, rms(u) / clip) per tensor. Matrices are threaded by blocks of rows fixed by the shape.
+class Adafactor final : public Optimizer {
+ public:
+  Adafactor(std::span<const ParamInfo> tensors, const AdafactorOptions& opts);
+  ~Adafactor() override;
+  Adafactor(const Adafactor&) = delete;
+  Adafactor& operator=(const Adafactor&) = delete;
+
+  void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  const char* name() const override { return "adafactor"; }
+  // "adafactor.row" (every factored tensor's row means, in tensor order), "adafactor.col"
+  // (column means) and "adafactor.v" (vectors' full second moments).
+  std::vector<StateBuffer> state() override;
+  const AdafactorOptions& options() const { return opts_; }
+
+ private:
+  struct Slot {
+    size_t begin;        // in the flat arrays
+    int64_t rows, cols;  // cols == 0: unfactored vector of `rows` elements
+    size_t state;        // offset of its row values (or v) in the row (or v) part of state_
+    size_t col_state;    // offset of its column values in the column part of state_
+    bool decay;
+  };
+  // Blocks of rows a factored [n, m] tensor is cut into: about n m / 64 Ki, at most 64.
+  static constexpr int64_t kMaxRowBlocks = 64;
+  static int64_t row_blocks(int64_t n, int64_t m);
+  void run_blocks(int64_t nb, const std::function<void(int64_t)>& fn);
+  void step_factored(const Slot& s, float* p, const float* g, float lr, float beta2t);
+  void step_vector(const Slot& s, float* p, const float* g, float lr, float beta2t);
+
+  AdafactorOptions opts_;
+  std::vector<Slot> slots_;
+  size_t n_ = 0, n_rows_ = 0, n_cols_ = 0, n_v_ = 0;
+  float* state_ = nullptr;          // rows, then cols, then v
+  std::vector<double> col_part_;    // per row block column sums of the tensor being updated
+  std::vector<double> block_part_;  // per row block sums (row total, then sum of u^2)
+  std::vector<float> col_factor_;   // rsqrt(col) of the tensor being updated
+};
+
 // Scales grads so that their global L2 norm is at most max_norm (torch's clip_grad_norm_: factor
-// max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping.
-float clip_grad_norm(std::span<float> grads, float max_norm);
+// max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping. The sum of squares is
+// taken in double over fixed chunks combined in order, so the result does not depend on `pool`'s
+// thread count or the ISA (AVX2 and scalar paths are bit-identical).
+float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool = nullptr);
 
 enum class LrDecay { kConstant, kLinear, kCosine };
 
@@ -93,15 +189,21 @@ namespace nexus::train {
 struct OptimizerOptions {
   std::string name = "adamw";  // "adamw" | "sgd" | "adafactor"
   AdamWOptions adamw;
-  float momentum = 0.9f;        // sgd
-  float sgd_weight_decay = 0.0f;  // sgd, coupled (added to the gradient, as torch.optim.SGD)
-  float adafactor_decay = -0.8f;  // adafactor: beta2_t = 1 - t^decay
-  float adafactor_eps1 = 1e-30f;  // regularizes the squared gradient
-  float adafactor_clip = 1.0f;    // update RMS clipping threshold
+  float momentum = 0.9f;                // sgd
+  float sgd_weight_decay = 0.0f;        // sgd, coupled (added to the gradient, as torch.optim.SGD)
+  bool nesterov = false;                // sgd
+  float adafactor_decay = -0.8f;        // adafactor: beta2_t = 1 - t^decay
+  float adafactor_eps1 = 1e-30f;        // regularizes the squared gradient
+  float adafactor_clip = 1.0f;          // update RMS clipping threshold
+  float adafactor_weight_decay = 0.0f;  // decoupled, rank >= 2
 };
 
-// The optimizer named by opts.name for `model`, or an error naming the unknown optimizer.
-Result<std::unique_ptr<Optimizer>> make_optimizer(const TrainModel& model,
+// The optimizer named by opts.name for these tensors, or an error naming the unknown optimizer.
+Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,
                                                   const OptimizerOptions& opts);
+inline Result<std::unique_ptr<Optimizer>> make_optimizer(const TrainModel& model,
+                                                         const OptimizerOptions& opts) {
+  return make_optimizer(model.tensors(), opts);
+}
 
 }  // namespace nexus::train

@@ -1,0 +1,60 @@
+// The element loops of AdamW and gradient clipping, scalar and AVX2. Both ISAs compute the same
+// operations in the same order (no FMA contraction), so their results are bit-identical; the
+// parity test checks it. Callers pick one with cpu::active_isa().
+#pragma once
+
+#include <cstddef>
+
+#include "backends/cpu/quant.h"
+
+namespace nexus::train::kernels {
+
+// Largest piece of a tensor one thread updates at a time (and the clip's reduction chunk).
+constexpr size_t kChunk = size_t{1} << 16;
+
+struct AdamWCoef {
+  float b1, b2;        // moment decays
+  float keep;          // 1 - lr wd (or 1 without decay)
+  float step_size;     // lr / (1 - b1^t)
+  float inv_bc2_sqrt;  // 1 / sqrt(1 - b2^t)
+  float eps;
+};
+
+// For i < n: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g; p = p keep - s m / (sqrt(v) c + eps).
+void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
+void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
+
+// Sum of g[i]^2 in double over 16 interleaved accumulators (lane i % 16, tail included), folded
+// in halves (a[j] += a[j + w] for w = 8, 4, 2, 1). g^2 of a float is exact in double, so FMA or
+// not gives the same sums; 16 lanes keep four independent vector add chains in flight.
+constexpr int kSumLanes = 16;
+inline double fold_lanes(double* a) {
+  for (int w = kSumLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) a[j] += a[j + w];
+  return a[0];
+}
+double sumsq_scalar(const float* g, size_t n);
+double sumsq_avx2(const float* g, size_t n);
+
+// g[i] *= c.
+void scale_scalar(float* g, size_t n, float c);
+void scale_avx2(float* g, size_t n, float c);
+
+inline void adamw(cpu::Isa isa, float* p, const float* g, float* m, float* v, size_t n,
+                  const AdamWCoef& k) {
+  if (isa == cpu::Isa::kAvx2)
+    adamw_avx2(p, g, m, v, n, k);
+  else
+    adamw_scalar(p, g, m, v, n, k);
+}
+inline double sumsq(cpu::Isa isa, const float* g, size_t n) {
+  return isa == cpu::Isa::kAvx2 ? sumsq_avx2(g, n) : sumsq_scalar(g, n);
+}
+inline void scale(cpu::Isa isa, float* g, size_t n, float c) {
+  if (isa == cpu::Isa::kAvx2)
+    scale_avx2(g, n, c);
+  else
+    scale_scalar(g, n, c);
+}
+
+}  // namespace nexus::train::kernels

@@ -1,0 +1,53 @@
+// SGD with momentum, torch.optim.SGD's update with dampening 0 (see optimizer.h).
+#include <algorithm>
+#include <cstring>
+
+#include "core/allocator.h"
+#include "train/optimizer.h"
+#include "train/optimizer_kernels.h"
+
+namespace nexus::train {
+
+Sgd::Sgd(std::span<const ParamInfo> tensors, const SgdOptions& opts) : opts_(opts) {
+  for (const ParamRange& r : param_ranges(tensors, &n_))
+    for (size_t b = r.begin; b < r.end; b += kernels::kChunk)
+      chunks_.push_back({b, std::min(r.end, b + kernels::kChunk), r.decay});
+  buf_ = static_cast<float*>(aligned_alloc_counted(n_ * sizeof(float), MemCategory::kOptimizer));
+  std::memset(buf_, 0, n_ * sizeof(float));
+}
+
+Sgd::~Sgd() { aligned_free_counted(buf_, n_ * sizeof(float), MemCategory::kOptimizer); }
+
+void Sgd::step(std::span<float> params, std::span<const float> grads, float lr) {
+  NEXUS_CHECK(params.size() == n_ && grads.size() == n_,
+              "[sgd] expected " + std::to_string(n_) + " parameters and gradients, got " +
+                  std::to_string(params.size()) + " and " + std::to_string(grads.size()));
+  ++t_;
+  const float mu = opts_.momentum;
+  const bool nesterov = opts_.nesterov;
+  float* p = params.data();
+  const float* g = grads.data();
+  // torch starts the buffer as a copy of the first d; with dampening 0 that is mu * 0 + d, so a
+  // zero-initialised buffer gives the same numbers and keeps the state a plain array.
+  auto run = [&](size_t c) {
+    const ParamRange& r = chunks_[c];
+    const float wd = r.decay ? opts_.weight_decay : 0.0f;
+    for (size_t i = r.begin; i < r.end; ++i) {
+      const float d = wd != 0.0f ? g[i] + wd * p[i] : g[i];
+      const float b = mu * buf_[i] + d;
+      buf_[i] = b;
+      p[i] -= lr * (nesterov ? d + mu * b : b);
+    }
+  };
+  if (pool_) {
+    pool_->parallel_for(static_cast<int64_t>(chunks_.size()), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) run(static_cast<size_t>(c));
+    });
+  } else {
+    for (size_t c = 0; c < chunks_.size(); ++c) run(c);
+  }
+}
+
+std::vector<StateBuffer> Sgd::state() { return {{"sgd.momentum", {buf_, n_}}}; }
+
+}  // namespace nexus::train
