@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output), its loss on a
-fixed batch, every parameter gradient, and the losses of 20 AdamW steps, computed in float64.
+"""Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output) and a tiny gpt2
+(learned positions, LayerNorm with bias, fused QKV with bias, tanh GELU, biases on every linear,
+tied output), their loss on a fixed batch, every parameter gradient, and the losses of 20 AdamW
+steps, computed in float64.
 
 Run with Debian's python (torch + numpy, no network):
 
@@ -37,6 +39,9 @@ CASES = [
          tied=True, batch=3, seq=8, seed=11),
     dict(name="llama_untied", arch="llama", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
          ffn_dim=40, tied=False, rope_base=500000.0, batch=2, seq=12, seed=12),
+    dict(name="gpt2_tied", arch="gpt2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=4, ffn_dim=56,
+         norm="layer", ffn="gelu", qkv_bias=True, pos_embd=True, rope="none", tied=True, n_ctx=16,
+         batch=3, seq=10, seed=13),
 ]
 OPT = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0, steps=20)
 
@@ -44,6 +49,7 @@ OPT = dict(lr=1e-3, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip=1.0,
 def make_weights(cfg, rng):
     d, hd, f, V = cfg["dim"], cfg["head_dim"], cfg["ffn_dim"], cfg["n_vocab"]
     qd, kvd = cfg["n_heads"] * hd, cfg["n_kv_heads"] * hd
+    gpt2 = cfg["arch"] == "gpt2"
 
     def t(a):  # rounded to float32 once: the GGUF holds exactly these values
         return torch.from_numpy(a.astype(np.float32).astype(np.float64))
@@ -54,26 +60,54 @@ def make_weights(cfg, rng):
     def norm_w(n):
         return t(1.0 + 0.1 * rng.standard_normal(n))
 
+    def bias(n):
+        return t(0.1 * rng.standard_normal(n))
+
     w = {"tok_embd": t(rng.standard_normal((V, d)) * 0.5), "layers": []}
+    if gpt2:
+        w["pos_embd"] = t(rng.standard_normal((cfg["n_ctx"], d)) * 0.3)
     for _ in range(cfg["n_layers"]):
+        if gpt2:  # GELU pre-activations spread over its curved range (gain 2.5)
+            w["layers"].append(dict(
+                attn_norm=norm_w(d), attn_norm_b=bias(d),
+                wqkv=torch.cat([lin(qd, d, 1.5), lin(kvd, d, 1.5), lin(kvd, d)]),
+                bqkv=bias(qd + 2 * kvd), wo=lin(d, qd), bo=bias(d), ffn_norm=norm_w(d),
+                ffn_norm_b=bias(d), w_up=lin(f, d, 2.5), b_up=bias(f), w_down=lin(d, f),
+                b_down=bias(d)))
+            continue
         w["layers"].append(dict(attn_norm=norm_w(d), wq=lin(qd, d, 1.5), wk=lin(kvd, d, 1.5),
                                 wv=lin(kvd, d), wo=lin(d, qd), ffn_norm=norm_w(d),
                                 w_gate=lin(f, d), w_up=lin(f, d), w_down=lin(d, f)))
     w["out_norm"] = norm_w(d)
+    if gpt2:
+        w["out_norm_b"] = bias(d)
     w["output"] = w["tok_embd"] if cfg["tied"] else lin(V, d)
     return w
+
+
+LLAMA_NAMES = [("attn_norm", "attn_norm.weight"), ("wq", "attn_q.weight"),
+               ("wk", "attn_k.weight"), ("wv", "attn_v.weight"), ("wo", "attn_output.weight"),
+               ("ffn_norm", "ffn_norm.weight"), ("w_gate", "ffn_gate.weight"),
+               ("w_up", "ffn_up.weight"), ("w_down", "ffn_down.weight")]
+GPT2_NAMES = [("attn_norm", "attn_norm.weight"), ("attn_norm_b", "attn_norm.bias"),
+              ("wqkv", "attn_qkv.weight"), ("bqkv", "attn_qkv.bias"),
+              ("wo", "attn_output.weight"), ("bo", "attn_output.bias"),
+              ("ffn_norm", "ffn_norm.weight"), ("ffn_norm_b", "ffn_norm.bias"),
+              ("w_up", "ffn_up.weight"), ("b_up", "ffn_up.bias"),
+              ("w_down", "ffn_down.weight"), ("b_down", "ffn_down.bias")]
 
 
 def named_params(cfg, w):
     """(gguf name, tensor) of every distinct parameter, in the GGUF's order."""
     out = [("token_embd.weight", w["tok_embd"])]
-    names = [("attn_norm", "attn_norm.weight"), ("wq", "attn_q.weight"), ("wk", "attn_k.weight"),
-             ("wv", "attn_v.weight"), ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight"),
-             ("w_gate", "ffn_gate.weight"), ("w_up", "ffn_up.weight"),
-             ("w_down", "ffn_down.weight")]
+    if "pos_embd" in w:
+        out.append(("position_embd.weight", w["pos_embd"]))
+    names = GPT2_NAMES if cfg["arch"] == "gpt2" else LLAMA_NAMES
     for i, L in enumerate(w["layers"]):
         out += [(f"blk.{i}.{n}", L[k]) for k, n in names]
     out.append(("output_norm.weight", w["out_norm"]))
+    if "out_norm_b" in w:
+        out.append(("output_norm.bias", w["out_norm_b"]))
     if not cfg["tied"]:
         out.append(("output.weight", w["output"]))
     return out

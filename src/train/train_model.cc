@@ -1,9 +1,11 @@
 // TrainModel: parameter layout, activation arena, and the explicit forward / backward passes.
 #include "train/train_model.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "profile/memory.h"
 #include "train/train_ops.h"
 
 namespace nexus::train {
@@ -15,26 +17,54 @@ void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * size
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.arch != Arch::kLlama) return Status::error(w + "only the llama architecture is trainable");
+  if (c.arch != Arch::kLlama && c.arch != Arch::kGpt2)
+    return Status::error(w + "only the llama and gpt2 architectures are trainable");
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
     return Status::error(w + "dim, layers, heads, kv_heads, head_dim, ffn and vocab must be > 0");
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::error(w + "heads " + std::to_string(c.n_heads) +
                          " is not a multiple of kv_heads " + std::to_string(c.n_kv_heads));
+  if (c.sliding_window != 0) return Status::error(w + "sliding-window attention is not trainable");
+  if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
+  if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
+    return Status::error(w + "norm_eps must be > 0");
+  if (c.arch == Arch::kGpt2) {  // RoPE fields are ignored: gpt2 has learned positions
+    if (c.head_dim * c.n_heads != c.dim)
+      return Status::error(w + "gpt2 needs head_dim * heads == dim");
+    if (c.n_ctx_train < seq)
+      return Status::error(w + "gpt2's position table has " + std::to_string(c.n_ctx_train) +
+                           " rows (context length), fewer than seq " + std::to_string(seq));
+    return Status::ok();
+  }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::error(w + "rope_dim " + std::to_string(c.rope_dim) + " is invalid");
   if (c.rope != RopeStyle::kNormal)
     return Status::error(w + "llama uses adjacent-pair (normal) RoPE; got another style");
-  if (c.sliding_window != 0) return Status::error(w + "sliding-window attention is not trainable");
-  if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
   return Status::ok();
 }
 
-TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
-    : cfg_(cfg), batch_(batch), seq_(seq) {
+TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts)
+    : cfg_(cfg), batch_(batch), seq_(seq), opts_(opts) {
+  if (cfg_.arch == Arch::kGpt2) cfg_.rope = RopeStyle::kNone;
+  layout_params();
+  params_ =
+      static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
+  grads_ = static_cast<float*>(
+      aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kOptimizer));
+  zero(params_, static_cast<int64_t>(n_params_));
+  zero(grads_, static_cast<int64_t>(n_params_));
+  p_ = bind(params_);
+  g_ = bind(grads_);
+  layout_activations();
+  if (cfg_.rope != RopeStyle::kNone) rope_table(act_.rope_cs, seq_, cfg_.rope_dim, cfg_.rope_theta);
+  set_threads(1);
+}
+
+void TrainModel::layout_params() {
   const ModelConfig& c = cfg_;
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const bool gpt2 = c.arch == Arch::kGpt2;
   auto add = [&](std::string name, std::vector<int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -42,9 +72,24 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
     n_params_ += static_cast<size_t>(n);
   };
   add("token_embd.weight", {c.n_vocab, c.dim});
+  if (gpt2) add("position_embd.weight", {c.n_ctx_train, c.dim});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     add(b + "attn_norm.weight", {c.dim});
+    if (gpt2) {
+      add(b + "attn_norm.bias", {c.dim});
+      add(b + "attn_qkv.weight", {qw + 2 * kvw, c.dim});
+      add(b + "attn_qkv.bias", {qw + 2 * kvw});
+      add(b + "attn_output.weight", {c.dim, qw});
+      add(b + "attn_output.bias", {c.dim});
+      add(b + "ffn_norm.weight", {c.dim});
+      add(b + "ffn_norm.bias", {c.dim});
+      add(b + "ffn_up.weight", {c.ffn_dim, c.dim});
+      add(b + "ffn_up.bias", {c.ffn_dim});
+      add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
+      add(b + "ffn_down.bias", {c.dim});
+      continue;
+    }
     add(b + "attn_q.weight", {qw, c.dim});
     add(b + "attn_k.weight", {kvw, c.dim});
     add(b + "attn_v.weight", {kvw, c.dim});
@@ -55,66 +100,77 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
     add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
   }
   add("output_norm.weight", {c.dim});
+  if (gpt2) add("output_norm.bias", {c.dim});
   if (!c.tied_output) add("output.weight", {c.n_vocab, c.dim});
-  params_ =
-      static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
-  grads_ = static_cast<float*>(
-      aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kOptimizer));
-  zero(params_, static_cast<int64_t>(n_params_));
-  zero(grads_, static_cast<int64_t>(n_params_));
-  p_ = bind(params_);
-  g_ = bind(grads_);
+}
 
-  // Activation arena: every buffer sized for (batch_, seq_); each slice is 64-byte aligned.
+void TrainModel::layout_activations() {
+  const ModelConfig& c = cfg_;
   const int64_t n = batch_ * seq_, d = c.dim, f = c.ffn_dim;
+  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
   const int64_t att = batch_ * c.n_heads * seq_ * seq_;
-  const int64_t L = c.n_layers;
-  auto pad = [](int64_t x) {
-    return (static_cast<size_t>(x) * 4 + kAlignment - 1) / kAlignment * kAlignment;
-  };
-  const size_t per_layer =
-      pad(n * d) * 4 + pad(n) * 2 + pad(n * qw) * 2 + pad(n * kvw) * 2 + pad(att) + pad(n * f) * 3;
-  const size_t rest = pad(n * d) * 3 + pad(n) * 2 + pad(n * c.n_vocab) + pad(seq_ * c.rope_dim) +
-                      pad(n * d) * 2 + pad(n * f) * 3 + pad(n * qw) * 2 + pad(n * kvw) * 2 +
-                      pad(n) * 2;
-  arena_ = Arena(per_layer * L + rest, MemCategory::kActivations);
-  auto A = [&](int64_t count) { return arena_.alloc_n<float>(static_cast<size_t>(count)); };
-  for (int64_t l = 0; l < L; ++l) {
-    act_.res.push_back(A(n * d));
-    act_.mid.push_back(A(n * d));
-    act_.ln1.push_back(A(n * d));
-    act_.ln2.push_back(A(n * d));
-    act_.rstd1.push_back(A(n));
-    act_.rstd2.push_back(A(n));
-    act_.q.push_back(A(n * qw));
-    act_.atty.push_back(A(n * qw));
-    act_.k.push_back(A(n * kvw));
-    act_.v.push_back(A(n * kvw));
-    act_.att.push_back(A(att));
-    act_.g.push_back(A(n * f));
-    act_.u.push_back(A(n * f));
-    act_.hact.push_back(A(n * f));
+  const bool gpt2 = c.arch == Arch::kGpt2;
+  const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
+  // Two passes over the same slices: the first sums their (64-byte padded) sizes by purpose and
+  // sizes the arena, the second carves them out of it.
+  for (int pass = 0; pass < 2; ++pass) {
+    ActivationBytes sz;
+    auto A = [&](int64_t count, size_t* bucket) -> float* {
+      *bucket += (static_cast<size_t>(count) * 4 + kAlignment - 1) / kAlignment * kAlignment;
+      return pass ? arena_.alloc_n<float>(static_cast<size_t>(count)) : nullptr;
+    };
+    size_t* blk = &sz.blocks;
+    act_.blocks.clear();
+    for (int64_t s = 0; s < n_sets; ++s) {
+      BlockActs b{};
+      b.mid = A(n * d, blk);
+      b.ln1 = A(n * d, blk);
+      b.ln2 = A(n * d, blk);
+      b.rstd1 = A(n, blk);
+      b.rstd2 = A(n, blk);
+      if (gpt2) {
+        b.mean1 = A(n, blk);
+        b.mean2 = A(n, blk);
+      }
+      b.q = A(n * qw, blk);
+      b.atty = A(n * qw, blk);
+      b.k = A(n * kvw, blk);
+      b.v = A(n * kvw, blk);
+      b.att = A(att, blk);
+      if (!gpt2) b.g = A(n * f, blk);
+      b.u = A(n * f, blk);
+      b.hact = A(n * f, blk);
+      act_.blocks.push_back(b);
+    }
+    act_.res.clear();
+    for (int64_t l = 0; l <= c.n_layers; ++l) act_.res.push_back(A(n * d, &sz.block_inputs));
+    act_.lnf = A(n * d, &sz.head);
+    act_.rstdf = A(n, &sz.head);
+    act_.meanf = gpt2 ? A(n, &sz.head) : nullptr;
+    act_.lse = A(n, &sz.head);
+    act_.logits = A(n * c.n_vocab, &sz.head);
+    size_t* scr = &sz.scratch;
+    act_.rope_cs = c.rope != RopeStyle::kNone ? A(seq_ * c.rope_dim, scr) : nullptr;
+    act_.dres = A(n * d, scr);
+    act_.dln = A(n * d, scr);
+    act_.dhact = A(n * f, scr);
+    // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
+    act_.du = gpt2 ? nullptr : A(n * f, scr);
+    act_.datty = A(n * qw, scr);
+    act_.dq = A(n * qw, scr);
+    act_.dk = A(n * kvw, scr);
+    act_.dv = A(n * kvw, scr);
+    act_.tokens = reinterpret_cast<int32_t*>(A(n, scr));  // int32 and float are both 4 bytes
+    act_.targets = reinterpret_cast<int32_t*>(A(n, scr));
+    if (pass == 0) {
+      act_bytes_ = sz;
+      arena_ = Arena(sz.total(), MemCategory::kActivations);
+      // Named in the profiler's list of the largest live buffers.
+      profile::track_buffer(
+          arena_.base(), sz.total(), MemCategory::kActivations,
+          opts_.recompute_blocks ? "train activations (checkpointed blocks)" : "train activations");
+    }
   }
-  act_.res.push_back(A(n * d));  // the last block's output
-  act_.lnf = A(n * d);
-  act_.tmp = A(n * d);
-  act_.rstdf = A(n);
-  act_.lse = A(n);
-  act_.logits = A(n * c.n_vocab);
-  act_.rope_cs = A(seq_ * c.rope_dim);
-  act_.dres = A(n * d);
-  act_.dln = A(n * d);
-  act_.dhact = A(n * f);
-  act_.dg = A(n * f);
-  act_.du = A(n * f);
-  act_.datty = A(n * qw);
-  act_.dq = A(n * qw);
-  act_.dk = A(n * kvw);
-  act_.dv = A(n * kvw);
-  act_.tokens = arena_.alloc_n<int32_t>(static_cast<size_t>(n));
-  act_.targets = arena_.alloc_n<int32_t>(static_cast<size_t>(n));
-  rope_table(act_.rope_cs, seq_, c.rope_dim, c.rope_theta);
-  set_threads(1);
 }
 
 void TrainModel::set_threads(int n) {
@@ -124,30 +180,53 @@ void TrainModel::set_threads(int n) {
 }
 
 TrainModel::~TrainModel() {
+  profile::untrack_buffer(arena_.base());
   aligned_free_counted(params_, n_params_ * sizeof(float), MemCategory::kWeights);
   aligned_free_counted(grads_, n_params_ * sizeof(float), MemCategory::kOptimizer);
 }
 
 TrainModel::Params TrainModel::bind(float* base) const {
-  Params p;
-  size_t i = 0;
-  auto next = [&] { return base + infos_[i++].offset; };
-  p.tok_embd = next();
-  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    LayerParams lp;
-    lp.attn_norm = next();
-    lp.wq = next();
-    lp.wk = next();
-    lp.wv = next();
-    lp.wo = next();
-    lp.ffn_norm = next();
-    lp.w_gate = next();
-    lp.w_up = next();
-    lp.w_down = next();
+  const ModelConfig& c = cfg_;
+  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  auto at = [&](const std::string& name) -> float* {
+    const ParamInfo* info = find(name);
+    return info ? base + info->offset : nullptr;
+  };
+  Params p{};
+  p.tok_embd = at("token_embd.weight");
+  p.pos_embd = at("position_embd.weight");
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    LayerParams lp{};
+    lp.attn_norm = at(b + "attn_norm.weight");
+    lp.attn_norm_b = at(b + "attn_norm.bias");
+    if (float* qkv = at(b + "attn_qkv.weight")) {  // fused rows: q, then k, then v
+      lp.wq = qkv;
+      lp.wk = qkv + qw * c.dim;
+      lp.wv = lp.wk + kvw * c.dim;
+      float* bias = at(b + "attn_qkv.bias");
+      lp.bq = bias;
+      lp.bk = bias + qw;
+      lp.bv = lp.bk + kvw;
+    } else {
+      lp.wq = at(b + "attn_q.weight");
+      lp.wk = at(b + "attn_k.weight");
+      lp.wv = at(b + "attn_v.weight");
+    }
+    lp.wo = at(b + "attn_output.weight");
+    lp.bo = at(b + "attn_output.bias");
+    lp.ffn_norm = at(b + "ffn_norm.weight");
+    lp.ffn_norm_b = at(b + "ffn_norm.bias");
+    lp.w_gate = at(b + "ffn_gate.weight");
+    lp.w_up = at(b + "ffn_up.weight");
+    lp.b_up = at(b + "ffn_up.bias");
+    lp.w_down = at(b + "ffn_down.weight");
+    lp.b_down = at(b + "ffn_down.bias");
     p.layers.push_back(lp);
   }
-  p.out_norm = next();
-  p.output = cfg_.tied_output ? p.tok_embd : next();
+  p.out_norm = at("output_norm.weight");
+  p.out_norm_b = at("output_norm.bias");
+  p.output = c.tied_output ? p.tok_embd : at("output.weight");
   return p;
 }
 
@@ -171,6 +250,28 @@ Tensor TrainModel::grad(const std::string& name) const {
 
 void TrainModel::zero_grad() { zero(grads_, static_cast<int64_t>(n_params_)); }
 
+namespace {
+
+// The block's normalisation: LayerNorm with bias (gpt2) or RMSNorm (llama, mean and b unused).
+void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
+                  const float* w, const float* b, int64_t n) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps);
+  else
+    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps);
+}
+
+void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
+                   const float* x, const float* w, const float* mean, const float* rstd,
+                   int64_t n) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim);
+  else
+    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim);
+}
+
+}  // namespace
+
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                           int64_t b, int64_t t) {
   const ModelConfig& c = cfg_;
@@ -187,81 +288,151 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
     act_.tokens[i] = tokens[i];
     act_.targets[i] = targets[i];
   }
-  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
-  const int64_t kvw = c.n_kv_heads * c.head_dim;
-  const AttnShape as{b, t, c.n_heads, c.n_kv_heads, c.head_dim};
   Activations& a = act_;
-  embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, d);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerParams& w = p_.layers[l];
-    rmsnorm_forward(a.ln1[l], a.rstd1[l], a.res[l], w.attn_norm, n, d, c.norm_eps);
-    matmul_forward(a.q[l], a.ln1[l], w.wq, n, d, qw);
-    matmul_forward(a.k[l], a.ln1[l], w.wk, n, d, kvw);
-    matmul_forward(a.v[l], a.ln1[l], w.wv, n, d, kvw);
-    rope_rotate(a.q[l], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
-    rope_rotate(a.k[l], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
-    attention_forward(a.atty[l], a.att[l], a.q[l], a.k[l], a.v[l], as, pool_.get());
-    matmul_forward(a.tmp, a.atty[l], w.wo, n, qw, d);
-    for (int64_t i = 0; i < n * d; ++i) a.mid[l][i] = a.res[l][i] + a.tmp[i];
-    rmsnorm_forward(a.ln2[l], a.rstd2[l], a.mid[l], w.ffn_norm, n, d, c.norm_eps);
-    matmul_forward(a.g[l], a.ln2[l], w.w_gate, n, d, f);
-    matmul_forward(a.u[l], a.ln2[l], w.w_up, n, d, f);
-    swiglu_forward(a.hact[l], a.g[l], a.u[l], n * f);
-    matmul_forward(a.tmp, a.hact[l], w.w_down, n, f, d);
-    for (int64_t i = 0; i < n * d; ++i) a.res[l + 1][i] = a.mid[l][i] + a.tmp[i];
-  }
-  rmsnorm_forward(a.lnf, a.rstdf, a.res[c.n_layers], p_.out_norm, n, d, c.norm_eps);
-  matmul_forward(a.logits, a.lnf, p_.output, n, d, c.n_vocab);
   cur_b_ = b;
   cur_t_ = t;
+  have_forward_ = false;
+  embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, c.dim);
+  if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    block_forward(l, a.blocks[opts_.recompute_blocks ? 0 : l], true);
+  final_norm_forward(n);
+  matmul_forward(a.logits, a.lnf, p_.output, n, c.dim, c.n_vocab);
   have_forward_ = true;
   return cross_entropy_forward(a.lse, a.logits, a.targets, n, c.n_vocab, &cur_count_);
+}
+
+void TrainModel::final_norm_forward(int64_t n) {
+  norm_forward(cfg_, act_.lnf, act_.meanf, act_.rstdf, act_.res[cfg_.n_layers], p_.out_norm,
+               p_.out_norm_b, n);
+}
+
+void TrainModel::final_norm_backward(int64_t n) {
+  norm_backward(cfg_, act_.dres, g_.out_norm, g_.out_norm_b, act_.dln, act_.res[cfg_.n_layers],
+                p_.out_norm, act_.meanf, act_.rstdf, n);
+}
+
+void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
+  const ModelConfig& c = cfg_;
+  const int64_t t = cur_t_, n = cur_b_ * t;
+  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
+  const int64_t kvw = c.n_kv_heads * c.head_dim;
+  const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
+  const LayerParams& w = p_.layers[l];
+  const float* x = act_.res[l];
+  norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n);
+  matmul_forward(a.q, a.ln1, w.wq, n, d, qw);
+  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw);
+  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw);
+  if (w.bq) {
+    bias_forward(a.q, w.bq, n, qw);
+    bias_forward(a.k, w.bk, n, kvw);
+    bias_forward(a.v, w.bv, n, kvw);
+  }
+  if (c.rope != RopeStyle::kNone) {
+    rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false);
+    rope_rotate(a.k, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false);
+  }
+  attention_forward(a.atty, a.att, a.q, a.k, a.v, as, pool_.get());
+  // The projections are written where their sum with the residual goes (no scratch).
+  matmul_forward(a.mid, a.atty, w.wo, n, qw, d);
+  if (w.bo) bias_forward(a.mid, w.bo, n, d);
+  for (int64_t i = 0; i < n * d; ++i) a.mid[i] += x[i];
+  norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n);
+  if (w.w_gate) {  // SwiGLU
+    matmul_forward(a.g, a.ln2, w.w_gate, n, d, f);
+    matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
+    swiglu_forward(a.hact, a.g, a.u, n * f);
+  } else {  // GELU MLP
+    matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
+    bias_forward(a.u, w.b_up, n, f);
+    gelu_forward(a.hact, a.u, n * f);
+  }
+  if (!write_output) return;
+  float* out = act_.res[l + 1];
+  matmul_forward(out, a.hact, w.w_down, n, f, d);
+  if (w.b_down) bias_forward(out, w.b_down, n, d);
+  for (int64_t i = 0; i < n * d; ++i) out[i] += a.mid[i];
+}
+
+void TrainModel::block_backward(int64_t l, const BlockActs& a) {
+  const ModelConfig& c = cfg_;
+  const int64_t t = cur_t_, n = cur_b_ * t;
+  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
+  const int64_t kvw = c.n_kv_heads * c.head_dim;
+  const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
+  const LayerParams& w = p_.layers[l];
+  const LayerParams& gw = g_.layers[l];
+  Activations& s = act_;
+  // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
+  // d / d res[l+1], which is also the gradient of the down projection's output.
+  zero(s.dhact, n * f);
+  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d);
+  if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d);
+  // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
+  float* du = w.w_gate ? s.du : a.hact;
+  zero(du, n * f);
+  zero(s.dln, n * d);
+  if (w.w_gate) {
+    zero(a.hact, n * f);
+    swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f);
+    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f);
+  } else {
+    gelu_backward(du, s.dhact, a.u, n * f);
+    bias_backward(gw.b_up, du, n, f);
+  }
+  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f);
+  norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
+                n);
+  // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
+  zero(s.datty, n * qw);
+  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d);
+  if (gw.bo) bias_backward(gw.bo, s.dres, n, d);
+  zero(s.dq, n * qw);
+  zero(s.dk, n * kvw);
+  zero(s.dv, n * kvw);
+  attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
+                     pool_.get());
+  if (c.rope != RopeStyle::kNone) {
+    rope_rotate(s.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true);
+    rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true);
+  }
+  if (gw.bq) {
+    bias_backward(gw.bq, s.dq, n, qw);
+    bias_backward(gw.bk, s.dk, n, kvw);
+    bias_backward(gw.bv, s.dv, n, kvw);
+  }
+  zero(s.dln, n * d);
+  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw);
+  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw);
+  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw);
+  norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
+                a.rstd1, n);
 }
 
 void TrainModel::backward() {
   NEXUS_CHECK(have_forward_, "[train backward] no forward() to differentiate (or already used)");
   have_forward_ = false;
   const ModelConfig& c = cfg_;
-  const int64_t b = cur_b_, t = cur_t_, n = b * t;
-  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
-  const int64_t kvw = c.n_kv_heads * c.head_dim;
-  const AttnShape as{b, t, c.n_heads, c.n_kv_heads, c.head_dim};
+  const int64_t t = cur_t_, n = cur_b_ * t, d = c.dim;
   Activations& a = act_;
   cross_entropy_backward(a.logits, a.lse, a.targets, n, c.n_vocab, cur_count_);
   zero(a.dln, n * d);
   matmul_backward(a.dln, g_.output, a.logits, a.lnf, p_.output, n, d, c.n_vocab);
   zero(a.dres, n * d);
-  rmsnorm_backward(a.dres, g_.out_norm, a.dln, a.res[c.n_layers], p_.out_norm, a.rstdf, n, d);
+  final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    const LayerParams& w = p_.layers[l];
-    const LayerParams& gw = g_.layers[l];
-    // Feed-forward half: res[l+1] = mid + swiglu(ln2 Wg, ln2 Wu) Wd, ln2 = norm(mid).
-    zero(a.dhact, n * f);
-    matmul_backward(a.dhact, gw.w_down, a.dres, a.hact[l], w.w_down, n, f, d);
-    zero(a.dg, n * f);
-    zero(a.du, n * f);
-    swiglu_backward(a.dg, a.du, a.dhact, a.g[l], a.u[l], n * f);
-    zero(a.dln, n * d);
-    matmul_backward(a.dln, gw.w_gate, a.dg, a.ln2[l], w.w_gate, n, d, f);
-    matmul_backward(a.dln, gw.w_up, a.du, a.ln2[l], w.w_up, n, d, f);
-    rmsnorm_backward(a.dres, gw.ffn_norm, a.dln, a.mid[l], w.ffn_norm, a.rstd2[l], n, d);
-    // Attention half: mid = res[l] + attn(rope(ln1 Wq), rope(ln1 Wk), ln1 Wv) Wo.
-    zero(a.datty, n * qw);
-    matmul_backward(a.datty, gw.wo, a.dres, a.atty[l], w.wo, n, qw, d);
-    zero(a.dq, n * qw);
-    zero(a.dk, n * kvw);
-    zero(a.dv, n * kvw);
-    attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as,
-                       attn_scratch_.data(), pool_.get());
-    rope_rotate(a.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
-    rope_rotate(a.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
-    zero(a.dln, n * d);
-    matmul_backward(a.dln, gw.wq, a.dq, a.ln1[l], w.wq, n, d, qw);
-    matmul_backward(a.dln, gw.wk, a.dk, a.ln1[l], w.wk, n, d, kvw);
-    matmul_backward(a.dln, gw.wv, a.dv, a.ln1[l], w.wv, n, d, kvw);
-    rmsnorm_backward(a.dres, gw.attn_norm, a.dln, a.res[l], w.attn_norm, a.rstd1[l], n, d);
+    if (!opts_.recompute_blocks) {
+      block_backward(l, a.blocks[l]);
+      continue;
+    }
+    // Checkpointing: the shared set still holds the last block from forward(); every other
+    // block is recomputed from its saved input, with the same ops in the same order.
+    if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
+    block_backward(l, a.blocks[0]);
   }
   embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
+  if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
 }
 
 }  // namespace nexus::train

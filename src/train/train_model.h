@@ -1,6 +1,7 @@
-// A llama-architecture model held for training: every parameter in one f32 allocation, every
-// gradient in another, activations for one (batch, seq) step in an arena; explicit forward and
-// backward passes built from train_ops.h, GGUF import (any dtype) and export.
+// A llama- or gpt2-architecture model held for training: every parameter in one f32 allocation,
+// every gradient in another, activations for one (batch, seq) step in an arena (optionally with
+// per-block gradient checkpointing); explicit forward and backward passes built from train_ops.h,
+// GGUF import (any dtype) and export.
 #pragma once
 
 #include <cstdint>
@@ -35,22 +36,44 @@ struct InitOptions {
   bool scale_out_proj = true;  // attn_output and ffn_down get std / sqrt(2 n_layers) (GPT-2)
 };
 
+// How the training pass trades memory for time.
+struct TrainOptions {
+  // Gradient checkpointing per block: forward() keeps only each block's input (the residual
+  // stream) and backward() recomputes a block's forward into one shared set of buffers right
+  // before that block's backward. The arena then holds one block's activations instead of
+  // n_layers; gradients are bit-identical to the default, at the cost of one more forward of
+  // the blocks (minus their last projection) per step.
+  bool recompute_blocks = false;
+};
+
+// Bytes of the activation arena by purpose (all of it counted as MemCategory::kActivations).
+struct ActivationBytes {
+  size_t blocks = 0;        // per-block saved activations (n_layers sets, or 1 when recomputing)
+  size_t block_inputs = 0;  // the residual stream at each block boundary (n_layers + 1)
+  size_t head = 0;          // final norm, logits [b*t, vocab], log-sum-exp
+  size_t scratch = 0;       // backward scratch, RoPE table, token ids
+  size_t total() const { return blocks + block_inputs + head + scratch; }
+};
+
 class TrainModel {
  public:
-  // A randomly initialised model (norm weights 1). `batch` and `seq` size the activation arena:
-  // forward() accepts up to batch sequences of up to seq tokens. Only Arch::kLlama without a
-  // sliding window is supported; other configs return an error naming the problem.
+  // A randomly initialised model (norm weights 1, biases 0). `batch` and `seq` size the
+  // activation arena: forward() accepts up to batch sequences of up to seq tokens. Arch::kLlama
+  // (no sliding window) and Arch::kGpt2 (head_dim * heads == dim, n_ctx_train >= seq rows of
+  // learned positions) are supported; other configs return an error naming the problem.
   static Result<std::unique_ptr<TrainModel>> create(const ModelConfig& cfg, int64_t batch,
-                                                    int64_t seq, const InitOptions& init = {});
-  // A model initialised from a GGUF llama checkpoint (weights of any computable dtype are
-  // dequantized to f32), for fine-tuning.
+                                                    int64_t seq, const InitOptions& init = {},
+                                                    const TrainOptions& opts = {});
+  // A model initialised from a GGUF llama or gpt2 checkpoint (weights of any computable dtype
+  // are dequantized to f32), for fine-tuning.
   static Result<std::unique_ptr<TrainModel>> from_gguf(const std::string& path, int64_t batch,
-                                                       int64_t seq);
+                                                       int64_t seq, const TrainOptions& opts = {});
   ~TrainModel();
   TrainModel(const TrainModel&) = delete;
   TrainModel& operator=(const TrainModel&) = delete;
 
-  // Writes an F32 GGUF with llama.cpp tensor names and metadata that Model::load reads,
+  // Writes an F32 GGUF with llama.cpp tensor names and metadata (llama or gpt2) that Model::load
+  // reads,
   // atomically. Tokenizer keys (tokenizer.*) are copied from `tokenizer_source` when given.
   Status export_gguf(const std::string& path, const GgufFile* tokenizer_source = nullptr) const;
 
@@ -68,6 +91,9 @@ class TrainModel {
   const ModelConfig& config() const { return cfg_; }
   int64_t max_batch() const { return batch_; }
   int64_t max_seq() const { return seq_; }
+  const TrainOptions& options() const { return opts_; }
+  // The arena's layout by purpose; total() is its capacity.
+  const ActivationBytes& activation_bytes() const { return act_bytes_; }
   const std::vector<ParamInfo>& tensors() const { return infos_; }
   // The parameter (or gradient) tensor named `name` as a view; throws when there is none.
   Tensor param(const std::string& name) const;
@@ -80,30 +106,51 @@ class TrainModel {
   const float* logits() const { return act_.logits; }
 
  private:
+  // One block's parameters (or gradients). gpt2's fused QKV tensor is seen as wq, wk, wv (its
+  // row blocks) and its bias as bq, bk, bv; pointers an architecture lacks are null.
   struct LayerParams {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *attn_norm_b, *bq, *bk, *bv, *bo, *ffn_norm_b, *b_up, *b_down;
   };
   struct Params {
-    float* tok_embd;
+    float *tok_embd, *pos_embd;  // pos_embd: gpt2 only
     std::vector<LayerParams> layers;
-    float *out_norm, *output;
+    float *out_norm, *out_norm_b, *output;
   };
-  // Saved activations (per layer arrays hold n_layers entries) and backward scratch.
+  // What one block saves for its backward. `mean*` are LayerNorm's (gpt2), `g` the SwiGLU gate
+  // (llama); `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation.
+  struct BlockActs {
+    float *mid, *ln1, *ln2, *rstd1, *rstd2, *mean1, *mean2, *q, *k, *v, *att, *atty, *g, *u, *hact;
+  };
+  // Block inputs res[0..n_layers] (res[n_layers] is the last block's output), the saved block
+  // activations (n_layers sets, or one shared set when recomputing), the head and the scratch.
   struct Activations {
-    std::vector<float*> res, mid, ln1, rstd1, q, k, v, att, atty, ln2, rstd2, g, u, hact;
-    float *lnf, *rstdf, *logits, *lse, *tmp, *rope_cs;
-    float *dres, *dln, *dhact, *dg, *du, *datty, *dq, *dk, *dv;
+    std::vector<float*> res;
+    std::vector<BlockActs> blocks;
+    float *lnf, *rstdf, *meanf, *logits, *lse, *rope_cs;
+    float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
 
-  TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq);
+  TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
+  void layout_params();
+  void layout_activations();
   Params bind(float* base) const;
   const ParamInfo* find(const std::string& name) const;
   void init_random(const InitOptions& init);
+  // Block l's forward from res[l] into `a`; writes res[l + 1] only when `write_output` (a
+  // recompute for the backward needs every saved activation but not the block's output).
+  void block_forward(int64_t l, const BlockActs& a, bool write_output);
+  // Adds block l's parameter gradients and turns dres (d loss / d res[l + 1]) into d / d res[l].
+  void block_backward(int64_t l, const BlockActs& a);
+  void final_norm_forward(int64_t n);
+  void final_norm_backward(int64_t n);
 
   ModelConfig cfg_;
   int64_t batch_, seq_;
+  TrainOptions opts_;
+  ActivationBytes act_bytes_;
   std::vector<ParamInfo> infos_;
   size_t n_params_ = 0;
   float* params_ = nullptr;

@@ -10,9 +10,10 @@
 namespace nexus::train {
 
 Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, int64_t batch,
-                                                       int64_t seq, const InitOptions& init) {
+                                                       int64_t seq, const InitOptions& init,
+                                                       const TrainOptions& opts) {
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   m->init_random(init);
   return m;
 }
@@ -24,8 +25,8 @@ void TrainModel::init_random(const InitOptions& init) {
                             : init.std;
   for (const ParamInfo& info : infos_) {
     float* p = params_ + info.offset;
-    if (info.shape.size() == 1) {  // norm weights
-      std::fill(p, p + info.numel, 1.0f);
+    if (info.shape.size() == 1) {  // norm weights 1, biases 0
+      std::fill(p, p + info.numel, info.name.ends_with(".bias") ? 0.0f : 1.0f);
       continue;
     }
     const bool out_proj =
@@ -36,13 +37,13 @@ void TrainModel::init_random(const InitOptions& init) {
 }
 
 Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& path, int64_t batch,
-                                                          int64_t seq) {
+                                                          int64_t seq, const TrainOptions& opts) {
   auto loaded = Model::load(path);
   if (!loaded) return loaded.status();
   const Model& model = **loaded;
   ModelConfig cfg = model.config();
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq));
+  std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   for (const ParamInfo& info : m->infos_) {
     const GgufTensorInfo* t = model.gguf().find_tensor(info.name);
     if (!t) return Status::error(path + ": missing tensor " + info.name);
@@ -60,24 +61,31 @@ Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& pat
 
 Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenizer_source) const {
   const ModelConfig& c = cfg_;
+  const bool gpt2 = c.arch == Arch::kGpt2;
   GgufWriter w;
-  const std::string a = "llama.";
-  w.set_string("general.architecture", "llama");
+  const std::string a = gpt2 ? "gpt2." : "llama.";
+  w.set_string("general.architecture", gpt2 ? "gpt2" : "llama");
   w.set_string("general.name", "nexus-trained");
   w.set_u32("general.file_type", 0);  // all F32
-  w.set_u32(a + "context_length", static_cast<uint32_t>(std::max(c.n_ctx_train, seq_)));
+  // gpt2's context is the position table's length, which the loader checks against it.
+  const int64_t ctx = gpt2 ? c.n_ctx_train : std::max(c.n_ctx_train, seq_);
+  w.set_u32(a + "context_length", static_cast<uint32_t>(ctx));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(c.dim));
   w.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layers));
   w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.ffn_dim));
   w.set_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_heads));
   w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-  if (c.head_dim * c.n_heads != c.dim) {
-    w.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
-    w.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+  if (gpt2) {
+    w.set_f32(a + "attention.layer_norm_epsilon", c.norm_eps);
+  } else {
+    if (c.head_dim * c.n_heads != c.dim) {
+      w.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
+      w.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+    }
+    w.set_f32(a + "rope.freq_base", c.rope_theta);
+    w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rope_dim));
+    w.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
   }
-  w.set_f32(a + "rope.freq_base", c.rope_theta);
-  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rope_dim));
-  w.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
   if (tokenizer_source) {
     w.copy_metadata(*tokenizer_source,
                     [](std::string_view key) { return !key.starts_with("tokenizer."); });

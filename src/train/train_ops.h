@@ -65,4 +65,26 @@ float cross_entropy_forward(float* lse, const float* logits, const int32_t* targ
 void cross_entropy_backward(float* logits, const float* lse, const int32_t* targets, int64_t n,
                             int64_t v, int64_t count);
 
+// --- gpt2 (train_ops_gpt2.cc) ---
+
+// out = (x - mean) / sqrt(var + eps) * w + b per row of c (biased variance, as torch's
+// LayerNorm); saves each row's mean and 1/sqrt(var + eps) in mean[n] and rstd[n].
+void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                       const float* b, int64_t n, int64_t c, float eps);
+void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                        const float* w, const float* mean, const float* rstd, int64_t n,
+                        int64_t c);
+
+// out = gelu(x) with GPT-2's tanh approximation, elementwise over n values.
+void gelu_forward(float* out, const float* x, int64_t n);
+void gelu_backward(float* dx, const float* dout, const float* x, int64_t n);
+
+// out[i, :] += b for each of n rows of c; the backward adds the column sums of dout into db.
+void bias_forward(float* out, const float* b, int64_t n, int64_t c);
+void bias_backward(float* db, const float* dout, int64_t n, int64_t c);
+
+// Learned positions: out[r, :] += table[r % t, :] for n rows of c (row r is at position r % t).
+void positions_forward(float* out, const float* table, int64_t n, int64_t t, int64_t c);
+void positions_backward(float* dtable, const float* dout, int64_t n, int64_t t, int64_t c);
+
 }  // namespace nexus::train

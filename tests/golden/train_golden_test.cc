@@ -1,5 +1,6 @@
 // The trainer against PyTorch (scripts/gen_train_fixtures.py): loss, every parameter gradient and
-// a 20-step AdamW loss trajectory of a tiny llama, tied and untied, computed there in float64.
+// a 20-step AdamW loss trajectory of a tiny llama (tied and untied) and gpt2, computed there in
+// float64.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,7 +108,8 @@ TEST_P(TrainGolden, AdamWTrajectoryMatchesPyTorch) {
               want.front(), want.back(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, TrainGolden, ::testing::Values("llama_tied", "llama_untied"));
+INSTANTIATE_TEST_SUITE_P(Cases, TrainGolden,
+                         ::testing::Values("llama_tied", "llama_untied", "gpt2_tied"));
 
 }  // namespace
 }  // namespace nexus::train

@@ -64,9 +64,11 @@ TEST(TrainModel, RealCheckpointMatchesTheInferencePath) {
   EXPECT_LE(err, 1e-4 * std::max(1.0, mag));
 }
 
-TEST(TrainModel, ExportedGgufRunsWithTheSameLogits) {
+// Trains the fixture `name` a few steps, exports it and checks that the inference path computes
+// the training forward's logits from the export.
+void check_export_round_trip(const std::string& name, const TrainOptions& opts) {
   const int64_t b = 2, t = 11;
-  auto m = TrainModel::from_gguf(fixture("llama_untied.gguf"), b, t);
+  auto m = TrainModel::from_gguf(fixture(name + ".gguf"), b, t, opts);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   TrainModel& model = **m;
   std::vector<int32_t> tokens(b * t), targets(b * t);
@@ -86,13 +88,14 @@ TEST(TrainModel, ExportedGgufRunsWithTheSameLogits) {
   const int64_t v = model.config().n_vocab;
   std::vector<float> want(model.logits(), model.logits() + b * t * v);
 
-  auto src = GgufFile::open(fixture("llama_untied.gguf"));
+  auto src = GgufFile::open(fixture(name + ".gguf"));
   ASSERT_TRUE(src.is_ok());
-  const std::string path = temp_path("nexus_train_export.gguf");
+  const std::string path = temp_path("nexus_train_export_" + name + ".gguf");
   ASSERT_TRUE(model.export_gguf(path, &src.value()).is_ok());
   auto loaded = Model::load(path);
   ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
-  EXPECT_FALSE(loaded.value()->config().tied_output);
+  EXPECT_EQ(loaded.value()->config().arch, model.config().arch);
+  EXPECT_EQ(loaded.value()->config().tied_output, model.config().tied_output);
   EXPECT_NE(loaded.value()->gguf().get_string_array("tokenizer.ggml.tokens"), nullptr);
   ContextOptions co;
   co.n_seq = static_cast<int>(b);
@@ -111,10 +114,16 @@ TEST(TrainModel, ExportedGgufRunsWithTheSameLogits) {
     max_err = std::max(max_err, std::abs(static_cast<double>(got[i]) - want[i]));
     max_abs = std::max(max_abs, std::abs(static_cast<double>(want[i])));
   }
-  std::printf("export round trip: max logit difference %.3g (max |logit| %.3f)\n", max_err,
-              max_abs);
+  std::printf("[%s] export round trip: max logit difference %.3g (max |logit| %.3f)\n",
+              name.c_str(), max_err, max_abs);
   EXPECT_LE(max_err, 1e-4 * std::max(1.0, max_abs));
   std::filesystem::remove(path);
+}
+
+TEST(TrainModel, ExportedGgufRunsWithTheSameLogits) { check_export_round_trip("llama_untied", {}); }
+
+TEST(TrainModel, ExportedGpt2RunsWithTheSameLogits) {
+  check_export_round_trip("gpt2_tied", {.recompute_blocks = true});
 }
 
 TEST(TrainModel, ImportsF16WeightsAndRoundTripsTiedModels) {
@@ -193,6 +202,42 @@ TEST(TrainModel, RandomInitAndValidation) {
   tok[3] = 50;
   EXPECT_THROW(m.value()->forward(tok, tok, 1, 8), Error);  // token id out of range
   EXPECT_THROW(m.value()->backward(), Error);               // no successful forward yet
+}
+
+TEST(TrainModel, Gpt2RandomInitAndValidation) {
+  ModelConfig c = tiny_config();
+  c.arch = Arch::kGpt2;
+  c.n_kv_heads = 4;
+  c.rope = RopeStyle::kNormal;  // ignored: gpt2 has learned positions
+  auto m = TrainModel::create(c, 2, 8);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ(m.value()->param("position_embd.weight").shape(), (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(m.value()->param("blk.1.attn_qkv.weight").shape(), (std::vector<int64_t>{48, 16}));
+  EXPECT_EQ(m.value()->param("blk.0.ffn_up.bias").data_as<float>()[5], 0.0f);
+  EXPECT_EQ(m.value()->param("output_norm.weight").data_as<float>()[5], 1.0f);
+  EXPECT_NE(m.value()->param("position_embd.weight").data_as<float>()[5], 0.0f);
+  std::vector<int32_t> tok(16, 3);
+  EXPECT_GT(m.value()->forward(tok, tok, 2, 8), 0.0f);
+  // A new model exports as a gpt2 file with its whole position table.
+  const std::string path = temp_path("nexus_train_gpt2_new.gguf");
+  ASSERT_TRUE(m.value()->export_gguf(path).is_ok());
+  auto loaded = Model::load(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  EXPECT_EQ(loaded.value()->config().arch, Arch::kGpt2);
+  EXPECT_EQ(loaded.value()->config().n_ctx_train, 32);
+  EXPECT_EQ(loaded.value()->config().norm_eps, c.norm_eps);
+  std::filesystem::remove(path);
+
+  ModelConfig short_ctx = c;
+  short_ctx.n_ctx_train = 6;
+  auto r = TrainModel::create(short_ctx, 1, 8);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("position table"), std::string::npos) << r.status().message();
+  ModelConfig qwen = tiny_config();
+  qwen.arch = Arch::kQwen2;
+  r = TrainModel::create(qwen, 1, 8);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("llama and gpt2"), std::string::npos);
 }
 
 TEST(Optimizer, ClipAndSchedules) {
