@@ -19,11 +19,15 @@ void print_row(const char* name, uint64_t bytes, uint64_t total) {
 
 int find_batch_size_main(int argc, char** argv) {
   CLI::App app{"Largest training micro-batch that fits a memory budget", "nexus find-batch-size"};
-  std::string shape, init, budget_text;
+  std::string shape, init, budget_text, arch = "llama";
+  train::TrainOptions topts;
   int64_t seq = 0, max_batch = 65536;
   train::OptimizerOptions opt;
   app.add_option("--shape", shape, "model: dim,layers,heads,kv_heads,ffn,vocab");
-  app.add_option("--init", init, "or the shape of this GGUF llama model");
+  app.add_option("--init", init, "or the shape of this GGUF llama/gpt2 model");
+  app.add_option("--arch", arch, "architecture of --shape: llama | gpt2")->capture_default_str();
+  app.add_flag("--grad-checkpoint", topts.recompute_blocks,
+               "recompute each block in backward (less activation memory)");
   app.add_option("--seq", seq, "tokens per sequence")->required();
   app.add_option("--memory-budget", budget_text, "e.g. 4GiB, 512MiB, 1.5GB")->required();
   app.add_option("--optimizer", opt.name, "adamw | sgd | adafactor")->capture_default_str();
@@ -31,6 +35,7 @@ int find_batch_size_main(int argc, char** argv) {
   if (auto code = parse_args(app, argc, argv, "find-batch-size")) return *code;
   const auto usage = [](const std::string& m) { return fail("find-batch-size", m, kUsageError); };
   if (shape.empty() == init.empty()) return usage("give exactly one of --shape and --init");
+  if (!init.empty() && app.count("--arch")) return usage("--arch goes with --shape (--init has one)");
   if (seq <= 0 || max_batch <= 0) return usage("--seq and --max-batch must be > 0");
   auto budget = train::parse_byte_size(budget_text);
   if (!budget) return usage("--memory-budget: " + budget.status().message());
@@ -46,8 +51,9 @@ int find_batch_size_main(int argc, char** argv) {
     if (c.value().n_vocab == 0) return usage("--shape needs the vocabulary size as a 6th value");
     cfg = c.value();
     cfg.n_ctx_train = seq;
+    if (Status st = train::set_shape_arch(cfg, arch); !st) return usage(st.message());
   }
-  auto fit = train::find_max_batch(cfg, seq, opt, budget.value(), max_batch);
+  auto fit = train::find_max_batch(cfg, seq, opt, budget.value(), max_batch, topts);
   if (!fit) return fail("find-batch-size", fit.status().message());
   const train::BatchFit& f = fit.value();
   const train::MemoryBreakdown& b = f.at;
@@ -58,8 +64,9 @@ int find_batch_size_main(int argc, char** argv) {
                     ", " + opt.name + " state " + train::format_bytes(b.optimizer) +
                     ", activations " + train::format_bytes(b.activations) +
                     "), over the budget of " + train::format_bytes(budget.value()));
-  std::printf("batch %lld (seq %lld, %s) fits %s:\n", static_cast<long long>(f.batch),
+  std::printf("batch %lld (seq %lld, %s%s) fits %s:\n", static_cast<long long>(f.batch),
               static_cast<long long>(seq), opt.name.c_str(),
+              topts.recompute_blocks ? ", gradient checkpointing" : "",
               train::format_bytes(budget.value()).c_str());
   print_row("parameters", b.params, b.total());
   print_row("gradients", b.grads, b.total());

@@ -38,7 +38,8 @@ std::string eta_string(double secs) {
 
 struct Flags {
   std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
-  std::string metrics, plot, ckpt_dir;
+  std::string metrics, plot, ckpt_dir, arch = "llama";
+  train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
   int keep = 2, prefetch = 2;
@@ -77,7 +78,10 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.set_config("--config", "", "TOML file of flags (keys are the long flag names)");
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
-  app.add_option("--init", f.init, "fine-tune this GGUF llama model instead of --shape");
+  app.add_option("--init", f.init, "fine-tune this GGUF llama/gpt2 model instead of --shape");
+  app.add_option("--arch", f.arch, "architecture of --shape: llama | gpt2")->capture_default_str();
+  app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
+               "gradient checkpointing: recompute each block in backward (less memory)");
   app.add_option("--resume", f.resume,
                  "continue a checkpoint (a file, or a directory: its latest)");
   app.add_option("--tokenizer", f.tokenizer, "GGUF whose tokenizer the model uses (--shape)");
@@ -141,7 +145,7 @@ struct Run {
 // --resume: settings, model, optimizer and tokenizer from the checkpoint.
 Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   for (const char* flag :
-       {"--shape", "--init", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
+       {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
         "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
         "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
         "--seed"})
@@ -172,7 +176,8 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   auto tok = Tokenizer::from_gguf(c.file());
   if (!tok) return Status::error(c.path() + ": " + tok.status().message());
   r.tokenizer = std::move(tok).value();
-  auto m = train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq);
+  auto m = train::TrainModel::create(r.settings.model, r.settings.batch,
+                                     r.settings.seq, {}, f.train_opts);
   if (!m) return m.status();
   r.model = std::move(m).value();
   NEXUS_RETURN_IF_ERROR(c.restore_model(*r.model));
@@ -205,13 +210,17 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   r.tokenizer = std::move(tok).value();
   Result<std::unique_ptr<train::TrainModel>> model = Status::error("unset");
   if (!f.init.empty()) {
-    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq);
+    if (app.count("--arch"))
+      return Status::error("--arch goes with --shape; --init takes the file's architecture");
+    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq, f.train_opts);
   } else {
     auto cfg = train::parse_model_shape(f.shape);
     if (!cfg) return cfg.status();
     if (cfg.value().n_vocab == 0) cfg.value().n_vocab = r.tokenizer->n_vocab();
     cfg.value().n_ctx_train = f.seq;
-    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true});
+    NEXUS_RETURN_IF_ERROR(train::set_shape_arch(cfg.value(), f.arch));
+    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true},
+                                      f.train_opts);
   }
   if (!model) return model.status();
   r.model = std::move(model).value();
@@ -316,13 +325,16 @@ int train_main(int argc, char** argv) {
   m.set_threads(f.threads);
   r.optimizer->set_threads(f.threads);
   std::fprintf(stderr,
-               "train: %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
-               "%s, %lld steps\n",
-               m.params().size(), static_cast<unsigned long long>(data.value().size()),
+               "train: %s, %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
+               "%s, %lld steps, activations %.1f MiB%s\n",
+               m.config().arch_name.c_str(), m.params().size(),
+               static_cast<unsigned long long>(data.value().size()),
                val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
                static_cast<long long>(s.batch), static_cast<long long>(s.seq),
                static_cast<long long>(s.accum), r.optimizer->name(),
-               static_cast<long long>(s.steps));
+               static_cast<long long>(s.steps),
+               static_cast<double>(m.activation_bytes().total()) / (1 << 20),
+               f.train_opts.recompute_blocks ? " (gradient checkpointing)" : "");
 
   std::vector<train::MetricsRecord> history;
   auto save = [&](int64_t step) -> Status {

@@ -14,12 +14,13 @@ uint64_t current(MemCategory c) { return mem_stats().current[static_cast<int>(c)
 }  // namespace
 
 Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
-                                                const OptimizerOptions& opt) {
+                                                const OptimizerOptions& opt,
+                                                const TrainOptions& train) {
   MemoryBreakdown b;
   const uint64_t w0 = current(MemCategory::kWeights), o0 = current(MemCategory::kOptimizer),
                  a0 = current(MemCategory::kActivations);
   try {
-    auto model = TrainModel::create(cfg, batch, seq);
+    auto model = TrainModel::create(cfg, batch, seq, {}, train);
     if (!model) return model.status();
     b.params = current(MemCategory::kWeights) - w0;
     b.grads = current(MemCategory::kOptimizer) - o0;
@@ -35,11 +36,12 @@ Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t 
 }
 
 Result<BatchFit> find_max_batch(const ModelConfig& cfg, int64_t seq, const OptimizerOptions& opt,
-                                uint64_t budget, int64_t max_batch) {
+                                uint64_t budget, int64_t max_batch,
+                                const TrainOptions& train) {
   BatchFit fit;
   auto measure = [&](int64_t b) {
     ++fit.builds;
-    return measure_training_memory(cfg, b, seq, opt);
+    return measure_training_memory(cfg, b, seq, opt, train);
   };
   auto m1 = measure(1);
   if (!m1) return m1.status();

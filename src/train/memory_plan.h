@@ -23,7 +23,8 @@ struct MemoryBreakdown {
 // Everything a training step touches lives in these (a step allocates nothing; tested), so the
 // total is the step's memory apart from the data loader's small ring and the process itself.
 Result<MemoryBreakdown> measure_training_memory(const ModelConfig& cfg, int64_t batch, int64_t seq,
-                                                const OptimizerOptions& opt);
+                                                const OptimizerOptions& opt,
+                                                const TrainOptions& train = {});
 
 struct BatchFit {
   int64_t batch = 0;     // the largest micro-batch whose total fits (0: none does)
@@ -36,6 +37,7 @@ struct BatchFit {
 // arena grows linearly in the batch up to 64-byte padding per buffer, so two measurements (batch
 // 1 and 2) predict the answer and a few more confirm it exactly.
 Result<BatchFit> find_max_batch(const ModelConfig& cfg, int64_t seq, const OptimizerOptions& opt,
-                                uint64_t budget, int64_t max_batch);
+                                uint64_t budget, int64_t max_batch,
+                                const TrainOptions& train = {});
 
 }  // namespace nexus::train

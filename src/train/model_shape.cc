@@ -9,6 +9,16 @@
 
 namespace nexus::train {
 
+Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
+  if (arch == "llama") return Status::ok();
+  if (arch != "gpt2")
+    return Status::error("--arch: unknown architecture '" + arch + "' (trainable: llama, gpt2)");
+  cfg.arch = Arch::kGpt2;
+  cfg.arch_name = "gpt2";
+  cfg.rope = RopeStyle::kNone;
+  return Status::ok();
+}
+
 Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag) {
   std::vector<int64_t> v;
   std::stringstream ss(spec);

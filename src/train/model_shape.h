@@ -14,6 +14,10 @@ namespace nexus::train {
 // name the flag `flag` and the bad part.
 Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag = "--shape");
 
+// Turns a parsed shape into the named architecture: "llama" (as parsed) or "gpt2" (learned
+// positions, LayerNorm, GELU, biases; no RoPE). Errors name the unknown architecture.
+Status set_shape_arch(ModelConfig& cfg, const std::string& arch);
+
 // "4GiB", "512MiB", "1.5GB", "64KiB", "123" (bytes): units B, KB/MB/GB/TB (powers of 1000) and
 // KiB/MiB/GiB/TiB (powers of 1024), case-insensitive; errors quote the text.
 Result<uint64_t> parse_byte_size(const std::string& text);
