@@ -2,6 +2,9 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+
+#include "backends/cpu/elementwise_kernels.h"
+#include "backends/cpu/quant.h"
 #include "profile/op_args.h"
 
 namespace nexus {
@@ -48,8 +51,19 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 
 void swiglu(float* g, const float* u, int64_t n) {
   NEXUS_PROFILE_OP("swiglu", profile::current_layer(), 12 * n, 0, profile::rows_shapes(1, n));
+  if (cpu::active_isa() == cpu::Isa::kAvx2)
+    cpu::swiglu_avx2(g, u, n);
+  else
+    cpu::swiglu_scalar(g, u, n);
+}
+
+namespace cpu {
+
+void swiglu_scalar(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
+
+}  // namespace cpu
 
 void gelu_tanh(float* x, int64_t n) {
   NEXUS_PROFILE_OP("gelu", profile::current_layer(), 8 * n, 0, profile::rows_shapes(1, n));
