@@ -12,18 +12,10 @@ namespace nexus {
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
   NEXUS_PROFILE_OP("rms_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
                    profile::rows_shapes(rows, dim));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    double ss = 0.0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
-    if (w) {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
-    } else {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
-    }
-  }
+  if (cpu::active_isa() == cpu::Isa::kAvx2)
+    cpu::rms_norm_avx2(x, w, eps, y, rows, dim);
+  else
+    cpu::rms_norm_scalar(x, w, eps, y, rows, dim);
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
@@ -58,6 +50,22 @@ void swiglu(float* g, const float* u, int64_t n) {
 }
 
 namespace cpu {
+
+void rms_norm_scalar(const float* x, const float* w, float eps, float* y, int64_t rows,
+                     int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+    if (w) {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+    } else {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
+    }
+  }
+}
 
 void swiglu_scalar(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
