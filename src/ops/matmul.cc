@@ -14,9 +14,6 @@ namespace {
 
 // Rows per parallel_for chunk below which splitting is not worth a thread wake-up.
 constexpr int64_t kMinRowsPerThread = 4;
-// Rows per sgemm chunk (unless that leaves a thread idle): every call re-packs all the tokens'
-// activations, so small chunks of a small matrix spend their time packing (L15M pp512: 9%).
-constexpr int64_t kMinBlasRows = 128;
 // Multiply-adds below which a matmul runs on the calling thread: waking a worker and meeting at
 // the barrier costs about as much as ~50k multiply-adds (measured on stories260K's 64x64 layers).
 constexpr int64_t kMinParallelWork = 64 * 1024;
@@ -62,8 +59,9 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
           cpu::gemm_rows_blas(w.dtype(), w.row(0), w.row_stride(), k, x, n_tokens, y, rows, r0,
                               r1);
         },
-        std::max<int64_t>(kMinRowsPerThread,
-                          std::min<int64_t>(kMinBlasRows, rows / pool.size())));
+        // One chunk per thread: each sgemm call re-packs all the tokens' activations, so fewer,
+        // larger calls pay that once per thread (L15M pp512 with 4 chunks per thread: 10% slower).
+        std::max<int64_t>(kMinRowsPerThread, rows / pool.size()));
     return;
   }
 
