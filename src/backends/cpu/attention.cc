@@ -8,6 +8,7 @@
 
 #include "ops/attention.h"
 
+#include "backends/cpu/attention_block.h"
 #include "backends/cpu/attention_tile.h"
 #include "backends/cpu/quant.h"
 #include "ops/attention_naive.h"
@@ -25,8 +26,9 @@ constexpr int64_t kNarrowHead = 32;
 
 size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) {
   const int64_t group = p.n_heads / p.n_kv_heads;
-  return static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
-                             p.n_heads * p.head_dim + 2 * p.n_heads + 64);
+  return std::max(static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
+                                      p.n_heads * p.head_dim + 2 * p.n_heads + 64),
+                  cpu::attention_block_scratch_floats(p, kv_row_width));
 }
 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
@@ -36,6 +38,8 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     return attention_naive(q, kv, layer, seq, pos, n, p, out, pool);
   NEXUS_PROFILE_OP("attention", static_cast<int>(layer), profile::attention_bytes(kv, pos, n, p),
                    profile::attention_flops(pos, n, p), profile::attention_shapes(kv, n, p));
+  if (n >= cpu::kBlockMinTokens && p.window == 0)
+    return cpu::attention_blocks(q, kv, layer, seq, pos, n, p, out, pool, scratch);
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t q_width = p.n_heads * hd;

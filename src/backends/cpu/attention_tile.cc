@@ -28,4 +28,15 @@ void attn_tile_scalar(const AttnTile& t) {
   *t.max = m_new;
 }
 
+float attn_row_softmax_scalar(float* s, int32_t cnt, float* max, float* sum) {
+  float m = *max;
+  for (int32_t j = 0; j < cnt; ++j) m = std::max(m, s[j]);
+  const float corr = std::exp(*max - m);
+  float add = 0.0f;
+  for (int32_t j = 0; j < cnt; ++j) add += (s[j] = std::exp(s[j] - m));
+  *sum = *sum * corr + add;
+  *max = m;
+  return corr;
+}
+
 }  // namespace nexus::cpu

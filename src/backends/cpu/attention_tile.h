@@ -24,4 +24,11 @@ struct AttnTile {
 void attn_tile_scalar(const AttnTile& t);
 void attn_tile_avx2(const AttnTile& t);
 
+// Online-softmax update of one row of `cnt` scaled scores (cnt >= 1): the running max becomes
+// m = max(*max, max(s)), s[j] is replaced by exp(s[j] - m), *sum becomes *sum * corr + sum(s),
+// and corr = exp(old max - m) is returned (the factor the row's accumulator must be scaled by).
+using AttnRowSoftmaxFn = float (*)(float* s, int32_t cnt, float* max, float* sum);
+float attn_row_softmax_scalar(float* s, int32_t cnt, float* max, float* sum);
+float attn_row_softmax_avx2(float* s, int32_t cnt, float* max, float* sum);
+
 }  // namespace nexus::cpu

@@ -8,33 +8,17 @@
 #include <limits>
 
 #include "backends/cpu/attention_tile.h"
+#include "backends/cpu/exp_avx2.h"
 #include "backends/cpu/simd_avx2.h"
 
 namespace nexus::cpu {
 namespace {
 
-// exp(x) for x <= 0 (scores minus their max); inputs below -87 flush to 0.
-inline __m256 exp_neg_avx2(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.0f);
-  const __m256 valid = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
-  x = _mm256_max_ps(x, lo);
-  // x = n ln2 + r, |r| <= ln2 / 2
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  // Taylor/Cephes coefficients of expf on [-ln2/2, ln2/2].
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 r2 = _mm256_mul_ps(r, r);
-  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // Scale by 2^n through the exponent bits.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), valid);
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
 }
 
 inline float dot_avx2(const float* a, const float* b, int64_t n) {
@@ -60,7 +44,7 @@ void attn_tile_avx2(const AttnTile& t) {
   __m256 addv = _mm256_setzero_ps();
   int32_t j = 0;
   for (; j + 8 <= t.cnt; j += 8) {
-    const __m256 w = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(t.scores + j), mv));
+    const __m256 w = avx2::exp_neg(_mm256_sub_ps(_mm256_loadu_ps(t.scores + j), mv));
     _mm256_storeu_ps(t.scores + j, w);
     addv = _mm256_add_ps(addv, w);
   }
@@ -83,6 +67,27 @@ void attn_tile_avx2(const AttnTile& t) {
   }
   *t.sum = *t.sum * corr + add;
   *t.max = m_new;
+}
+
+float attn_row_softmax_avx2(float* s, int32_t cnt, float* max, float* sum) {
+  __m256 mv = _mm256_set1_ps(*max);
+  int32_t j = 0;
+  for (; j + 8 <= cnt; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + j));
+  float m = hmax(mv);
+  for (; j < cnt; ++j) m = std::max(m, s[j]);
+  const float corr = std::exp(*max - m);
+  mv = _mm256_set1_ps(m);
+  __m256 addv = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= cnt; j += 8) {
+    const __m256 w = avx2::exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    _mm256_storeu_ps(s + j, w);
+    addv = _mm256_add_ps(addv, w);
+  }
+  float add = avx2::hsum(addv);
+  for (; j < cnt; ++j) add += (s[j] = std::exp(s[j] - m));
+  *sum = *sum * corr + add;
+  *max = m;
+  return corr;
 }
 
 }  // namespace nexus::cpu

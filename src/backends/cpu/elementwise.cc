@@ -2,6 +2,9 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+
+#include "backends/cpu/elementwise_kernels.h"
+#include "backends/cpu/quant.h"
 #include "profile/op_args.h"
 
 namespace nexus {
@@ -9,18 +12,10 @@ namespace nexus {
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
   NEXUS_PROFILE_OP("rms_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
                    profile::rows_shapes(rows, dim));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = y + r * dim;
-    double ss = 0.0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
-    if (w) {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
-    } else {
-      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
-    }
-  }
+  if (cpu::active_isa() == cpu::Isa::kAvx2)
+    cpu::rms_norm_avx2(x, w, eps, y, rows, dim);
+  else
+    cpu::rms_norm_scalar(x, w, eps, y, rows, dim);
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
@@ -48,8 +43,35 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 
 void swiglu(float* g, const float* u, int64_t n) {
   NEXUS_PROFILE_OP("swiglu", profile::current_layer(), 12 * n, 0, profile::rows_shapes(1, n));
+  if (cpu::active_isa() == cpu::Isa::kAvx2)
+    cpu::swiglu_avx2(g, u, n);
+  else
+    cpu::swiglu_scalar(g, u, n);
+}
+
+namespace cpu {
+
+void rms_norm_scalar(const float* x, const float* w, float eps, float* y, int64_t rows,
+                     int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+    if (w) {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale * w[i];
+    } else {
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * scale;
+    }
+  }
+}
+
+void swiglu_scalar(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
+
+}  // namespace cpu
 
 void gelu_tanh(float* x, int64_t n) {
   NEXUS_PROFILE_OP("gelu", profile::current_layer(), 8 * n, 0, profile::rows_shapes(1, n));

@@ -1,0 +1,55 @@
+// Prefill GEMM: 512 tokens through matmul (the sgemm path) at the benchmark models' layer shapes,
+// reporting GFLOP/s (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak).
+// Parity: tests/parity/matmul_parity_test.cc.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/quant.h"
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "ops/matmul.h"
+
+namespace nexus {
+namespace {
+
+void BM_PrefillGemm(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), k = state.range(2), n = 512;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(rows * k)), x(static_cast<size_t>(n * k));
+  for (float& v : wf) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint8_t> bytes(row_bytes(t, rows * k));
+  cpu::quantize_row(t, wf.data(), bytes.data(), rows * k);
+  const Tensor w(t, {rows, k}, bytes.data());
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  Arena scratch(matmul_scratch_bytes(w, n) + 4096, MemCategory::kScratch);
+  for (auto _ : state) {
+    scratch.reset();
+    matmul(w, x.data(), n, y.data(), pool, scratch);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * static_cast<double>(n * rows * k) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(dtype_name(t)));
+}
+
+void prefill_args(benchmark::internal::Benchmark* b) {
+  // {rows, k}: L15M attn (288x288) and ffn_up (768x288); Q06B attn_q (2048x1024), ffn_down
+  // (1024x3072).
+  const int64_t shapes[][2] = {{288, 288}, {768, 288}, {2048, 1024}, {1024, 3072}};
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K})
+    for (const auto& s : shapes)
+      for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});
+}
+
+BENCHMARK(BM_PrefillGemm)->Apply(prefill_args)->UseRealTime();
+
+}  // namespace
+}  // namespace nexus
