@@ -3,6 +3,7 @@
 // bounds, and vec_dot against double-precision dots of the dequantized rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -220,6 +221,36 @@ TEST_P(QuantParity, VecDotRowsMatchesVecDotExactly) {
         for (int j = 0; j < nx; ++j)
           EXPECT_EQ(out[j], k.vec_dot(n, w.data(), x.data() + j * xs))
               << dtype_name(t) << " n=" << n << " nx=" << nx << " row " << j;
+      }
+    }
+  }
+}
+
+// The decode kernels (one activation row, several weight rows) must give each weight row exactly
+// what vec_dot gives it alone, for every row count and at the odd sizes.
+TEST_P(QuantParity, VecDotWRowsMatchesVecDotExactly) {
+  const DType t = GetParam();
+  const DType dt = cpu::vec_dot_type(t);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::TypeKernels& k = cpu::kernels(t, isa);
+    if (k.vec_dot_wrows == nullptr) continue;
+    for (int64_t n : test_sizes(t)) {
+      const size_t ws = row_bytes(t, n);
+      std::vector<uint8_t> w(ws * cpu::kMaxWeightRows);
+      for (int r = 0; r < cpu::kMaxWeightRows; ++r) {
+        const auto q = test::quantize(t, random_floats(n, 920 + r), isa);
+        std::copy(q.begin(), q.end(), w.begin() + static_cast<std::ptrdiff_t>(r * ws));
+      }
+      std::vector<uint8_t> x(row_bytes(dt, n));
+      const auto xf = random_floats(n, 930);
+      cpu::kernels(dt, isa).quantize(xf.data(), x.data(), n);
+      for (int nr = 1; nr <= cpu::kMaxWeightRows; ++nr) {
+        float out[cpu::kMaxWeightRows];
+        k.vec_dot_wrows(n, w.data(), ws, x.data(), nr, out);
+        for (int r = 0; r < nr; ++r)
+          EXPECT_EQ(out[r], k.vec_dot(n, w.data() + r * ws, x.data()))
+              << dtype_name(t) << " n=" << n << " nr=" << nr << " row " << r;
       }
     }
   }
