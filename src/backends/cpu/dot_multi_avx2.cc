@@ -1,5 +1,5 @@
-// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for the most
-// common GGUF weight types (Q4_0, Q8_0, Q4_K, Q6_K). Two uses:
+// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q4_K and
+// Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
 //   - prefill (NR = 1, NX <= 4 tokens): a weight block's nibbles and scales are decoded once and
 //     applied to every token;
 //   - decode (NR <= 4 weight rows, NX = 1): an activation block is loaded once for four rows, and
@@ -42,67 +42,40 @@ inline void prefetch_next_group(const uint8_t* w, size_t ws, int64_t i) {
 // An f16 broadcast to 8 f32 lanes.
 inline __m256 h2f_bcast(Half h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
 
-// Q4_0 x Q8_0. The codes are used unsigned (0..15) in maddubs and the -8 offset is taken off each
-// int32 lane as 8 * (sum of the lane's four activations), computed once per activation block: the
-// lane values equal sum (q - 8) * y exactly, without the two sign operations per row.
-template <int NR, int NX>
-void dot_q4_0(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
-  const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
-  __m256 acc[NR][NX];
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    prefetch_next_group<NR, BlockQ4_0>(w, ws, i);
-    __m256i y[NX], y8[NX];
-    __m256 dy[NX];
-    for (int j = 0; j < NX; ++j) {
-      const BlockQ8_0& b = row_blocks<BlockQ8_0>(x, xs, j)[i];
-      y[j] = load256(b.qs);
-      y8[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(eight, y[j]), ones);
-      dy[j] = h2f_bcast(b.d);
-    }
-    for (int r = 0; r < NR; ++r) {
-      const BlockQ4_0& a = row_blocks<BlockQ4_0>(w, ws, r)[i];
-      const __m256i q = avx2::unpack_nibbles(a.qs);
-      const __m256 dw = h2f_bcast(a.d);
-      for (int j = 0; j < NX; ++j) {
-        const __m256i p =
-            _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, y[j]), ones), y8[j]);
-        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dy[j]), acc[r][j]);
-      }
-    }
-  }
-  for (int r = 0; r < NR; ++r)
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
-}
-
 // Q8_0 x Q8_0.
 template <int NR, int NX>
 void dot_q8_0(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
   __m256 acc[NR][NX];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     prefetch_next_group<NR, BlockQ8_0>(w, ws, i);
     __m256i y[NX];
     __m256 dy[NX];
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const BlockQ8_0& b = row_blocks<BlockQ8_0>(x, xs, j)[i];
       y[j] = load256(b.qs);
       dy[j] = h2f_bcast(b.d);
     }
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const BlockQ8_0& a = row_blocks<BlockQ8_0>(w, ws, r)[i];
       const __m256i q = load256(a.qs);
       const __m256i aq = _mm256_sign_epi8(q, q);
       const __m256 dw = h2f_bcast(a.d);
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const __m256i p = avx2::dot_u8_i8(aq, _mm256_sign_epi8(y[j], q));
         acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dy[j]), acc[r][j]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
 }
 
@@ -126,11 +99,14 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   // Shuffle that spreads int16 scale s (bytes 2s, 2s+1 of a 16-byte lane) over a lane.
   __m256i pick[8];
+#pragma GCC unroll 8
   for (int s = 0; s < 8; ++s)
     pick[s] = _mm256_set1_epi16(static_cast<short>(0x0100 * (2 * s + 1) + 2 * s));
   __m256 acc[NR][NX];
   float mins[NR][NX];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       acc[r][j] = _mm256_setzero_ps();
       mins[r][j] = 0.0f;
@@ -139,25 +115,30 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
     prefetch_next_group<NR, BlockQ4_K>(w, ws, i);
     // Activation group sums in pairs: bp[j] lane s = bsums[2s] + bsums[2s + 1] (fits int16).
     __m128i bp[NX];
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
       const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums));
       const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8));
       bp[j] = _mm_hadd_epi16(lo, hi);
     }
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const BlockQ4_K& a = row_blocks<BlockQ4_K>(w, ws, r)[i];
       const __m128i scm = q4_k_scales_mins(a.scales);
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
       __m256i sumi[NX];
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) sumi[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         const __m256i q = load256(a.qs + 32 * c);
         const __m256i lo = _mm256_and_si256(q, m4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         const __m256i s0 = _mm256_shuffle_epi8(sc16, pick[2 * c]);
         const __m256i s1 = _mm256_shuffle_epi8(sc16, pick[2 * c + 1]);
+#pragma GCC unroll 8
         for (int j = 0; j < NX; ++j) {
           const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
           const __m256i p0 =
@@ -168,6 +149,7 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         }
       }
       const float dw = h2f(a.d), mw = h2f(a.dmin);
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
         acc[r][j] =
@@ -179,7 +161,9 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]) - mins[r][j];
 }
 
@@ -190,23 +174,29 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
   // Byte shuffles giving 8 copies of scale g then 8 of scale g + 1, for g = 0, 2, ..., 14.
   __m128i pick[8];
+#pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
     pick[k] = _mm_set_epi64x(0x0101010101010101ll * (2 * k + 1), 0x0101010101010101ll * (2 * k));
   float acc[NR][NX];
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) acc[r][j] = 0.0f;
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_next_group<NR, BlockQ6_K>(w, ws, i);
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const BlockQ6_K& a = row_blocks<BlockQ6_K>(w, ws, r)[i];
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
       __m256i sumi[NX];
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
         const __m256i off = _mm256_madd_epi16(sc16, load256(b.bsums));
         sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
       }
+#pragma GCC unroll 8
       for (int h = 0; h < 2; ++h) {
         const uint8_t* ql = a.ql + 64 * h;
         const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a.qh + 32 * h);
@@ -222,9 +212,11 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         q[3] =
             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+#pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
           // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
           const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[4 * h + k]));
+#pragma GCC unroll 8
           for (int j = 0; j < NX; ++j) {
             const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
             const __m256i p = _mm256_maddubs_epi16(q[k], load256(b.qs + 128 * h + 32 * k));
@@ -233,19 +225,23 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         }
       }
       const float dw = h2f(a.d);
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
         acc[r][j] += dw * b.d * static_cast<float>(avx2::hsum_i32(sumi[j]));
       }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) out[r * NX + j] = acc[r][j];
 }
 
 using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);
 
-// One activation row against 1-4 weight rows, and one weight row against 1-4 activation rows.
+// One activation row against 1-8 weight rows (in passes of at most four), and one weight row
+// against 1-4 activation rows.
 #define NEXUS_DOT_MULTI(t)                                                                       \
   void vec_dot_rows_##t##_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,       \
                                float* out) {                                                     \
@@ -255,7 +251,10 @@ using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, flo
   void vec_dot_wrows_##t##_avx2(int64_t n, const void* w, size_t ws, const void* x, int nr,      \
                                 float* out) {                                                    \
     static constexpr Fn kFns[] = {dot_##t<1, 1>, dot_##t<2, 1>, dot_##t<3, 1>, dot_##t<4, 1>};   \
-    kFns[nr - 1](n, static_cast<const uint8_t*>(w), ws, static_cast<const uint8_t*>(x), 0, out); \
+    const auto* wb = static_cast<const uint8_t*>(w);                                             \
+    for (int r = 0; r < nr; r += 4)                                                              \
+      kFns[(nr - r < 4 ? nr - r : 4) - 1](n, wb + r * ws, ws, static_cast<const uint8_t*>(x), 0, \
+                                          out + r);                                              \
   }                                                                                              \
   float vec_dot_##t##_avx2(int64_t n, const void* w, const void* x) {                            \
     float r;                                                                                     \
@@ -265,7 +264,6 @@ using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, flo
 
 }  // namespace
 
-NEXUS_DOT_MULTI(q4_0)
 NEXUS_DOT_MULTI(q8_0)
 NEXUS_DOT_MULTI(q4_k)
 NEXUS_DOT_MULTI(q6_k)

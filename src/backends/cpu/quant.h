@@ -39,7 +39,7 @@ constexpr int kMaxDotRows = 4;
 using VecDotRowsFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int nx,
                               float* out);
 // Most weight rows a VecDotWRowsFn takes in one call.
-constexpr int kMaxWeightRows = 4;
+constexpr int kMaxWeightRows = 8;
 // out[r] = vec_dot(n, w + r * w_stride, x) for r < nr (1 <= nr <= kMaxWeightRows): one activation
 // row against several weight rows in one pass (decode), bit-identical to separate vec_dot calls.
 using VecDotWRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, int nr,
