@@ -171,17 +171,17 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 // Q8_K group sums (sum sc*(q-32)*y = sum sc*q*y - 32 * sum_g sc[g] * bsums[g]), in one madd.
 template <int NR, int NX>
 void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   // Byte shuffles giving 8 copies of scale g then 8 of scale g + 1, for g = 0, 2, ..., 14.
   __m128i pick[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
     pick[k] = _mm_set_epi64x(0x0101010101010101ll * (2 * k + 1), 0x0101010101010101ll * (2 * k));
-  float acc[NR][NX];
+  __m256 acc[NR][NX];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[r][j] = 0.0f;
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_next_group<NR, BlockQ6_K>(w, ws, i);
 #pragma GCC unroll 8
@@ -201,17 +201,16 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         const uint8_t* ql = a.ql + 64 * h;
         const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a.qh + 32 * h);
         __m256i q[4];
+        // The two high bits of each code, shifted to bits 4-5 of its byte: 16-bit shifts move
+        // bits across bytes, and the 0x30 mask drops what crossed.
         q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-        q[1] =
-            _mm256_or_si256(_mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-        q[2] =
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-        q[3] =
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(hb, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 #pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
           // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
@@ -228,14 +227,15 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        acc[r][j] += dw * b.d * static_cast<float>(avx2::hsum_i32(sumi[j]));
+        acc[r][j] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = acc[r][j];
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
 }
 
 using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);
