@@ -23,11 +23,12 @@ constexpr int kRows = 8;
 
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
-// Partial sums (8 int32 lanes) of q * y for a 256-bit register of codes `lo`/`hi` (low and high
-// nibbles) against activation halves `ylo`/`yhi`, minus the offset partials `c`.
+// Sums of pairs of (q - 8) * y (16 int16 lanes, each four products) for a 256-bit register of codes
+// `lo`/`hi` (low and high nibbles) against activation halves `ylo`/`yhi`; `c` holds the offset
+// terms 8 * y of the same lanes.
 inline __m256i partial(__m256i lo, __m256i hi, __m256i ylo, __m256i yhi, __m256i c) {
   const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
-  return _mm256_sub_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), c);
+  return _mm256_sub_epi16(s, c);
 }
 
 // Eight weight rows (rows[r] for r < 8; callers repeat a row to fill) against one activation row.
@@ -47,8 +48,9 @@ void dot_rows8(int64_t n, const BlockQ4_0* const* rows, const BlockQ8_0* y, size
     _mm_prefetch(pf + 128, _MM_HINT_T0);
     const __m256i ylo = _mm256_broadcastsi128_si256(load128(y[i].qs));
     const __m256i yhi = _mm256_broadcastsi128_si256(load128(y[i].qs + 16));
-    const __m256i c = _mm256_madd_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(eight, ylo), _mm256_maddubs_epi16(eight, yhi)), ones);
+    // 8 * (y[m] + y[m + 1] + y[m + 16] + y[m + 17]) in the int16 lanes that hold q * y pair sums.
+    const __m256i c =
+        _mm256_add_epi16(_mm256_maddubs_epi16(eight, ylo), _mm256_maddubs_epi16(eight, yhi));
     __m256i d[4];
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
@@ -57,14 +59,19 @@ void dot_rows8(int64_t n, const BlockQ4_0* const* rows, const BlockQ8_0* y, size
       d[p] = partial(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), ylo,
                      yhi, c);
     }
-    // Lanes: low half rows 0, 2, 4, 6; high half rows 1, 3, 5, 7.
-    const __m256i sums =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-    const __m128i dh =
-        _mm_set_epi16(static_cast<short>(rows[7][i].d), static_cast<short>(rows[5][i].d),
-                      static_cast<short>(rows[3][i].d), static_cast<short>(rows[1][i].d),
-                      static_cast<short>(rows[6][i].d), static_cast<short>(rows[4][i].d),
-                      static_cast<short>(rows[2][i].d), static_cast<short>(rows[0][i].d));
+    // Two int16 horizontal adds (each lane then sums 16 products (q - 8) * y, |sum| <= 16256),
+    // then one madd to int32. Lanes: low half rows 0, 2, 4, 6; high half rows 1, 3, 5, 7.
+    const __m256i h =
+        _mm256_hadd_epi16(_mm256_hadd_epi16(d[0], d[1]), _mm256_hadd_epi16(d[2], d[3]));
+    const __m256i sums = _mm256_madd_epi16(h, ones);
+    // The eight scales, gathered in general-purpose registers (the vector ports are the busy ones).
+    const uint64_t even =
+        static_cast<uint64_t>(rows[0][i].d) | static_cast<uint64_t>(rows[2][i].d) << 16 |
+        static_cast<uint64_t>(rows[4][i].d) << 32 | static_cast<uint64_t>(rows[6][i].d) << 48;
+    const uint64_t odd =
+        static_cast<uint64_t>(rows[1][i].d) | static_cast<uint64_t>(rows[3][i].d) << 16 |
+        static_cast<uint64_t>(rows[5][i].d) << 32 | static_cast<uint64_t>(rows[7][i].d) << 48;
+    const __m128i dh = _mm_set_epi64x(static_cast<int64_t>(odd), static_cast<int64_t>(even));
     const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(avx2::h2f(y[i].d)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
   }
