@@ -103,13 +103,13 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
   for (int s = 0; s < 8; ++s)
     pick[s] = _mm256_set1_epi16(static_cast<short>(0x0100 * (2 * s + 1) + 2 * s));
   __m256 acc[NR][NX];
-  float mins[NR][NX];
+  __m128 mins[NR][NX];  // the min terms, in 4 lanes
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       acc[r][j] = _mm256_setzero_ps();
-      mins[r][j] = 0.0f;
+      mins[r][j] = _mm_setzero_ps();
     }
   for (int64_t i = 0; i < n / kQKK; ++i) {
     prefetch_next_group<NR, BlockQ4_K>(w, ws, i);
@@ -154,17 +154,16 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
         acc[r][j] =
             _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
-        __m128i t = _mm_madd_epi16(m16, bp[j]);
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1)));
-        mins[r][j] += mw * b.d * static_cast<float>(_mm_cvtsi128_si32(t));
+        mins[r][j] = _mm_fmadd_ps(_mm_set1_ps(mw * b.d),
+                                  _mm_cvtepi32_ps(_mm_madd_epi16(m16, bp[j])), mins[r][j]);
       }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]) - mins[r][j];
+    for (int j = 0; j < NX; ++j)
+      out[r * NX + j] = avx2::hsum(_mm256_sub_ps(acc[r][j], _mm256_zextps128_ps256(mins[r][j])));
 }
 
 // Q6_K x Q8_K: codes decoded once per half super-block; the -32 offset is applied through the
