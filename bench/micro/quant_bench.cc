@@ -4,6 +4,7 @@
 // Run briefly with --benchmark_min_time=0.01 for a smoke test.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -101,6 +102,42 @@ void BM_Matmul(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 
+// Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
+// rows of 1024), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
+// vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token). Weight bytes/s
+// against the machine's per-core bandwidth is the figure of merit.
+void BM_DecodeRows(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const bool multi = state.range(1) != 0;
+  const cpu::TypeKernels& k = cpu::kernels(t);
+  if (multi && k.vec_dot_wrows == nullptr) {
+    state.SkipWithError("no vec_dot_wrows kernel for this type");
+    return;
+  }
+  constexpr int64_t kK = 1024, kRows = 65536, kDistinct = 64;
+  const size_t rb = row_bytes(t, kK);
+  std::vector<uint8_t> w(rb * kRows);
+  for (int64_t r = 0; r < kDistinct; ++r) {
+    const auto q = encode(t, random_floats(kK, 100 + static_cast<uint32_t>(r)));
+    for (int64_t c = r; c < kRows; c += kDistinct)
+      std::copy(q.begin(), q.end(), w.begin() + c * rb);
+  }
+  const auto x = encode(cpu::vec_dot_type(t), random_floats(kK, 2));
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    if (multi) {
+      for (int64_t r = 0; r < kRows; r += cpu::kMaxWeightRows)
+        k.vec_dot_wrows(kK, w.data() + r * rb, rb, x.data(), cpu::kMaxWeightRows, y.data() + r);
+    } else {
+      for (int64_t r = 0; r < kRows; ++r) y[r] = k.vec_dot(kK, w.data() + r * rb, x.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(w.size()));
+  state.SetLabel(std::string(dtype_name(t)) + (multi ? " wrows" : " vec_dot"));
+}
+
 void vec_dot_args(benchmark::internal::Benchmark* b) {
   for (DType t : kTypes) b->Arg(static_cast<int64_t>(t));
 }
@@ -114,6 +151,11 @@ BENCHMARK(BM_VecDot4Rows)
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
                     static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
                    {0, 1}});
+BENCHMARK(BM_DecodeRows)
+    ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
+                    static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
+                   {0, 1}})
+    ->UseRealTime();
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime();
 
 }  // namespace

@@ -3,6 +3,7 @@
 // bounds, and vec_dot against double-precision dots of the dequantized rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -221,6 +222,66 @@ TEST_P(QuantParity, VecDotRowsMatchesVecDotExactly) {
           EXPECT_EQ(out[j], k.vec_dot(n, w.data(), x.data() + j * xs))
               << dtype_name(t) << " n=" << n << " nx=" << nx << " row " << j;
       }
+    }
+  }
+}
+
+// The decode kernels (one activation row, several weight rows) must give each weight row exactly
+// what vec_dot gives it alone, for every row count and at the odd sizes.
+TEST_P(QuantParity, VecDotWRowsMatchesVecDotExactly) {
+  const DType t = GetParam();
+  const DType dt = cpu::vec_dot_type(t);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::TypeKernels& k = cpu::kernels(t, isa);
+    if (k.vec_dot_wrows == nullptr) continue;
+    for (int64_t n : test_sizes(t)) {
+      const size_t ws = row_bytes(t, n);
+      std::vector<uint8_t> w(ws * cpu::kMaxWeightRows);
+      for (int r = 0; r < cpu::kMaxWeightRows; ++r) {
+        const auto q = test::quantize(t, random_floats(n, 920 + r), isa);
+        std::copy(q.begin(), q.end(), w.begin() + static_cast<std::ptrdiff_t>(r * ws));
+      }
+      std::vector<uint8_t> x(row_bytes(dt, n));
+      const auto xf = random_floats(n, 930);
+      cpu::kernels(dt, isa).quantize(xf.data(), x.data(), n);
+      for (int nr = 1; nr <= cpu::kMaxWeightRows; ++nr) {
+        float out[cpu::kMaxWeightRows];
+        k.vec_dot_wrows(n, w.data(), ws, x.data(), nr, out);
+        for (int r = 0; r < nr; ++r)
+          EXPECT_EQ(out[r], k.vec_dot(n, w.data() + r * ws, x.data()))
+              << dtype_name(t) << " n=" << n << " nr=" << nr << " row " << r;
+      }
+    }
+  }
+}
+
+// Extreme codes: every weight code 0 or 15 and every activation code +-127 make the Q4_0 block sums
+// as large as they get (|32 * 8 * 127| = 32512), which the decode kernel's int16 partial sums must
+// carry without saturating. With d = 1 the expected dot is an exact integer.
+TEST(QuantParityExtreme, Q4_0DecodeKernelLargestBlockSums) {
+  if (!cpu::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  constexpr int64_t kN = 64;  // two blocks
+  constexpr int kRowsN = 8;
+  const size_t ws = row_bytes(DType::kQ4_0, kN), xs = row_bytes(DType::kQ8_0, kN);
+  for (int w_code : {0x00, 0xFF}) {
+    for (int y_code : {127, -127}) {
+      std::vector<uint8_t> w(ws * kRowsN), x(xs);
+      for (int64_t b = 0; b < kN / 32 * kRowsN; ++b) {
+        w[b * 18] = 0x00, w[b * 18 + 1] = 0x3C;  // d = 1.0 (f16)
+        for (int i = 0; i < 16; ++i) w[b * 18 + 2 + i] = static_cast<uint8_t>(w_code);
+      }
+      for (int64_t b = 0; b < kN / 32; ++b) {
+        x[b * 34] = 0x00, x[b * 34 + 1] = 0x3C;
+        for (int i = 0; i < 32; ++i) x[b * 34 + 2 + i] = static_cast<uint8_t>(y_code);
+      }
+      const float expect = static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code);
+      const cpu::TypeKernels& k = cpu::kernels(DType::kQ4_0, Isa::kAvx2);
+      float out[kRowsN];
+      k.vec_dot_wrows(kN, w.data(), ws, x.data(), kRowsN, out);
+      for (int r = 0; r < kRowsN; ++r) EXPECT_EQ(out[r], expect) << "row " << r;
+      EXPECT_EQ(k.vec_dot(kN, w.data(), x.data()), expect);
+      EXPECT_EQ(cpu::kernels(DType::kQ4_0, Isa::kScalar).vec_dot(kN, w.data(), x.data()), expect);
     }
   }
 }

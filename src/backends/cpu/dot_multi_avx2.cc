@@ -1,9 +1,14 @@
-// AVX2 dot products of one weight row with 1 to 4 activation rows in a single pass, for the most
-// common GGUF weight types (Q4_0, Q8_0, Q4_K, Q6_K). Why: with several tokens (prefill), decoding
-// a weight block (nibbles, scales) once and applying it to every token saves most of the decode
-// work and weight loads. The single-token vec_dot of these types is the NX = 1 instance, so a
-// token's result is bit-identical whether it is computed alone or in a batch.
+// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q4_K and
+// Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
+//   - prefill (NR = 1, NX <= 4 tokens): a weight block's nibbles and scales are decoded once and
+//     applied to every token;
+//   - decode (NR <= 4 weight rows, NX = 1): an activation block is loaded once for four rows, and
+//     the four independent accumulators hide the FMA latency that one row's chain exposes.
+// Every (row, token) pair runs the same operations in the same order, so the single-row vec_dot
+// (NR = NX = 1) is bit-identical to any batched result.
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/quant_impl.h"
@@ -17,181 +22,251 @@ using avx2::h2f;
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 template <typename B>
-inline const B& act_block(const uint8_t* x, size_t x_stride, int j, int64_t i) {
-  return reinterpret_cast<const B*>(x + static_cast<size_t>(j) * x_stride)[i];
+inline const B* row_blocks(const uint8_t* base, size_t stride, int r) {
+  return reinterpret_cast<const B*>(base + static_cast<size_t>(r) * stride);
 }
 
-// Q4_0 x Q8_0: signed codes q - 8; the sign of q moves onto y so maddubs sees |q|.
-template <int NX>
-void dot_q4_0(int64_t n, const void* w, const uint8_t* x, size_t xs, float* out) {
-  const auto* a = static_cast<const BlockQ4_0*>(w);
-  __m256 acc[NX];
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i q = _mm256_sub_epi8(avx2::unpack_nibbles(a[i].qs), _mm256_set1_epi8(8));
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = h2f(a[i].d);
-    for (int j = 0; j < NX; ++j) {
-      const BlockQ8_0& b = act_block<BlockQ8_0>(x, xs, j, i);
-      const __m256i p = avx2::dot_u8_i8(aq, _mm256_sign_epi8(load256(b.qs), q));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * h2f(b.d)), acc[j]);
-    }
+// Several weight rows at once read NR interleaved streams, each only a row long: too short for the
+// hardware prefetcher to lock on. So while block i is processed, the same span of the next group
+// of NR rows (contiguous in memory, as in every weight matrix) is prefetched.
+template <int NR, typename B>
+inline void prefetch_next_group(const uint8_t* w, size_t ws, int64_t i) {
+  if constexpr (NR > 1) {
+    constexpr size_t kSpan = NR * sizeof(B);
+    const uint8_t* p = w + NR * ws + static_cast<size_t>(i) * kSpan;
+    for (size_t o = 0; o < kSpan; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
   }
-  for (int j = 0; j < NX; ++j) out[j] = avx2::hsum(acc[j]);
 }
+
+// An f16 broadcast to 8 f32 lanes.
+inline __m256 h2f_bcast(Half h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
 
 // Q8_0 x Q8_0.
-template <int NX>
-void dot_q8_0(int64_t n, const void* w, const uint8_t* x, size_t xs, float* out) {
-  const auto* a = static_cast<const BlockQ8_0*>(w);
-  __m256 acc[NX];
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+template <int NR, int NX>
+void dot_q8_0(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  __m256 acc[NR][NX];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const __m256i q = load256(a[i].qs);
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = h2f(a[i].d);
+    prefetch_next_group<NR, BlockQ8_0>(w, ws, i);
+    __m256i y[NX];
+    __m256 dy[NX];
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
-      const BlockQ8_0& b = act_block<BlockQ8_0>(x, xs, j, i);
-      const __m256i p = avx2::dot_u8_i8(aq, _mm256_sign_epi8(load256(b.qs), q));
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * h2f(b.d)), acc[j]);
+      const BlockQ8_0& b = row_blocks<BlockQ8_0>(x, xs, j)[i];
+      y[j] = load256(b.qs);
+      dy[j] = h2f_bcast(b.d);
     }
-  }
-  for (int j = 0; j < NX; ++j) out[j] = avx2::hsum(acc[j]);
-}
-
-// Q4_K x Q8_K: per super-block, the 8 scales become int16 multipliers for madd and the mins meet
-// the Q8_K group sums; both are decoded once for all tokens.
-template <int NX>
-void dot_q4_k(int64_t n, const void* w, const uint8_t* x, size_t xs, float* out) {
-  const auto* a = static_cast<const BlockQ4_K*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[NX];
-  float mins[NX];
-  for (int j = 0; j < NX; ++j) {
-    acc[j] = _mm256_setzero_ps();
-    mins[j] = 0.0f;
-  }
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    for (int s = 0; s < 8; ++s) unpack_scale_min_k4(s, a[i].scales, &sc[s], &m[s]);
-    __m256i sumi[NX];
-    for (int j = 0; j < NX; ++j) sumi[j] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(a[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      const __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8_0& a = row_blocks<BlockQ8_0>(w, ws, r)[i];
+      const __m256i q = load256(a.qs);
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      const __m256 dw = h2f_bcast(a.d);
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
-        const BlockQ8_K& b = act_block<BlockQ8_K>(x, xs, j, i);
-        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(b.qs + 64 * c)), s0);
-        const __m256i p1 =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(b.qs + 64 * c + 32)), s1);
-        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+        const __m256i p = avx2::dot_u8_i8(aq, _mm256_sign_epi8(y[j], q));
+        acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dy[j]), acc[r][j]);
       }
     }
-    const float dw = h2f(a[i].d), mw = h2f(a[i].dmin);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
+}
+
+// The eight 6-bit scales and mins of a Q4_K super-block as bytes (sc in the low 8 bytes, m in the
+// high 8), from the 12 packed bytes with 32-bit word operations (layout in docs/KERNELS.md).
+inline __m128i q4_k_scales_mins(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, sizeof(u));
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
+  const uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+  return _mm_set_epi32(static_cast<int>(m_hi), static_cast<int>(m_lo), static_cast<int>(sc_hi),
+                       static_cast<int>(sc_lo));
+}
+
+// Q4_K x Q8_K: per super-block, the 8 scales become int16 multipliers for madd (one byte shuffle
+// each) and the mins meet the Q8_K group sums in one madd; both are decoded once for all tokens.
+template <int NR, int NX>
+void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  // Shuffle that spreads int16 scale s (bytes 2s, 2s+1 of a 16-byte lane) over a lane.
+  __m256i pick[8];
+#pragma GCC unroll 8
+  for (int s = 0; s < 8; ++s)
+    pick[s] = _mm256_set1_epi16(static_cast<short>(0x0100 * (2 * s + 1) + 2 * s));
+  __m256 acc[NR][NX];
+  __m128 mins[NR][NX];  // the min terms, in 4 lanes
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
-      const BlockQ8_K& b = act_block<BlockQ8_K>(x, xs, j, i);
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
-      int summ = 0;
-      for (int s = 0; s < 8; ++s) summ += m[s] * (b.bsums[2 * s] + b.bsums[2 * s + 1]);
-      mins[j] += mw * b.d * static_cast<float>(summ);
+      acc[r][j] = _mm256_setzero_ps();
+      mins[r][j] = _mm_setzero_ps();
+    }
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_next_group<NR, BlockQ4_K>(w, ws, i);
+    // Activation group sums in pairs: bp[j] lane s = bsums[2s] + bsums[2s + 1] (fits int16).
+    __m128i bp[NX];
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8));
+      bp[j] = _mm_hadd_epi16(lo, hi);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ4_K& a = row_blocks<BlockQ4_K>(w, ws, r)[i];
+      const __m128i scm = q4_k_scales_mins(a.scales);
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+      const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
+      __m256i sumi[NX];
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) sumi[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int c = 0; c < 4; ++c) {
+        const __m256i q = load256(a.qs + 32 * c);
+        const __m256i lo = _mm256_and_si256(q, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, pick[2 * c]);
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, pick[2 * c + 1]);
+#pragma GCC unroll 8
+        for (int j = 0; j < NX; ++j) {
+          const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+          const __m256i p0 =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(b.qs + 64 * c)), s0);
+          const __m256i p1 =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(b.qs + 64 * c + 32)), s1);
+          sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+        }
+      }
+      const float dw = h2f(a.d), mw = h2f(a.dmin);
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        acc[r][j] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        mins[r][j] = _mm_fmadd_ps(_mm_set1_ps(mw * b.d),
+                                  _mm_cvtepi32_ps(_mm_madd_epi16(m16, bp[j])), mins[r][j]);
+      }
     }
   }
-  for (int j = 0; j < NX; ++j) out[j] = avx2::hsum(acc[j]) - mins[j];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j)
+      out[r * NX + j] = avx2::hsum(_mm256_sub_ps(acc[r][j], _mm256_zextps128_ps256(mins[r][j])));
 }
 
 // Q6_K x Q8_K: codes decoded once per half super-block; the -32 offset is applied through the
-// Q8_K group sums (sum sc*(q-32)*y = sum sc*q*y - 32 * sum_g sc[g] * bsums[g]).
-template <int NX>
-void dot_q6_k(int64_t n, const void* w, const uint8_t* x, size_t xs, float* out) {
-  const auto* a = static_cast<const BlockQ6_K*>(w);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
-  float acc[NX];
-  for (int j = 0; j < NX; ++j) acc[j] = 0.0f;
+// Q8_K group sums (sum sc*(q-32)*y = sum sc*q*y - 32 * sum_g sc[g] * bsums[g]), in one madd.
+template <int NR, int NX>
+void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  // Byte shuffles giving 8 copies of scale g then 8 of scale g + 1, for g = 0, 2, ..., 14.
+  __m128i pick[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    pick[k] = _mm_set_epi64x(0x0101010101010101ll * (2 * k + 1), 0x0101010101010101ll * (2 * k));
+  __m256 acc[NR][NX];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    __m256i sumi[NX];
-    for (int j = 0; j < NX; ++j) sumi[j] = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = a[i].ql + 64 * h;
-      const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a[i].qh + 32 * h);
-      __m256i q[4];
-      q[0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-      for (int k = 0; k < 4; ++k) {
-        const int g = 8 * h + 2 * k;
-        // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
-        const __m256i scales =
-            _mm256_set_m128i(_mm_set1_epi16(a[i].scales[g + 1]), _mm_set1_epi16(a[i].scales[g]));
-        for (int j = 0; j < NX; ++j) {
-          const BlockQ8_K& b = act_block<BlockQ8_K>(x, xs, j, i);
-          const __m256i p = _mm256_maddubs_epi16(q[k], load256(b.qs + 128 * h + 32 * k));
-          sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
+    prefetch_next_group<NR, BlockQ6_K>(w, ws, i);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ6_K& a = row_blocks<BlockQ6_K>(w, ws, r)[i];
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      __m256i sumi[NX];
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        const __m256i off = _mm256_madd_epi16(sc16, load256(b.bsums));
+        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = a.ql + 64 * h;
+        const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a.qh + 32 * h);
+        __m256i q[4];
+        // The two high bits of each code, shifted to bits 4-5 of its byte: 16-bit shifts move
+        // bits across bytes, and the 0x30 mask drops what crossed.
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(hb, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+#pragma GCC unroll 8
+        for (int k = 0; k < 4; ++k) {
+          // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
+          const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[4 * h + k]));
+#pragma GCC unroll 8
+          for (int j = 0; j < NX; ++j) {
+            const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+            const __m256i p = _mm256_maddubs_epi16(q[k], load256(b.qs + 128 * h + 32 * k));
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
+          }
         }
       }
-    }
-    const float dw = h2f(a[i].d);
-    for (int j = 0; j < NX; ++j) {
-      const BlockQ8_K& b = act_block<BlockQ8_K>(x, xs, j, i);
-      int offset = 0;
-      for (int g = 0; g < 16; ++g) offset += a[i].scales[g] * b.bsums[g];
-      const float total = static_cast<float>(avx2::hsum_i32(sumi[j]) - 32 * offset);
-      acc[j] += dw * b.d * total;
+      const float dw = h2f(a.d);
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        acc[r][j] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+      }
     }
   }
-  for (int j = 0; j < NX; ++j) out[j] = acc[j];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
 }
 
-using RowsFn = void (*)(int64_t, const void*, const uint8_t*, size_t, float*);
+using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);
+
+// One activation row against 1-8 weight rows (in passes of at most four), and one weight row
+// against 1-4 activation rows.
+#define NEXUS_DOT_MULTI(t)                                                                       \
+  void vec_dot_rows_##t##_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,       \
+                               float* out) {                                                     \
+    static constexpr Fn kFns[] = {dot_##t<1, 1>, dot_##t<1, 2>, dot_##t<1, 3>, dot_##t<1, 4>};   \
+    kFns[nx - 1](n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), xs, out); \
+  }                                                                                              \
+  void vec_dot_wrows_##t##_avx2(int64_t n, const void* w, size_t ws, const void* x, int nr,      \
+                                float* out) {                                                    \
+    static constexpr Fn kFns[] = {dot_##t<1, 1>, dot_##t<2, 1>, dot_##t<3, 1>, dot_##t<4, 1>};   \
+    const auto* wb = static_cast<const uint8_t*>(w);                                             \
+    for (int r = 0; r < nr; r += 4)                                                              \
+      kFns[(nr - r < 4 ? nr - r : 4) - 1](n, wb + r * ws, ws, static_cast<const uint8_t*>(x), 0, \
+                                          out + r);                                              \
+  }                                                                                              \
+  float vec_dot_##t##_avx2(int64_t n, const void* w, const void* x) {                            \
+    float r;                                                                                     \
+    dot_##t<1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &r);  \
+    return r;                                                                                    \
+  }
 
 }  // namespace
 
-void vec_dot_rows_q4_0_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,
-                            float* out) {
-  static constexpr RowsFn kFns[] = {dot_q4_0<1>, dot_q4_0<2>, dot_q4_0<3>, dot_q4_0<4>};
-  kFns[nx - 1](n, w, static_cast<const uint8_t*>(x), xs, out);
-}
-void vec_dot_rows_q8_0_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,
-                            float* out) {
-  static constexpr RowsFn kFns[] = {dot_q8_0<1>, dot_q8_0<2>, dot_q8_0<3>, dot_q8_0<4>};
-  kFns[nx - 1](n, w, static_cast<const uint8_t*>(x), xs, out);
-}
-void vec_dot_rows_q4_k_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,
-                            float* out) {
-  static constexpr RowsFn kFns[] = {dot_q4_k<1>, dot_q4_k<2>, dot_q4_k<3>, dot_q4_k<4>};
-  kFns[nx - 1](n, w, static_cast<const uint8_t*>(x), xs, out);
-}
-void vec_dot_rows_q6_k_avx2(int64_t n, const void* w, const void* x, size_t xs, int nx,
-                            float* out) {
-  static constexpr RowsFn kFns[] = {dot_q6_k<1>, dot_q6_k<2>, dot_q6_k<3>, dot_q6_k<4>};
-  kFns[nx - 1](n, w, static_cast<const uint8_t*>(x), xs, out);
-}
+NEXUS_DOT_MULTI(q8_0)
+NEXUS_DOT_MULTI(q4_k)
+NEXUS_DOT_MULTI(q6_k)
 
-float vec_dot_q4_0_avx2(int64_t n, const void* w, const void* x) {
-  float r;
-  dot_q4_0<1>(n, w, static_cast<const uint8_t*>(x), 0, &r);
-  return r;
-}
-float vec_dot_q8_0_avx2(int64_t n, const void* w, const void* x) {
-  float r;
-  dot_q8_0<1>(n, w, static_cast<const uint8_t*>(x), 0, &r);
-  return r;
-}
-float vec_dot_q4_k_avx2(int64_t n, const void* w, const void* x) {
-  float r;
-  dot_q4_k<1>(n, w, static_cast<const uint8_t*>(x), 0, &r);
-  return r;
-}
-float vec_dot_q6_k_avx2(int64_t n, const void* w, const void* x) {
-  float r;
-  dot_q6_k<1>(n, w, static_cast<const uint8_t*>(x), 0, &r);
-  return r;
-}
+#undef NEXUS_DOT_MULTI
 
 }  // namespace nexus::cpu

@@ -25,9 +25,16 @@ void gemm_rows(const GemmProblem& p, int64_t r0, int64_t r1) {
     const size_t stride = p.w_stride / sizeof(float);
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4)
-      dot4_f32_avx2(p.k, reinterpret_cast<const float*>(p.w + r * p.w_stride), stride, x,
-                    p.y + r);
+      dot4_f32_avx2(p.k, reinterpret_cast<const float*>(p.w + r * p.w_stride), stride, x, p.y + r);
     for (; r < r1; ++r) p.y[r] = k.vec_dot(p.k, p.w + r * p.w_stride, p.x);
+    return;
+  }
+  if (p.n_tokens == 1 && k.vec_dot_wrows != nullptr) {
+    // Decode with block weights: one activation block load serves up to kMaxWeightRows rows.
+    for (int64_t r = r0; r < r1; r += kMaxWeightRows) {
+      const int nr = static_cast<int>(std::min<int64_t>(kMaxWeightRows, r1 - r));
+      k.vec_dot_wrows(p.k, p.w + static_cast<size_t>(r) * p.w_stride, p.w_stride, p.x, nr, p.y + r);
+    }
     return;
   }
   const int64_t row_tile =

@@ -38,6 +38,12 @@ constexpr int kMaxDotRows = 4;
 // the weight row, bit-identical to separate vec_dot calls.
 using VecDotRowsFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int nx,
                               float* out);
+// Most weight rows a VecDotWRowsFn takes in one call.
+constexpr int kMaxWeightRows = 8;
+// out[r] = vec_dot(n, w + r * w_stride, x) for r < nr (1 <= nr <= kMaxWeightRows): one activation
+// row against several weight rows in one pass (decode), bit-identical to separate vec_dot calls.
+using VecDotWRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, int nr,
+                               float* out);
 
 // The kernels of one dtype for one ISA. Entries without a specialised version fall back to the
 // scalar one, so every pointer is valid.
@@ -47,7 +53,8 @@ struct TypeKernels {
   QuantizeFn quantize;
   DequantizeFn dequantize;
   VecDotFn vec_dot;
-  VecDotRowsFn vec_dot_rows;  // null where no multi-row kernel exists: call vec_dot per row
+  VecDotRowsFn vec_dot_rows;    // null where no multi-row kernel exists: call vec_dot per row
+  VecDotWRowsFn vec_dot_wrows;  // null where no multi-weight-row kernel exists
 };
 
 // True when this CPU can run `isa` (kScalar always).

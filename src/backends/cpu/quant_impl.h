@@ -75,12 +75,22 @@ NEXUS_DECLARE_DOT(q8_k, avx2)
 #define NEXUS_DECLARE_DOT_ROWS(t, isa)                                                            \
   void vec_dot_rows_##t##_##isa(int64_t n, const void* w, const void* x, size_t x_stride, int nx, \
                                 float* out);
+// One activation row with nr (1..kMaxWeightRows) weight rows w_stride bytes apart, out[r] for
+// weight row r; bit-identical to nr separate vec_dot calls (dot_multi_avx2.cc).
+#define NEXUS_DECLARE_DOT_WROWS(t, isa)                                                            \
+  void vec_dot_wrows_##t##_##isa(int64_t n, const void* w, size_t w_stride, const void* x, int nr, \
+                                 float* out);
+NEXUS_DECLARE_DOT_WROWS(q4_0, avx2)
+NEXUS_DECLARE_DOT_WROWS(q8_0, avx2)
+NEXUS_DECLARE_DOT_WROWS(q4_k, avx2)
+NEXUS_DECLARE_DOT_WROWS(q6_k, avx2)
 NEXUS_DECLARE_DOT_ROWS(q4_0, avx2)
 NEXUS_DECLARE_DOT_ROWS(q8_0, avx2)
 NEXUS_DECLARE_DOT_ROWS(q4_k, avx2)
 NEXUS_DECLARE_DOT_ROWS(q6_k, avx2)
 
 #undef NEXUS_DECLARE_DOT_ROWS
+#undef NEXUS_DECLARE_DOT_WROWS
 #undef NEXUS_DECLARE_CONVERT
 #undef NEXUS_DECLARE_DOT
 
