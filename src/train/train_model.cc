@@ -1,6 +1,7 @@
 // TrainModel: parameter layout, activation arena, and the explicit forward / backward passes.
 #include "train/train_model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -10,6 +11,11 @@ namespace nexus::train {
 namespace {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+// Logits held at a time by the output head (4 Mi floats, 16 MiB: about 128 rows of a 32k
+// vocabulary). Measured on L15M (docs/PERFORMANCE.md): large enough for full-speed GEMMs, small
+// enough to stay mostly in the last-level cache between the GEMM, the loss and the backward GEMMs.
+constexpr int64_t kHeadBlockFloats = int64_t{1} << 22;
 
 }  // namespace
 
@@ -32,7 +38,10 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
 }
 
 TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
-    : cfg_(cfg), batch_(batch), seq_(seq) {
+    : cfg_(cfg),
+      batch_(batch),
+      seq_(seq),
+      head_rows_(std::clamp<int64_t>(kHeadBlockFloats / cfg.n_vocab, 1, batch * seq)) {
   const ModelConfig& c = cfg_;
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
   auto add = [&](std::string name, std::vector<int64_t> shape) {
@@ -74,9 +83,9 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
   };
   const size_t per_layer =
       pad(n * d) * 4 + pad(n) * 2 + pad(n * qw) * 2 + pad(n * kvw) * 2 + pad(att) + pad(n * f) * 3;
-  const size_t rest = pad(n * d) * 3 + pad(n) * 2 + pad(n * c.n_vocab) + pad(seq_ * c.rope_dim) +
-                      pad(n * d) * 2 + pad(n * f) * 3 + pad(n * qw) * 2 + pad(n * kvw) * 2 +
-                      pad(n) * 2;
+  const size_t rest = pad(n * d) * 3 + pad(n) * 2 + pad(head_rows_ * c.n_vocab) +
+                      pad(c.n_vocab * d) + pad(n * d) + pad(seq_ * c.rope_dim) + pad(n * d) * 2 +
+                      pad(n * f) * 3 + pad(n * qw) * 2 + pad(n * kvw) * 2 + pad(n) * 2;
   arena_ = Arena(per_layer * L + rest, MemCategory::kActivations);
   auto A = [&](int64_t count) { return arena_.alloc_n<float>(static_cast<size_t>(count)); };
   for (int64_t l = 0; l < L; ++l) {
@@ -99,8 +108,10 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
   act_.lnf = A(n * d);
   act_.tmp = A(n * d);
   act_.rstdf = A(n);
-  act_.lse = A(n);
-  act_.logits = A(n * c.n_vocab);
+  act_.row_loss = A(n);
+  act_.logits = A(head_rows_ * c.n_vocab);
+  act_.dlnf = A(n * d);
+  act_.head_grad = A(c.n_vocab * d);
   act_.rope_cs = A(seq_ * c.rope_dim);
   act_.dres = A(n * d);
   act_.dln = A(n * d);
@@ -194,28 +205,57 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, d);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerParams& w = p_.layers[l];
-    rmsnorm_forward(a.ln1[l], a.rstd1[l], a.res[l], w.attn_norm, n, d, c.norm_eps);
+    rmsnorm_forward(a.ln1[l], a.rstd1[l], a.res[l], w.attn_norm, n, d, c.norm_eps, pool_.get());
     matmul_forward(a.q[l], a.ln1[l], w.wq, n, d, qw);
     matmul_forward(a.k[l], a.ln1[l], w.wk, n, d, kvw);
     matmul_forward(a.v[l], a.ln1[l], w.wv, n, d, kvw);
-    rope_rotate(a.q[l], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
-    rope_rotate(a.k[l], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false);
+    rope_rotate(a.q[l], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false,
+                pool_.get());
+    rope_rotate(a.k[l], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, false,
+                pool_.get());
     attention_forward(a.atty[l], a.att[l], a.q[l], a.k[l], a.v[l], as, pool_.get());
     matmul_forward(a.tmp, a.atty[l], w.wo, n, qw, d);
     for (int64_t i = 0; i < n * d; ++i) a.mid[l][i] = a.res[l][i] + a.tmp[i];
-    rmsnorm_forward(a.ln2[l], a.rstd2[l], a.mid[l], w.ffn_norm, n, d, c.norm_eps);
+    rmsnorm_forward(a.ln2[l], a.rstd2[l], a.mid[l], w.ffn_norm, n, d, c.norm_eps, pool_.get());
     matmul_forward(a.g[l], a.ln2[l], w.w_gate, n, d, f);
     matmul_forward(a.u[l], a.ln2[l], w.w_up, n, d, f);
-    swiglu_forward(a.hact[l], a.g[l], a.u[l], n * f);
+    swiglu_forward(a.hact[l], a.g[l], a.u[l], n * f, pool_.get());
     matmul_forward(a.tmp, a.hact[l], w.w_down, n, f, d);
     for (int64_t i = 0; i < n * d; ++i) a.res[l + 1][i] = a.mid[l][i] + a.tmp[i];
   }
-  rmsnorm_forward(a.lnf, a.rstdf, a.res[c.n_layers], p_.out_norm, n, d, c.norm_eps);
-  matmul_forward(a.logits, a.lnf, p_.output, n, d, c.n_vocab);
+  rmsnorm_forward(a.lnf, a.rstdf, a.res[c.n_layers], p_.out_norm, n, d, c.norm_eps, pool_.get());
   cur_b_ = b;
   cur_t_ = t;
   have_forward_ = true;
-  return cross_entropy_forward(a.lse, a.logits, a.targets, n, c.n_vocab, &cur_count_);
+  return head_forward(n);
+}
+
+float TrainModel::head_forward(int64_t n) {
+  const int64_t d = cfg_.dim, nv = cfg_.n_vocab;
+  Activations& a = act_;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
+  const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
+  zero(a.dlnf, n * d);
+  zero(a.head_grad, nv * d);
+  // Per block of rows: logits, loss and d logits in place, then d lnf and d output.
+  for (int64_t r0 = 0; r0 < n; r0 += head_rows_) {
+    const int64_t rows = std::min(head_rows_, n - r0);
+    matmul_forward(a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
+    cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale, pool_.get());
+    matmul_backward(a.dlnf + r0 * d, a.head_grad, a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
+  }
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
+  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+std::vector<float> TrainModel::logits() const {
+  NEXUS_CHECK(cur_b_ > 0, "[train logits] no forward() has run");
+  const int64_t n = cur_b_ * cur_t_;
+  std::vector<float> out(static_cast<size_t>(n * cfg_.n_vocab));
+  matmul_forward(out.data(), act_.lnf, p_.output, n, cfg_.dim, cfg_.n_vocab);
+  return out;
 }
 
 void TrainModel::backward() {
@@ -227,11 +267,11 @@ void TrainModel::backward() {
   const int64_t kvw = c.n_kv_heads * c.head_dim;
   const AttnShape as{b, t, c.n_heads, c.n_kv_heads, c.head_dim};
   Activations& a = act_;
-  cross_entropy_backward(a.logits, a.lse, a.targets, n, c.n_vocab, cur_count_);
-  zero(a.dln, n * d);
-  matmul_backward(a.dln, g_.output, a.logits, a.lnf, p_.output, n, d, c.n_vocab);
+  // The head's backward ran in forward(): add its weight gradient, continue from d lnf.
+  accumulate(g_.output, a.head_grad, c.n_vocab * d, pool_.get());
   zero(a.dres, n * d);
-  rmsnorm_backward(a.dres, g_.out_norm, a.dln, a.res[c.n_layers], p_.out_norm, a.rstdf, n, d);
+  rmsnorm_backward(a.dres, g_.out_norm, a.dlnf, a.res[c.n_layers], p_.out_norm, a.rstdf, n, d,
+                   pool_.get());
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     const LayerParams& w = p_.layers[l];
     const LayerParams& gw = g_.layers[l];
@@ -240,11 +280,12 @@ void TrainModel::backward() {
     matmul_backward(a.dhact, gw.w_down, a.dres, a.hact[l], w.w_down, n, f, d);
     zero(a.dg, n * f);
     zero(a.du, n * f);
-    swiglu_backward(a.dg, a.du, a.dhact, a.g[l], a.u[l], n * f);
+    swiglu_backward(a.dg, a.du, a.dhact, a.g[l], a.u[l], n * f, pool_.get());
     zero(a.dln, n * d);
     matmul_backward(a.dln, gw.w_gate, a.dg, a.ln2[l], w.w_gate, n, d, f);
     matmul_backward(a.dln, gw.w_up, a.du, a.ln2[l], w.w_up, n, d, f);
-    rmsnorm_backward(a.dres, gw.ffn_norm, a.dln, a.mid[l], w.ffn_norm, a.rstd2[l], n, d);
+    rmsnorm_backward(a.dres, gw.ffn_norm, a.dln, a.mid[l], w.ffn_norm, a.rstd2[l], n, d,
+                     pool_.get());
     // Attention half: mid = res[l] + attn(rope(ln1 Wq), rope(ln1 Wk), ln1 Wv) Wo.
     zero(a.datty, n * qw);
     matmul_backward(a.datty, gw.wo, a.dres, a.atty[l], w.wo, n, qw, d);
@@ -253,13 +294,16 @@ void TrainModel::backward() {
     zero(a.dv, n * kvw);
     attention_backward(a.dq, a.dk, a.dv, a.datty, a.att[l], a.q[l], a.k[l], a.v[l], as,
                        attn_scratch_.data(), pool_.get());
-    rope_rotate(a.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
-    rope_rotate(a.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true);
+    rope_rotate(a.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true,
+                pool_.get());
+    rope_rotate(a.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, a.rope_cs, true,
+                pool_.get());
     zero(a.dln, n * d);
     matmul_backward(a.dln, gw.wq, a.dq, a.ln1[l], w.wq, n, d, qw);
     matmul_backward(a.dln, gw.wk, a.dk, a.ln1[l], w.wk, n, d, kvw);
     matmul_backward(a.dln, gw.wv, a.dv, a.ln1[l], w.wv, n, d, kvw);
-    rmsnorm_backward(a.dres, gw.attn_norm, a.dln, a.res[l], w.attn_norm, a.rstd1[l], n, d);
+    rmsnorm_backward(a.dres, gw.attn_norm, a.dln, a.res[l], w.attn_norm, a.rstd1[l], n, d,
+                     pool_.get());
   }
   embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
 }

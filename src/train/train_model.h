@@ -58,7 +58,10 @@ class TrainModel {
   // targets [b, t] (targets < 0 are ignored). Keeps the activations for backward().
   float forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                 int64_t t);
-  // Adds d(mean loss)/d(parameter) of the last forward() to grads(). Consumes the logits.
+  // The output head's backward runs inside forward(), fused with the loss over blocks of rows, so
+  // the full [b * t, n_vocab] logits are never held (llm.c style); forward() keeps d(loss)/d(final
+  // norm output) and the head's weight gradient for backward().
+  // Adds d(mean loss)/d(parameter) of the last forward() to grads().
   void backward();
   void zero_grad();
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
@@ -76,8 +79,9 @@ class TrainModel {
   std::span<const float> params() const { return {params_, n_params_}; }
   std::span<float> grads() { return {grads_, n_params_}; }
   std::span<const float> grads() const { return {grads_, n_params_}; }
-  // Logits [b * t, n_vocab] of the last forward(); overwritten by backward().
-  const float* logits() const { return act_.logits; }
+  // Logits [b * t, n_vocab] of the last forward(), recomputed from its final-norm output with the
+  // current output weights (one GEMM; for tests and inspection, not the training loop).
+  std::vector<float> logits() const;
 
  private:
   struct LayerParams {
@@ -91,7 +95,9 @@ class TrainModel {
   // Saved activations (per layer arrays hold n_layers entries) and backward scratch.
   struct Activations {
     std::vector<float*> res, mid, ln1, rstd1, q, k, v, att, atty, ln2, rstd2, g, u, hact;
-    float *lnf, *rstdf, *logits, *lse, *tmp, *rope_cs;
+    float *lnf, *rstdf, *tmp, *rope_cs;
+    // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf, d output weight.
+    float *logits, *row_loss, *dlnf, *head_grad;
     float *dres, *dln, *dhact, *dg, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
@@ -100,10 +106,13 @@ class TrainModel {
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
   Params bind(float* base) const;
   const ParamInfo* find(const std::string& name) const;
+  // The output head and the fused cross-entropy with their backward; returns the mean loss.
+  float head_forward(int64_t n);
   void init_random(const InitOptions& init);
 
   ModelConfig cfg_;
   int64_t batch_, seq_;
+  int64_t head_rows_;  // rows of logits computed at a time
   std::vector<ParamInfo> infos_;
   size_t n_params_ = 0;
   float* params_ = nullptr;
@@ -113,7 +122,7 @@ class TrainModel {
   Activations act_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> attn_scratch_;  // seq floats per thread
-  int64_t cur_b_ = 0, cur_t_ = 0, cur_count_ = 0;
+  int64_t cur_b_ = 0, cur_t_ = 0;
   bool have_forward_ = false;
 };
 
