@@ -16,7 +16,8 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
 // AVX2 version; requires head_dim % 8 == 0 and head_dim <= 64 (attn_avx2_supports).
 void attn_forward_head_avx2(float* out, float* att, const float* q, const float* k, const float* v,
                             const AttnShape& s, int64_t b, int64_t h);
-// Attention backward of every query head that reads KV head kh of sequence b; dp holds t floats.
+// Attention backward of every query head that reads KV head kh of sequence b; scratch holds
+// attention_backward_scratch(t) floats (the scalar version uses t of them, the AVX2 one t * t).
 void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* dout,
                                 const float* att, const float* q, const float* k, const float* v,
                                 const AttnShape& s, int64_t b, int64_t kh, float* dp);

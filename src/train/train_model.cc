@@ -12,10 +12,11 @@ namespace {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
 
-// Logits held at a time by the output head (4 Mi floats, 16 MiB: about 128 rows of a 32k
-// vocabulary). Measured on L15M (docs/PERFORMANCE.md): large enough for full-speed GEMMs, small
-// enough to stay mostly in the last-level cache between the GEMM, the loss and the backward GEMMs.
-constexpr int64_t kHeadBlockFloats = int64_t{1} << 22;
+// Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary).
+// BM_TrainOutputHead (bench/micro/train_bench.cc) at L15M, CPU time of the head over 2048 rows:
+// blocks of 64 / 131 / 256 / 512 / 2048 rows cost 1.20 / 1.12 / 1.02 / 1.00 / 1.00 of the full
+// GEMMs: below ~256 rows the weight-gradient GEMM (k = rows) re-reads its 37 MB output too often.
+constexpr int64_t kHeadBlockFloats = int64_t{1} << 23;
 
 }  // namespace
 
@@ -131,7 +132,7 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq)
 void TrainModel::set_threads(int n) {
   NEXUS_CHECK(n >= 1, "[train] threads must be >= 1, got " + std::to_string(n));
   pool_ = n > 1 ? std::make_unique<ThreadPool>(n) : nullptr;
-  attn_scratch_.assign(static_cast<size_t>(n * seq_), 0.0f);
+  attn_scratch_.assign(static_cast<size_t>(n * attention_backward_scratch(seq_)), 0.0f);
 }
 
 TrainModel::~TrainModel() {

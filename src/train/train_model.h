@@ -121,7 +121,7 @@ class TrainModel {
   Arena arena_;
   Activations act_;
   std::unique_ptr<ThreadPool> pool_;
-  std::vector<float> attn_scratch_;  // seq floats per thread
+  std::vector<float> attn_scratch_;  // attention_backward_scratch(seq) floats per thread
   int64_t cur_b_ = 0, cur_t_ = 0;
   bool have_forward_ = false;
 };

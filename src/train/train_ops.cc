@@ -159,13 +159,15 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
   });
 }
 
+int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
+
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool) {
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
-    float* dp = scratch + thread * s.t;
+    float* dp = scratch + thread * attention_backward_scratch(s.t);
     if (simd)
       kern::attn_backward_group_avx2(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
     else

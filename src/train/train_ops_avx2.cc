@@ -62,7 +62,8 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
     __m256 qv[NV];
     for (int e = 0; e < NV; ++e) qv[e] = _mm256_loadu_ps(qi + 8 * e);
-    // Scores, four keys at a time.
+    // Scores, four keys at a time, with their running max.
+    __m128 mx4 = _mm_set1_ps(-INFINITY);
     int64_t j = 0;
     for (; j + 4 <= i + 1; j += 4) {
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -73,16 +74,20 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
         a2 = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(k0 + 2 * kvw + 8 * e), a2);
         a3 = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(k0 + 3 * kvw + 8 * e), a3);
       }
-      _mm_storeu_ps(p + j, _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale)));
+      const __m128 sc = _mm_mul_ps(hsum4(a0, a1, a2, a3), _mm_set1_ps(scale));
+      _mm_storeu_ps(p + j, sc);
+      mx4 = _mm_max_ps(mx4, sc);
     }
+    mx4 = _mm_max_ps(mx4, _mm_movehl_ps(mx4, mx4));
+    float mx = _mm_cvtss_f32(_mm_max_ss(mx4, _mm_movehdup_ps(mx4)));
     for (; j <= i; ++j) {
       __m256 a = _mm256_setzero_ps();
       for (int e = 0; e < NV; ++e)
         a = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(kb + j * kvw + 8 * e), a);
       p[j] = hsum(a) * scale;
+      mx = std::max(mx, p[j]);
     }
     const int64_t cnt = i + 1;
-    float mx = *std::max_element(p, p + cnt);
     const __m256 mxv = _mm256_set1_ps(mx);
     __m256 sumv = _mm256_setzero_ps();
     j = 0;
@@ -112,70 +117,89 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
   }
 }
 
+// Two passes per query head so that no gradient row is loaded and stored per (i, j) pair:
+// by query row i, dp_ij = dout_i . v_j, ds_ij = p_ij (dp_ij - sum_j p_ij dp_ij) scale (kept in
+// scratch, t x t) and dq_i += sum_j ds_ij k_j; then by key row j, dv_j += sum_i p_ij dout_i and
+// dk_j += sum_i ds_ij q_i, each accumulated in registers.
 template <int NV>
 void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, const float* att,
                          const float* q, const float* k, const float* v, const AttnShape& s,
-                         int64_t b, int64_t kh, float* dp) {
+                         int64_t b, int64_t kh, float* scratch) {
   constexpr int64_t hd = NV * 8;
-  const int64_t qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+  const int64_t t = s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
   const int64_t group = s.n_heads / s.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t kvo = b * s.t * kvw + kh * hd;
+  const int64_t kvo = b * t * kvw + kh * hd;
   const float *kb = k + kvo, *vb = v + kvo;
   float *dkb = dk + kvo, *dvb = dv + kvo;
+  float* dsm = scratch;  // [t, t], row i holds ds_ij for j <= i
   for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
-    for (int64_t i = 0; i < s.t; ++i) {
-      const int64_t qo = (b * s.t + i) * qw + h * hd;
-      const float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
+    const float* pm = att + (b * s.n_heads + h) * t * t;
+    const int64_t qo0 = b * t * qw + h * hd;
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t qo = qo0 + i * qw;
+      const float* p = pm + i * t;
+      float* ds = dsm + i * t;
       __m256 go[NV];
       for (int e = 0; e < NV; ++e) go[e] = _mm256_loadu_ps(dout + qo + 8 * e);
-      // dp_j = dout . v_j and dv_j += p_j dout, four keys at a time.
       int64_t j = 0;
       for (; j + 4 <= i + 1; j += 4) {
-        __m256 a[4];
-        for (int u = 0; u < 4; ++u) {
-          const float* vj = vb + (j + u) * kvw;
-          float* dvj = dvb + (j + u) * kvw;
-          const __m256 pj = _mm256_set1_ps(p[j + u]);
-          a[u] = _mm256_setzero_ps();
-          for (int e = 0; e < NV; ++e) {
-            a[u] = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(vj + 8 * e), a[u]);
-            _mm256_storeu_ps(dvj + 8 * e, _mm256_fmadd_ps(pj, go[e], _mm256_loadu_ps(dvj + 8 * e)));
-          }
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float* v0 = vb + j * kvw;
+        for (int e = 0; e < NV; ++e) {
+          a0 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + 8 * e), a0);
+          a1 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + kvw + 8 * e), a1);
+          a2 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + 2 * kvw + 8 * e), a2);
+          a3 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + 3 * kvw + 8 * e), a3);
         }
-        _mm_storeu_ps(dp + j, hsum4(a[0], a[1], a[2], a[3]));
+        _mm_storeu_ps(ds + j, hsum4(a0, a1, a2, a3));
       }
       for (; j <= i; ++j) {
-        const float* vj = vb + j * kvw;
-        float* dvj = dvb + j * kvw;
-        const __m256 pj = _mm256_set1_ps(p[j]);
         __m256 a = _mm256_setzero_ps();
-        for (int e = 0; e < NV; ++e) {
-          a = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(vj + 8 * e), a);
-          _mm256_storeu_ps(dvj + 8 * e, _mm256_fmadd_ps(pj, go[e], _mm256_loadu_ps(dvj + 8 * e)));
-        }
-        dp[j] = hsum(a);
+        for (int e = 0; e < NV; ++e)
+          a = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(vb + j * kvw + 8 * e), a);
+        ds[j] = hsum(a);
       }
-      double pdp = 0.0;
-      for (j = 0; j <= i; ++j) pdp += static_cast<double>(p[j]) * dp[j];
-      // ds_j = p_j (dp_j - sum p dp) scale; dq_i += ds_j k_j, dk_j += ds_j q_i.
+      // sum_j p_ij dp_ij in double, four lanes at a time.
+      __m256d pd = _mm256_setzero_pd();
+      for (j = 0; j + 4 <= i + 1; j += 4)
+        pd = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(p + j)),
+                             _mm256_cvtps_pd(_mm_loadu_ps(ds + j)), pd);
+      __m128d pd2 = _mm_add_pd(_mm256_castpd256_pd128(pd), _mm256_extractf128_pd(pd, 1));
+      double pdp = _mm_cvtsd_f64(_mm_add_sd(pd2, _mm_unpackhi_pd(pd2, pd2)));
+      for (; j <= i; ++j) pdp += static_cast<double>(p[j]) * ds[j];
       const float pdpf = static_cast<float>(pdp);
-      __m256 qv[NV], acc[NV];
-      for (int e = 0; e < NV; ++e) {
-        qv[e] = _mm256_loadu_ps(q + qo + 8 * e);
-        acc[e] = _mm256_setzero_ps();
-      }
+      __m256 acc[NV];
+      for (int e = 0; e < NV; ++e) acc[e] = _mm256_setzero_ps();
       for (j = 0; j <= i; ++j) {
-        const __m256 ds = _mm256_set1_ps(p[j] * (dp[j] - pdpf) * scale);
+        ds[j] = p[j] * (ds[j] - pdpf) * scale;
+        const __m256 dsv = _mm256_set1_ps(ds[j]);
         const float* kj = kb + j * kvw;
-        float* dkj = dkb + j * kvw;
-        for (int e = 0; e < NV; ++e) {
-          acc[e] = _mm256_fmadd_ps(ds, _mm256_loadu_ps(kj + 8 * e), acc[e]);
-          _mm256_storeu_ps(dkj + 8 * e, _mm256_fmadd_ps(ds, qv[e], _mm256_loadu_ps(dkj + 8 * e)));
-        }
+        for (int e = 0; e < NV; ++e)
+          acc[e] = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kj + 8 * e), acc[e]);
       }
       for (int e = 0; e < NV; ++e)
         _mm256_storeu_ps(dq + qo + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dq + qo + 8 * e), acc[e]));
+    }
+    for (int64_t j = 0; j < t; ++j) {
+      __m256 av[NV], ak[NV];
+      for (int e = 0; e < NV; ++e) av[e] = ak[e] = _mm256_setzero_ps();
+      for (int64_t i = j; i < t; ++i) {
+        const __m256 pij = _mm256_set1_ps(pm[i * t + j]);
+        const __m256 dsij = _mm256_set1_ps(dsm[i * t + j]);
+        const float* go = dout + qo0 + i * qw;
+        const float* qi = q + qo0 + i * qw;
+        for (int e = 0; e < NV; ++e) {
+          av[e] = _mm256_fmadd_ps(pij, _mm256_loadu_ps(go + 8 * e), av[e]);
+          ak[e] = _mm256_fmadd_ps(dsij, _mm256_loadu_ps(qi + 8 * e), ak[e]);
+        }
+      }
+      float* dvj = dvb + j * kvw;
+      float* dkj = dkb + j * kvw;
+      for (int e = 0; e < NV; ++e) {
+        _mm256_storeu_ps(dvj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dvj + 8 * e), av[e]));
+        _mm256_storeu_ps(dkj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dkj + 8 * e), ak[e]));
+      }
     }
   }
 }

@@ -45,7 +45,7 @@ TEST(TrainKernelsParity, AttentionForwardAndBackward) {
       ASSERT_TRUE(kern::attn_avx2_supports(hd));
       const auto q = randn(n * qw, 1 + t, 2.0f), k = randn(n * kvw, 2 + t, 2.0f);
       const auto v = randn(n * kvw, 3 + t), dout = randn(n * qw, 4 + t);
-      std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(t);
+      std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(attention_backward_scratch(t));
       for (int simd = 0; simd < 2; ++simd) {
         out[simd].assign(n * qw, 0.0f);
         att[simd].assign(s.b * s.n_heads * t * t, -1.0f);

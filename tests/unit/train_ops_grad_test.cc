@@ -105,7 +105,8 @@ TEST(TrainOpsGrad, CausalGqaAttention) {
   const AttnShape s{2, 5, 4, 2, 3};
   const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
   auto q = randn(n * qw, 9), k = randn(n * kvw, 10), v = randn(n * kvw, 11), r = randn(n * qw, 12);
-  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(s.t);
+  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+      scratch(attention_backward_scratch(s.t));
   std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   auto loss = [&] {
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
@@ -127,7 +128,8 @@ TEST(TrainOpsGrad, CausalGqaAttentionVectorHeads) {
   const AttnShape s{1, 6, 2, 1, 16};
   const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
   auto q = randn(n * qw, 29), k = randn(n * kvw, 30), v = randn(n * kvw, 31), r = randn(n * qw, 32);
-  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(s.t);
+  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+      scratch(attention_backward_scratch(s.t));
   std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   auto loss = [&] {
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
@@ -175,7 +177,8 @@ TEST(TrainOpsGrad, AttentionThreadedIsBitIdentical) {
          r = randn(n * qw, 22);
     auto run = [&](ThreadPool* pool) {
       const int threads = pool ? pool->size() : 1;
-      std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(threads * s.t);
+      std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+          scratch(threads * attention_backward_scratch(s.t));
       std::vector<float> g(n * qw + 2 * n * kvw, 0.0f);
       attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, pool);
       attention_backward(g.data(), g.data() + n * qw, g.data() + n * qw + n * kvw, r.data(),
