@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     const nexus::train::ActivationBytes& a = models[k]->activation_bytes();
     std::printf(
         "%-12s activations counted %.1f MiB: blocks %.1f, block inputs %.1f, head %.1f "
-        "(logits %.1f), scratch %.1f\n",
+        "(a full [b*t, vocab] logits would be %.1f; none is held), scratch %.1f\n",
         names[k], mib(counted), mib(a.blocks), mib(a.block_inputs), mib(a.head),
         mib(static_cast<size_t>(batch * seq * c.n_vocab) * 4), mib(a.scratch));
   }

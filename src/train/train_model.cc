@@ -1,6 +1,7 @@
 // TrainModel: parameter layout, activation arena, and the explicit forward / backward passes.
 #include "train/train_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,12 @@ namespace nexus::train {
 namespace {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+// Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary).
+// BM_TrainOutputHead (bench/micro/train_bench.cc) at L15M, CPU time of the head over 2048 rows:
+// blocks of 64 / 131 / 256 / 512 / 2048 rows cost 1.20 / 1.12 / 1.02 / 1.00 / 1.00 of the full
+// GEMMs: below ~256 rows the weight-gradient GEMM (k = rows) re-reads its 37 MB output too often.
+constexpr int64_t kHeadBlockFloats = int64_t{1} << 23;
 
 }  // namespace
 
@@ -45,7 +52,11 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
 }
 
 TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts)
-    : cfg_(cfg), batch_(batch), seq_(seq), opts_(opts) {
+    : cfg_(cfg),
+      batch_(batch),
+      seq_(seq),
+      opts_(opts),
+      head_rows_(std::clamp<int64_t>(kHeadBlockFloats / cfg.n_vocab, 1, batch * seq)) {
   if (cfg_.arch == Arch::kGpt2) cfg_.rope = RopeStyle::kNone;
   layout_params();
   params_ =
@@ -147,12 +158,15 @@ void TrainModel::layout_activations() {
     act_.lnf = A(n * d, &sz.head);
     act_.rstdf = A(n, &sz.head);
     act_.meanf = gpt2 ? A(n, &sz.head) : nullptr;
-    act_.lse = A(n, &sz.head);
-    act_.logits = A(n * c.n_vocab, &sz.head);
+    act_.row_loss = A(n, &sz.head);
+    act_.logits = A(head_rows_ * c.n_vocab, &sz.head);
+    act_.head_grad = A(c.n_vocab * d, &sz.head);
     size_t* scr = &sz.scratch;
     act_.rope_cs = c.rope != RopeStyle::kNone ? A(seq_ * c.rope_dim, scr) : nullptr;
     act_.dres = A(n * d, scr);
     act_.dln = A(n * d, scr);
+    // d lnf lives in dln: forward() writes it, backward() reads it before any block uses dln.
+    act_.dlnf = act_.dln;
     act_.dhact = A(n * f, scr);
     // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
     act_.du = gpt2 ? nullptr : A(n * f, scr);
@@ -176,7 +190,7 @@ void TrainModel::layout_activations() {
 void TrainModel::set_threads(int n) {
   NEXUS_CHECK(n >= 1, "[train] threads must be >= 1, got " + std::to_string(n));
   pool_ = n > 1 ? std::make_unique<ThreadPool>(n) : nullptr;
-  attn_scratch_.assign(static_cast<size_t>(n * seq_), 0.0f);
+  attn_scratch_.assign(static_cast<size_t>(n * attention_backward_scratch(seq_)), 0.0f);
 }
 
 TrainModel::~TrainModel() {
@@ -254,20 +268,20 @@ namespace {
 
 // The block's normalisation: LayerNorm with bias (gpt2) or RMSNorm (llama, mean and b unused).
 void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
-                  const float* w, const float* b, int64_t n) {
+                  const float* w, const float* b, int64_t n, ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)
     layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps);
   else
-    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps);
+    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps, pool);
 }
 
 void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
                    const float* x, const float* w, const float* mean, const float* rstd,
-                   int64_t n) {
+                   int64_t n, ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)
     layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim);
   else
-    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim);
+    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
 }
 
 }  // namespace
@@ -297,19 +311,46 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   for (int64_t l = 0; l < c.n_layers; ++l)
     block_forward(l, a.blocks[opts_.recompute_blocks ? 0 : l], true);
   final_norm_forward(n);
-  matmul_forward(a.logits, a.lnf, p_.output, n, c.dim, c.n_vocab);
   have_forward_ = true;
-  return cross_entropy_forward(a.lse, a.logits, a.targets, n, c.n_vocab, &cur_count_);
+  return head_forward(n);
+}
+
+float TrainModel::head_forward(int64_t n) {
+  const int64_t d = cfg_.dim, nv = cfg_.n_vocab;
+  Activations& a = act_;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
+  const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
+  zero(a.dlnf, n * d);
+  zero(a.head_grad, nv * d);
+  // Per block of rows: logits, loss and d logits in place, then d lnf and d output.
+  for (int64_t r0 = 0; r0 < n; r0 += head_rows_) {
+    const int64_t rows = std::min(head_rows_, n - r0);
+    matmul_forward(a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
+    cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale, pool_.get());
+    matmul_backward(a.dlnf + r0 * d, a.head_grad, a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
+  }
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
+  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+std::vector<float> TrainModel::logits() const {
+  NEXUS_CHECK(cur_b_ > 0, "[train logits] no forward() has run");
+  const int64_t n = cur_b_ * cur_t_;
+  std::vector<float> out(static_cast<size_t>(n * cfg_.n_vocab));
+  matmul_forward(out.data(), act_.lnf, p_.output, n, cfg_.dim, cfg_.n_vocab);
+  return out;
 }
 
 void TrainModel::final_norm_forward(int64_t n) {
   norm_forward(cfg_, act_.lnf, act_.meanf, act_.rstdf, act_.res[cfg_.n_layers], p_.out_norm,
-               p_.out_norm_b, n);
+               p_.out_norm_b, n, pool_.get());
 }
 
 void TrainModel::final_norm_backward(int64_t n) {
-  norm_backward(cfg_, act_.dres, g_.out_norm, g_.out_norm_b, act_.dln, act_.res[cfg_.n_layers],
-                p_.out_norm, act_.meanf, act_.rstdf, n);
+  norm_backward(cfg_, act_.dres, g_.out_norm, g_.out_norm_b, act_.dlnf, act_.res[cfg_.n_layers],
+                p_.out_norm, act_.meanf, act_.rstdf, n, pool_.get());
 }
 
 void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
@@ -320,7 +361,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
   const LayerParams& w = p_.layers[l];
   const float* x = act_.res[l];
-  norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n);
+  norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
   matmul_forward(a.q, a.ln1, w.wq, n, d, qw);
   matmul_forward(a.k, a.ln1, w.wk, n, d, kvw);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw);
@@ -330,19 +371,21 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
     bias_forward(a.v, w.bv, n, kvw);
   }
   if (c.rope != RopeStyle::kNone) {
-    rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false);
-    rope_rotate(a.k, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false);
+    rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
+                pool_.get());
+    rope_rotate(a.k, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
+                pool_.get());
   }
   attention_forward(a.atty, a.att, a.q, a.k, a.v, as, pool_.get());
   // The projections are written where their sum with the residual goes (no scratch).
   matmul_forward(a.mid, a.atty, w.wo, n, qw, d);
   if (w.bo) bias_forward(a.mid, w.bo, n, d);
   for (int64_t i = 0; i < n * d; ++i) a.mid[i] += x[i];
-  norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n);
+  norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
   if (w.w_gate) {  // SwiGLU
     matmul_forward(a.g, a.ln2, w.w_gate, n, d, f);
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
-    swiglu_forward(a.hact, a.g, a.u, n * f);
+    swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
   } else {  // GELU MLP
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
     bias_forward(a.u, w.b_up, n, f);
@@ -375,7 +418,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   zero(s.dln, n * d);
   if (w.w_gate) {
     zero(a.hact, n * f);
-    swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f);
+    swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
     matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f);
   } else {
     gelu_backward(du, s.dhact, a.u, n * f);
@@ -383,7 +426,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   }
   matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f);
   norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
-                n);
+                n, pool_.get());
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
   zero(s.datty, n * qw);
   matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d);
@@ -394,8 +437,10 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
                      pool_.get());
   if (c.rope != RopeStyle::kNone) {
-    rope_rotate(s.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true);
-    rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true);
+    rope_rotate(s.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
+                pool_.get());
+    rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
+                pool_.get());
   }
   if (gw.bq) {
     bias_backward(gw.bq, s.dq, n, qw);
@@ -407,7 +452,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw);
   matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
-                a.rstd1, n);
+                a.rstd1, n, pool_.get());
 }
 
 void TrainModel::backward() {
@@ -416,9 +461,8 @@ void TrainModel::backward() {
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t, d = c.dim;
   Activations& a = act_;
-  cross_entropy_backward(a.logits, a.lse, a.targets, n, c.n_vocab, cur_count_);
-  zero(a.dln, n * d);
-  matmul_backward(a.dln, g_.output, a.logits, a.lnf, p_.output, n, d, c.n_vocab);
+  // The head's backward ran in forward(): add its weight gradient, continue from d lnf.
+  accumulate(g_.output, a.head_grad, c.n_vocab * d, pool_.get());
   zero(a.dres, n * d);
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {

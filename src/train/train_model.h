@@ -50,7 +50,7 @@ struct TrainOptions {
 struct ActivationBytes {
   size_t blocks = 0;        // per-block saved activations (n_layers sets, or 1 when recomputing)
   size_t block_inputs = 0;  // the residual stream at each block boundary (n_layers + 1)
-  size_t head = 0;          // final norm, logits [b*t, vocab], log-sum-exp
+  size_t head = 0;          // final norm, one row block of logits, row losses, d(output)
   size_t scratch = 0;       // backward scratch, RoPE table, token ids
   size_t total() const { return blocks + block_inputs + head + scratch; }
 };
@@ -81,7 +81,10 @@ class TrainModel {
   // targets [b, t] (targets < 0 are ignored). Keeps the activations for backward().
   float forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                 int64_t t);
-  // Adds d(mean loss)/d(parameter) of the last forward() to grads(). Consumes the logits.
+  // The output head's backward runs inside forward(), fused with the loss over blocks of rows, so
+  // the full [b * t, n_vocab] logits are never held (llm.c style); forward() keeps d(loss)/d(final
+  // norm output) and the head's weight gradient for backward().
+  // Adds d(mean loss)/d(parameter) of the last forward() to grads().
   void backward();
   void zero_grad();
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
@@ -102,8 +105,9 @@ class TrainModel {
   std::span<const float> params() const { return {params_, n_params_}; }
   std::span<float> grads() { return {grads_, n_params_}; }
   std::span<const float> grads() const { return {grads_, n_params_}; }
-  // Logits [b * t, n_vocab] of the last forward(); overwritten by backward().
-  const float* logits() const { return act_.logits; }
+  // Logits [b * t, n_vocab] of the last forward(), recomputed from its final-norm output with the
+  // current output weights (one GEMM; for tests and inspection, not the training loop).
+  std::vector<float> logits() const;
 
  private:
   // One block's parameters (or gradients). gpt2's fused QKV tensor is seen as wq, wk, wv (its
@@ -127,7 +131,9 @@ class TrainModel {
   struct Activations {
     std::vector<float*> res;
     std::vector<BlockActs> blocks;
-    float *lnf, *rstdf, *meanf, *logits, *lse, *rope_cs;
+    float *lnf, *rstdf, *meanf, *rope_cs;
+    // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf, d output weight.
+    float *logits, *row_loss, *dlnf, *head_grad;
     float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
@@ -138,6 +144,8 @@ class TrainModel {
   void layout_activations();
   Params bind(float* base) const;
   const ParamInfo* find(const std::string& name) const;
+  // The output head and the fused cross-entropy with their backward; returns the mean loss.
+  float head_forward(int64_t n);
   void init_random(const InitOptions& init);
   // Block l's forward from res[l] into `a`; writes res[l + 1] only when `write_output` (a
   // recompute for the backward needs every saved activation but not the block's output).
@@ -150,6 +158,7 @@ class TrainModel {
   ModelConfig cfg_;
   int64_t batch_, seq_;
   TrainOptions opts_;
+  int64_t head_rows_;  // rows of logits computed at a time
   ActivationBytes act_bytes_;
   std::vector<ParamInfo> infos_;
   size_t n_params_ = 0;
@@ -159,8 +168,8 @@ class TrainModel {
   Arena arena_;
   Activations act_;
   std::unique_ptr<ThreadPool> pool_;
-  std::vector<float> attn_scratch_;  // seq floats per thread
-  int64_t cur_b_ = 0, cur_t_ = 0, cur_count_ = 0;
+  std::vector<float> attn_scratch_;  // attention_backward_scratch(seq) floats per thread
+  int64_t cur_b_ = 0, cur_t_ = 0;
   bool have_forward_ = false;
 };
 

@@ -18,18 +18,22 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc);
 
+// The ops below take an optional pool: rows (or elements) are split over its threads, and every
+// result is the same for any thread count (reductions over rows use a fixed blocking).
+
 // out = x / sqrt(mean(x^2) + eps) * w per row of c; saves 1/rms of each row in rstd[n].
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t n, int64_t c,
-                     float eps);
+                     float eps, ThreadPool* pool = nullptr);
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                      const float* rstd, int64_t n, int64_t c);
+                      const float* rstd, int64_t n, int64_t c, ThreadPool* pool = nullptr);
 
 // cos/sin table [t, rope_dim / 2, 2] for positions 0..t-1, same formula as the inference path.
 void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta);
 // Rotates each head of x [n, n_heads, head_dim] in place; row r is at position r % t. With
 // inverse = true it applies the transpose rotation, which is the backward of the forward.
 void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_dim,
-                 int64_t rope_dim, RopeStyle style, const float* cs, bool inverse);
+                 int64_t rope_dim, RopeStyle style, const float* cs, bool inverse,
+                 ThreadPool* pool = nullptr);
 
 // Shapes of one causal self-attention call: b sequences of t tokens.
 struct AttnShape {
@@ -40,7 +44,10 @@ struct AttnShape {
 // (sequence, head) pairs are split over its threads; results are identical to pool == nullptr.
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, ThreadPool* pool = nullptr);
-// Accumulates dq, dk, dv; `scratch` holds t floats per thread of `pool` (t when it is null).
+// Floats of attention_backward scratch per thread for sequences of t tokens (t * t + t).
+int64_t attention_backward_scratch(int64_t t);
+// Accumulates dq, dk, dv; `scratch` holds attention_backward_scratch(t) floats per thread of
+// `pool` (for one thread when it is null).
 // Work is split by (sequence, KV head), so no two threads write the same dk / dv row, and each
 // element is accumulated in the same order as the serial loop (bit-identical results).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
@@ -48,22 +55,25 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         float* scratch, ThreadPool* pool = nullptr);
 
 // out = silu(g) * u elementwise over n values.
-void swiglu_forward(float* out, const float* g, const float* u, int64_t n);
+void swiglu_forward(float* out, const float* g, const float* u, int64_t n,
+                    ThreadPool* pool = nullptr);
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
-                     int64_t n);
+                     int64_t n, ThreadPool* pool = nullptr);
 
 // out[i] = table[tokens[i]] (rows of c).
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n, int64_t c);
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c);
 
-// Mean cross-entropy over rows whose target is >= 0; saves each row's log-sum-exp in lse[n].
-// Returns the mean loss (0 when no row has a target) and the number of counted rows in *count.
-float cross_entropy_forward(float* lse, const float* logits, const int32_t* targets, int64_t n,
-                            int64_t v, int64_t* count);
-// Overwrites logits with d(mean loss)/d logits = (softmax - onehot) / count (0 for ignored rows).
-void cross_entropy_backward(float* logits, const float* lse, const int32_t* targets, int64_t n,
-                            int64_t v, int64_t count);
+// dst[i] += src[i] over n values.
+void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool = nullptr);
+
+// Cross-entropy fused with its backward (llm.c style, one exp pass): for each of n rows of v
+// logits, row_loss[i] = logsumexp(row) - row[targets[i]] (0 when targets[i] < 0), and the row is
+// overwritten with d(scale * sum of row losses)/d row = (softmax - onehot) * scale (zeros for an
+// ignored row). Returns the sum of row_loss, added in row order (the same for any thread count).
+double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
+                           int64_t v, float scale, ThreadPool* pool = nullptr);
 
 // --- gpt2 (train_ops_gpt2.cc) ---
 

@@ -71,7 +71,8 @@ TEST(TrainOpsGrad, CausalGqaAttention) {
   const AttnShape s{2, 5, 4, 2, 3};
   const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
   auto q = randn(n * qw, 9), k = randn(n * kvw, 10), v = randn(n * kvw, 11), r = randn(n * qw, 12);
-  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(s.t);
+  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+      scratch(attention_backward_scratch(s.t));
   std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   auto loss = [&] {
     attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
@@ -88,24 +89,74 @@ TEST(TrainOpsGrad, CausalGqaAttention) {
   EXPECT_LT(fd_error("attention d v", v, dv, loss), kTol);
 }
 
-TEST(TrainOpsGrad, AttentionThreadedIsBitIdentical) {
-  const AttnShape s{3, 7, 6, 2, 5};
+// Head size 16 takes the AVX2 kernels where the CPU has them (hd 3 above is always scalar).
+TEST(TrainOpsGrad, CausalGqaAttentionVectorHeads) {
+  const AttnShape s{1, 6, 2, 1, 16};
   const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
-  auto q = randn(n * qw, 19), k = randn(n * kvw, 20), v = randn(n * kvw, 21), r = randn(n * qw, 22);
+  auto q = randn(n * qw, 29), k = randn(n * kvw, 30), v = randn(n * kvw, 31), r = randn(n * qw, 32);
+  std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+      scratch(attention_backward_scratch(s.t));
+  std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
+    return weighted_sum(out, r);
+  };
+  loss();
+  attention_backward(dq.data(), dk.data(), dv.data(), r.data(), att.data(), q.data(), k.data(),
+                     v.data(), s, scratch.data());
+  EXPECT_LT(fd_error("attention/16 d q", q, dq, loss), kTol);
+  EXPECT_LT(fd_error("attention/16 d k", k, dk, loss), kTol);
+  EXPECT_LT(fd_error("attention/16 d v", v, dv, loss), kTol);
+}
+
+// Norms (with their row-blocked weight gradient), RoPE and SwiGLU split over a pool give the same
+// bits as the serial call.
+TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
+  const int64_t n = 203, c = 24, t = 29;
+  const auto x = randn(n * c, 33), w = randn(c, 34), r = randn(n * c, 35);
+  std::vector<float> cs(t * c);
+  rope_table(cs.data(), t, c, 10000.0f);
   auto run = [&](ThreadPool* pool) {
-    const int threads = pool ? pool->size() : 1;
-    std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t), scratch(threads * s.t);
-    std::vector<float> g(n * qw + 2 * n * kvw, 0.0f);
-    attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, pool);
-    attention_backward(g.data(), g.data() + n * qw, g.data() + n * qw + n * kvw, r.data(),
-                       att.data(), q.data(), k.data(), v.data(), s, scratch.data(), pool);
-    out.insert(out.end(), g.begin(), g.end());
-    return out;
+    std::vector<float> y(n * c), rstd(n), dx(n * c, 0.0f), dw(c, 0.0f), h(n * c), dg(n * c, 0.0f),
+        du(n * c, 0.0f);
+    rmsnorm_forward(y.data(), rstd.data(), x.data(), w.data(), n, c, 1e-5f, pool);
+    rmsnorm_backward(dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), n, c, pool);
+    rope_rotate(y.data(), n, t, 2, c / 2, c / 2, RopeStyle::kNormal, cs.data(), false, pool);
+    swiglu_forward(h.data(), y.data(), x.data(), n * c, pool);
+    swiglu_backward(dg.data(), du.data(), r.data(), y.data(), x.data(), n * c, pool);
+    for (const auto* part : {&rstd, &dx, &dw, &h, &dg, &du})
+      y.insert(y.end(), part->begin(), part->end());
+    return y;
   };
   const std::vector<float> serial = run(nullptr);
-  for (int threads : {2, 3, 4}) {
+  for (int threads : {2, 3}) {
     ThreadPool pool(threads);
     EXPECT_EQ(run(&pool), serial) << threads << " threads";
+  }
+}
+
+TEST(TrainOpsGrad, AttentionThreadedIsBitIdentical) {
+  for (int64_t hd : {5, 16}) {  // scalar and (where the CPU has it) AVX2 kernels
+    const AttnShape s{3, 7, 6, 2, hd};
+    const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
+    auto q = randn(n * qw, 19), k = randn(n * kvw, 20), v = randn(n * kvw, 21),
+         r = randn(n * qw, 22);
+    auto run = [&](ThreadPool* pool) {
+      const int threads = pool ? pool->size() : 1;
+      std::vector<float> out(n * qw), att(s.b * s.n_heads * s.t * s.t),
+          scratch(threads * attention_backward_scratch(s.t));
+      std::vector<float> g(n * qw + 2 * n * kvw, 0.0f);
+      attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, pool);
+      attention_backward(g.data(), g.data() + n * qw, g.data() + n * qw + n * kvw, r.data(),
+                         att.data(), q.data(), k.data(), v.data(), s, scratch.data(), pool);
+      out.insert(out.end(), g.begin(), g.end());
+      return out;
+    };
+    const std::vector<float> serial = run(nullptr);
+    for (int threads : {2, 3, 4}) {
+      ThreadPool pool(threads);
+      EXPECT_EQ(run(&pool), serial) << threads << " threads, head size " << hd;
+    }
   }
 }
 
@@ -138,31 +189,54 @@ TEST(TrainOpsGrad, EmbeddingWithRepeatedTokens) {
 }
 
 TEST(TrainOpsGrad, CrossEntropyWithIgnoredTarget) {
-  const int64_t n = 4, v = 7;
-  const std::vector<int32_t> targets = {2, -1, 6, 0};
+  const int64_t n = 4, v = 37;  // v not a multiple of 8: the AVX2 path's scalar tail runs too
+  const std::vector<int32_t> targets = {2, -1, 36, 0};
   auto logits = randn(n * v, 18, 3.0f);
-  std::vector<float> lse(n);
-  int64_t count = 0;
+  std::vector<float> row_loss(n), grad(n * v);
+  const float scale = 1.0f / 3.0f;
+  // The loss as a function of the logits (the fused op overwrites its input, so work on a copy).
   auto loss = [&] {
-    return static_cast<double>(
-        cross_entropy_forward(lse.data(), logits.data(), targets.data(), n, v, &count));
+    grad = logits;
+    return scale * cross_entropy_fused(grad.data(), row_loss.data(), targets.data(), n, v, scale);
   };
   const double l0 = loss();
-  EXPECT_EQ(count, 3);
+  const std::vector<float> analytic = grad;
   // Direct check of the value: mean over counted rows of lse - logit[target].
   double want = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    if (targets[i] < 0) continue;
+    if (targets[i] < 0) {
+      EXPECT_EQ(row_loss[i], 0.0f);
+      continue;
+    }
     double s = 0.0;
     for (int64_t j = 0; j < v; ++j) s += std::exp(static_cast<double>(logits[i * v + j]));
-    want += std::log(s) - logits[i * v + targets[i]];
+    const double row = std::log(s) - logits[i * v + targets[i]];
+    EXPECT_NEAR(row_loss[i], row, 1e-5 * std::max(1.0, row));
+    want += row;
   }
-  EXPECT_NEAR(l0, want / 3.0, 1e-6);
-  std::vector<float> grad = logits;
-  cross_entropy_backward(grad.data(), lse.data(), targets.data(), n, v, count);
+  EXPECT_NEAR(l0, want / 3.0, 1e-5);
   // The loss is a single f32 value here, so a larger step keeps rounding out of the difference.
-  EXPECT_LT(fd_error("cross-entropy d logits", logits, grad, loss, 1e-2f), 5e-3);
-  for (int64_t j = 0; j < v; ++j) EXPECT_EQ(grad[1 * v + j], 0.0f);
+  EXPECT_LT(fd_error("cross-entropy d logits", logits, analytic, loss, 1e-2f), 5e-3);
+  for (int64_t j = 0; j < v; ++j) EXPECT_EQ(analytic[1 * v + j], 0.0f);
+}
+
+TEST(TrainOpsGrad, CrossEntropyThreadedIsBitIdentical) {
+  const int64_t n = 37, v = 1003;
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = i % 5 == 3 ? -1 : static_cast<int32_t>(i * 97 % v);
+  const auto logits = randn(n * v, 23, 4.0f);
+  auto run = [&](ThreadPool* pool) {
+    std::vector<float> g = logits, row_loss(n);
+    const double total =
+        cross_entropy_fused(g.data(), row_loss.data(), targets.data(), n, v, 0.25f, pool);
+    g.push_back(static_cast<float>(total));
+    return g;
+  };
+  const std::vector<float> serial = run(nullptr);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(run(&pool), serial) << threads << " threads";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,134 @@
+// Training hot kernels at the L15M shape (dim 288, 6 heads of 48, vocab 32000, 256 tokens per
+// sequence): attention forward / backward per head, the fused cross-entropy row and SwiGLU, each
+// scalar (arg 0) against AVX2 (arg 1) on one thread; and the output head (logits GEMM, fused loss,
+// both backward GEMMs) over 2048 rows cut into blocks of `rows` rows, which is how the block size
+// in TrainModel (train_model.cc) was chosen. Parity tests:
+// tests/parity/train_kernels_parity_test.cc.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <random>
+#include <vector>
+
+#include "backends/cpu/quant.h"
+#include "train/train_kernels.h"
+#include "train/train_ops.h"
+
+namespace nexus::train {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+bool skip_without_avx2(benchmark::State& state) {
+  if (state.range(0) == 1 && !cpu::isa_supported(cpu::Isa::kAvx2)) {
+    state.SkipWithError("no AVX2/FMA CPU");
+    return true;
+  }
+  return false;
+}
+
+const AttnShape kAttn{1, 256, 6, 6, 48};
+
+void BM_TrainAttentionForward(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
+  const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3);
+  std::vector<float> out(n * w), att(kAttn.t * kAttn.t);
+  const auto fn = state.range(0) ? kern::attn_forward_head_avx2 : kern::attn_forward_head_scalar;
+  for (auto _ : state) fn(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
+  // Causal q k^T and p v: 2 * t (t + 1) / 2 * hd multiply-adds each.
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * 2 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TrainAttentionForward)->Arg(0)->Arg(1);
+
+void BM_TrainAttentionBackward(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
+  const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3), dout = randn(n * w, 4);
+  std::vector<float> out(n * w), att(kAttn.n_heads * kAttn.t * kAttn.t),
+      dp(attention_backward_scratch(kAttn.t));
+  std::vector<float> dq(n * w), dk(n * w), dv(n * w);
+  kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
+  const auto fn =
+      state.range(0) ? kern::attn_backward_group_avx2 : kern::attn_backward_group_scalar;
+  for (auto _ : state)
+    fn(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(), v.data(),
+       kAttn, 0, 0, dp.data());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * 4 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TrainAttentionBackward)->Arg(0)->Arg(1);
+
+void BM_TrainCrossEntropyRow(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t v = 32000;
+  const auto logits = randn(v, 5, 3.0f);
+  std::vector<float> row(v);
+  const auto fn = state.range(0) ? kern::ce_row_avx2 : kern::ce_row_scalar;
+  for (auto _ : state) {
+    state.PauseTiming();
+    row = logits;
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(fn(row.data(), v, 17, 1.0f / 2048));
+  }
+  state.SetItemsProcessed(state.iterations() * v);
+}
+BENCHMARK(BM_TrainCrossEntropyRow)->Arg(0)->Arg(1);
+
+void BM_TrainSwiGlu(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t n = 256 * 768;
+  const auto g = randn(n, 6, 2.0f), u = randn(n, 7), dout = randn(n, 8);
+  std::vector<float> out(n), dg(n), du(n);
+  const bool simd = state.range(0) == 1;
+  for (auto _ : state) {
+    (simd ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar)(out.data(), g.data(), u.data(),
+                                                                     n);
+    (simd ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar)(
+        dg.data(), du.data(), dout.data(), g.data(), u.data(), n);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_TrainSwiGlu)->Arg(0)->Arg(1);
+
+// The output head of TrainModel::head_forward over 2048 rows in blocks of state.range(0) rows,
+// on OpenBLAS's current thread count.
+void BM_TrainOutputHead(benchmark::State& state) {
+  const int64_t n = 2048, d = 288, nv = 32000, rows = state.range(0);
+  const auto lnf = randn(n * d, 9), w = randn(nv * d, 10, 0.02f);
+  std::vector<float> logits(rows * nv), row_loss(n), dlnf(n * d), dw(nv * d);
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>(i * 7919 % nv);
+  for (auto _ : state) {
+    for (int64_t r0 = 0; r0 < n; r0 += rows) {
+      const int64_t m = std::min(rows, n - r0);
+      matmul_forward(logits.data(), lnf.data() + r0 * d, w.data(), m, d, nv);
+      cross_entropy_fused(logits.data(), row_loss.data() + r0, targets.data() + r0, m, nv,
+                          1.0f / n);
+      matmul_backward(dlnf.data() + r0 * d, dw.data(), logits.data(), lnf.data() + r0 * d, w.data(),
+                      m, d, nv);
+    }
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(3.0 * 2 * n * d * nv, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TrainOutputHead)
+    ->Arg(64)
+    ->Arg(131)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(2048)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace nexus::train

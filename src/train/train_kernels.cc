@@ -1,0 +1,111 @@
+// Scalar reference versions of the training hot loops (train_kernels.h): plain loops in f32 with
+// the softmax denominators and the attention backward's row dot product summed in double.
+#include "train/train_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nexus::train::kern {
+
+void attn_forward_head_scalar(float* out, float* att, const float* q, const float* k,
+                              const float* v, const AttnShape& s, int64_t b, int64_t h) {
+  const int64_t hd = s.head_dim, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+  const int64_t kh = h / (s.n_heads / s.n_kv_heads);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t i = 0; i < s.t; ++i) {
+    const float* qi = q + (b * s.t + i) * qw + h * hd;
+    float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j <= i; ++j) {
+      const float* kj = k + (b * s.t + j) * kvw + kh * hd;
+      float d = 0.0f;
+      for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
+      p[j] = d * scale;
+      mx = std::max(mx, p[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j <= i; ++j) {
+      p[j] = std::exp(p[j] - mx);
+      sum += p[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+    for (int64_t j = i + 1; j < s.t; ++j) p[j] = 0.0f;
+    float* oi = out + (b * s.t + i) * qw + h * hd;
+    std::fill(oi, oi + hd, 0.0f);
+    for (int64_t j = 0; j <= i; ++j) {
+      const float* vj = v + (b * s.t + j) * kvw + kh * hd;
+      for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
+    }
+  }
+}
+
+void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* dout,
+                                const float* att, const float* q, const float* k, const float* v,
+                                const AttnShape& s, int64_t b, int64_t kh, float* dp) {
+  const int64_t hd = s.head_dim, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+  const int64_t group = s.n_heads / s.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+    for (int64_t i = 0; i < s.t; ++i) {
+      const int64_t qo = (b * s.t + i) * qw + h * hd;
+      const float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
+      const float* go = dout + qo;
+      // dp_j = dout . v_j, dv_j += p_j dout; then the softmax backward
+      // ds_j = p_j (dp_j - sum_k p_k dp_k), and the scaled score backward into q and k.
+      double pdp = 0.0;
+      for (int64_t j = 0; j <= i; ++j) {
+        const int64_t ko = (b * s.t + j) * kvw + kh * hd;
+        float d = 0.0f;
+        for (int64_t e = 0; e < hd; ++e) {
+          d += go[e] * v[ko + e];
+          dv[ko + e] += p[j] * go[e];
+        }
+        dp[j] = d;
+        pdp += static_cast<double>(p[j]) * d;
+      }
+      for (int64_t j = 0; j <= i; ++j) {
+        const int64_t ko = (b * s.t + j) * kvw + kh * hd;
+        const float ds = p[j] * (dp[j] - static_cast<float>(pdp)) * scale;
+        for (int64_t e = 0; e < hd; ++e) {
+          dq[qo + e] += ds * k[ko + e];
+          dk[ko + e] += ds * q[qo + e];
+        }
+      }
+    }
+  }
+}
+
+float ce_row_scalar(float* row, int64_t v, int32_t target, float scale) {
+  if (target < 0) {
+    std::fill(row, row + v, 0.0f);
+    return 0.0f;
+  }
+  const float mx = *std::max_element(row, row + v);
+  const float lt = row[target];
+  double sum = 0.0;
+  for (int64_t j = 0; j < v; ++j) {
+    row[j] = static_cast<float>(std::exp(static_cast<double>(row[j] - mx)));
+    sum += row[j];
+  }
+  const float f = static_cast<float>(scale / sum);
+  for (int64_t j = 0; j < v; ++j) row[j] *= f;
+  row[target] -= scale;
+  return mx + static_cast<float>(std::log(sum)) - lt;
+}
+
+void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float* g, const float* u,
+                            int64_t n) {
+  // silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)).
+  for (int64_t i = 0; i < n; ++i) {
+    const float sg = 1.0f / (1.0f + std::exp(-g[i]));
+    dg[i] += dout[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
+    du[i] += dout[i] * g[i] * sg;
+  }
+}
+
+}  // namespace nexus::train::kern

@@ -1,0 +1,42 @@
+// The per-item kernels behind train_ops.cc's run-time dispatch: a scalar reference and an AVX2/FMA
+// version of each hot loop (attention per head, cross-entropy per row, SwiGLU). train_ops.cc picks
+// the AVX2 one when cpu::active_isa() is kAvx2 (NEXUS_FORCE_SCALAR=1 forces the scalar one); the
+// parity tests call both directly.
+#pragma once
+
+#include <cstdint>
+
+#include "train/train_ops.h"
+
+namespace nexus::train::kern {
+
+// Causal attention forward of query head h of sequence b (see attention_forward).
+void attn_forward_head_scalar(float* out, float* att, const float* q, const float* k,
+                              const float* v, const AttnShape& s, int64_t b, int64_t h);
+// AVX2 version; requires head_dim % 8 == 0 and head_dim <= 64 (attn_avx2_supports).
+void attn_forward_head_avx2(float* out, float* att, const float* q, const float* k, const float* v,
+                            const AttnShape& s, int64_t b, int64_t h);
+// Attention backward of every query head that reads KV head kh of sequence b; scratch holds
+// attention_backward_scratch(t) floats (the scalar version uses t of them, the AVX2 one t * t).
+void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* dout,
+                                const float* att, const float* q, const float* k, const float* v,
+                                const AttnShape& s, int64_t b, int64_t kh, float* dp);
+void attn_backward_group_avx2(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                              const float* q, const float* k, const float* v, const AttnShape& s,
+                              int64_t b, int64_t kh, float* dp);
+inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && head_dim <= 64; }
+
+// Cross-entropy of one row of v logits against `target`: returns lse - row[target] and overwrites
+// the row with (softmax - onehot) * scale. A row with target < 0 becomes zeros and returns 0.
+float ce_row_scalar(float* row, int64_t v, int32_t target, float scale);
+float ce_row_avx2(float* row, int64_t v, int32_t target, float scale);
+
+// out = silu(g) * u and its backward over n values (see swiglu_forward / swiglu_backward).
+void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n);
+void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n);
+void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float* g, const float* u,
+                            int64_t n);
+void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
+                          int64_t n);
+
+}  // namespace nexus::train::kern
