@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/exp_avx2.h"
 #include "backends/cpu/simd_avx2.h"
 #include "train/train_kernels.h"
 
@@ -16,31 +17,8 @@ namespace {
 
 using cpu::avx2::hsum;
 
-// exp(x), inputs clamped to [-87, 88] (results stay finite and normal).
-inline __m256 exp_avx2(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  // x = n ln2 + r, |r| <= ln2 / 2 (ln2 split in two parts for an exact reduction).
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// exp(x) for x <= 0 (values minus their max): below -87 the result is exactly 0.
-inline __m256 exp_neg_avx2(__m256 x) {
-  const __m256 valid = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-  return _mm256_and_ps(exp_avx2(x), valid);
-}
+using cpu::avx2::exp_clamped;
+using cpu::avx2::exp_neg;
 
 // The four horizontal sums of a, b, c, d as one 4-lane vector.
 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -92,7 +70,7 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     __m256 sumv = _mm256_setzero_ps();
     j = 0;
     for (; j + 8 <= cnt; j += 8) {
-      const __m256 w = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(p + j), mxv));
+      const __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mxv));
       _mm256_storeu_ps(p + j, w);
       sumv = _mm256_add_ps(sumv, w);
     }
@@ -265,7 +243,7 @@ float ce_row_avx2(float* row, int64_t v, int32_t target, float scale) {
     __m256 part = _mm256_setzero_ps();
     const int64_t end = std::min(v, j + 256);
     for (; j + 8 <= end; j += 8) {
-      const __m256 e = exp_neg_avx2(_mm256_sub_ps(_mm256_loadu_ps(row + j), m));
+      const __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(row + j), m));
       _mm256_storeu_ps(row + j, e);
       part = _mm256_add_ps(part, e);
     }
@@ -289,7 +267,7 @@ void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n) 
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 gv = _mm256_loadu_ps(g + i);
-    const __m256 den = _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), gv)));
+    const __m256 den = _mm256_add_ps(one, exp_clamped(_mm256_sub_ps(_mm256_setzero_ps(), gv)));
     _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(gv, den), _mm256_loadu_ps(u + i)));
   }
   swiglu_forward_scalar(out + i, g + i, u + i, n - i);
@@ -302,7 +280,7 @@ void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* 
   for (; i + 8 <= n; i += 8) {
     const __m256 gv = _mm256_loadu_ps(g + i), d = _mm256_loadu_ps(dout + i);
     const __m256 sg =
-        _mm256_div_ps(one, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
+        _mm256_div_ps(one, _mm256_add_ps(one, exp_clamped(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
     // silu'(g) = s (1 + g (1 - s))
     const __m256 dsilu = _mm256_mul_ps(sg, _mm256_fmadd_ps(gv, _mm256_sub_ps(one, sg), one));
     const __m256 du_add = _mm256_mul_ps(d, _mm256_mul_ps(gv, sg));
