@@ -9,17 +9,12 @@
 #include "backends/cpu/quant.h"
 #include "train/optimizer.h"
 #include "train/optimizer_kernels.h"
+#include "test_random.h"
 
 namespace nexus::train {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

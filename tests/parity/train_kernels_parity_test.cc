@@ -11,17 +11,12 @@
 
 #include "backends/cpu/quant.h"
 #include "train/train_kernels.h"
+#include "test_random.h"
 
 namespace nexus::train {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 // max |a - b| / max(1, max |b|).
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {

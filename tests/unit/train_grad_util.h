@@ -11,15 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "test_random.h"
 namespace nexus::train {
 
-inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 inline double weighted_sum(const std::vector<float>& out, const std::vector<float>& r) {
   double s = 0.0;
