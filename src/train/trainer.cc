@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "nexus/profile.h"
 
@@ -53,13 +54,9 @@ StepStats Trainer::step() {
   StepStats s;
   s.loss = accumulate();
   NEXUS_PROFILE_SCOPE("optimizer");
-  if (opts_.clip > 0) {
-    s.grad_norm = clip_grad_norm(model_.grads(), opts_.clip, opt_.pool());
-  } else {
-    double ss = 0;
-    for (float g : model_.grads()) ss += static_cast<double>(g) * g;
-    s.grad_norm = static_cast<float>(std::sqrt(ss));
-  }
+  // With clipping off the norm is still reported: an infinite limit never scales.
+  const float limit = opts_.clip > 0 ? opts_.clip : std::numeric_limits<float>::infinity();
+  s.grad_norm = clip_grad_norm(model_.grads(), limit, opt_.pool());
   s.lr = opts_.schedule.at(step_);
   opt_.step(model_.params(), model_.grads(), s.lr);
   s.step = ++step_;
