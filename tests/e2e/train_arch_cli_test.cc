@@ -9,19 +9,13 @@
 #include <regex>
 
 #include "e2e/cli_util.h"
+#include "e2e/jsonl_util.h"
 #include "test_paths.h"
 
 namespace nexus::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<nlohmann::json> jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 double activation_mib(const std::string& err) {
   std::smatch m;

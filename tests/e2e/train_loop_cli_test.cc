@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "e2e/cli_util.h"
+#include "e2e/jsonl_util.h"
 #include "test_paths.h"
 #include "train/checkpoint.h"
 
@@ -33,13 +34,6 @@ std::string slurp(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-std::vector<nlohmann::json> jsonl(const std::string& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(path);
-  for (std::string line; std::getline(f, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 // A temp dir with text.txt, the fixture tokenizer's data.bin / data.val.bin.
