@@ -67,6 +67,18 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   zero(grads_, static_cast<int64_t>(n_params_));
   p_ = bind(params_);
   g_ = bind(grads_);
+  if (half()) {
+    // Rounded weight copies: the largest block, the output matrix and the final norm's weights.
+    size_t layer_max = 0;
+    for (const auto& [b, e] : layer_range_) layer_max = std::max(layer_max, e - b);
+    const size_t head = static_cast<size_t>(cfg_.n_vocab * cfg_.dim);
+    wcopy_floats_ = layer_max + head + 2 * static_cast<size_t>(cfg_.dim);
+    wcopy_ = static_cast<float*>(
+        aligned_alloc_counted(wcopy_floats_ * sizeof(float), MemCategory::kWeights));
+    wcopy_layer_ = wcopy_;
+    wcopy_head_ = wcopy_ + layer_max;
+    wcopy_norm_ = wcopy_head_ + head;
+  }
   layout_activations();
   if (cfg_.rope != RopeStyle::kNone) rope_table(act_.rope_cs, seq_, cfg_.rope_dim, cfg_.rope_theta);
   set_threads(1);
@@ -76,6 +88,7 @@ void TrainModel::layout_params() {
   const ModelConfig& c = cfg_;
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
   const bool gpt2 = c.arch == Arch::kGpt2;
+  layer_range_.assign(static_cast<size_t>(c.n_layers), {0, 0});
   auto add = [&](std::string name, std::vector<int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -86,6 +99,7 @@ void TrainModel::layout_params() {
   if (gpt2) add("position_embd.weight", {c.n_ctx_train, c.dim});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
+    layer_range_[l].first = n_params_;  // a block's tensors are contiguous
     add(b + "attn_norm.weight", {c.dim});
     if (gpt2) {
       add(b + "attn_norm.bias", {c.dim});
@@ -99,6 +113,7 @@ void TrainModel::layout_params() {
       add(b + "ffn_up.bias", {c.ffn_dim});
       add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
       add(b + "ffn_down.bias", {c.dim});
+      layer_range_[l].second = n_params_;
       continue;
     }
     add(b + "attn_q.weight", {qw, c.dim});
@@ -109,6 +124,7 @@ void TrainModel::layout_params() {
     add(b + "ffn_gate.weight", {c.ffn_dim, c.dim});
     add(b + "ffn_up.weight", {c.ffn_dim, c.dim});
     add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
+    layer_range_[l].second = n_params_;
   }
   add("output_norm.weight", {c.dim});
   if (gpt2) add("output_norm.bias", {c.dim});
@@ -121,6 +137,9 @@ void TrainModel::layout_activations() {
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
   const int64_t att = batch_ * c.n_heads * seq_ * seq_;
   const bool gpt2 = c.arch == Arch::kGpt2;
+  // With mixed precision the blocks share one f32 working set, and every block but the last (which
+  // is still in the working set when backward() starts) keeps a 16-bit copy of its activations.
+  const bool packed = half() && !opts_.recompute_blocks;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
   // Two passes over the same slices: the first sums their (64-byte padded) sizes by purpose and
   // sizes the arena, the second carves them out of it.
@@ -131,8 +150,36 @@ void TrainModel::layout_activations() {
       return pass ? arena_.alloc_n<float>(static_cast<size_t>(count)) : nullptr;
     };
     size_t* blk = &sz.blocks;
+    auto H = [&](int64_t count) -> uint16_t* {
+      return reinterpret_cast<uint16_t*>(A((count + 1) / 2, &sz.half));
+    };
     act_.blocks.clear();
+    half_.clear();
     for (int64_t s = 0; s < n_sets; ++s) {
+      if (packed && s > 0) {  // shares the working set; mid and the statistics are its own
+        BlockActs b = act_.blocks[0];
+        b.mid = A(n * d, blk);
+        b.rstd1 = A(n, blk);
+        b.rstd2 = A(n, blk);
+        b.mean1 = gpt2 ? A(n, blk) : nullptr;
+        b.mean2 = gpt2 ? A(n, blk) : nullptr;
+        act_.blocks.push_back(b);
+      }
+      if (packed && s < n_sets - 1) {  // the last block stays in the working set
+        HalfActs h{};
+        h.ln1 = H(n * d);
+        h.ln2 = H(n * d);
+        h.q = H(n * qw);
+        h.atty = H(n * qw);
+        h.k = H(n * kvw);
+        h.v = H(n * kvw);
+        h.att = H(att);
+        h.g = gpt2 ? nullptr : H(n * f);
+        h.u = H(n * f);
+        h.hact = H(n * f);
+        half_.push_back(h);
+      }
+      if (packed && s > 0) continue;
       BlockActs b{};
       b.mid = A(n * d, blk);
       b.ln1 = A(n * d, blk);
@@ -197,6 +244,7 @@ TrainModel::~TrainModel() {
   profile::untrack_buffer(arena_.base());
   aligned_free_counted(params_, n_params_ * sizeof(float), MemCategory::kWeights);
   aligned_free_counted(grads_, n_params_ * sizeof(float), MemCategory::kOptimizer);
+  if (wcopy_) aligned_free_counted(wcopy_, wcopy_floats_ * sizeof(float), MemCategory::kWeights);
 }
 
 TrainModel::Params TrainModel::bind(float* base) const {
@@ -308,6 +356,7 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   have_forward_ = false;
   embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, c.dim);
   if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
+  keep(a.res[0], nullptr, n * c.dim);
   for (int64_t l = 0; l < c.n_layers; ++l)
     block_forward(l, a.blocks[opts_.recompute_blocks ? 0 : l], true);
   final_norm_forward(n);
@@ -323,13 +372,22 @@ float TrainModel::head_forward(int64_t n) {
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
   zero(a.dlnf, n * d);
   zero(a.head_grad, nv * d);
+  const float* w = p_.output;
+  if (half()) {
+    round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
+    w = wcopy_head_;
+  }
   // Per block of rows: logits, loss and d logits in place, then d lnf and d output.
   for (int64_t r0 = 0; r0 < n; r0 += head_rows_) {
     const int64_t rows = std::min(head_rows_, n - r0);
-    matmul_forward(a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
-    cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale, pool_.get());
-    matmul_backward(a.dlnf + r0 * d, a.head_grad, a.logits, a.lnf + r0 * d, p_.output, rows, d, nv);
+    matmul_forward(a.logits, a.lnf + r0 * d, w, rows, d, nv);
+    keep(a.logits, nullptr, rows * nv);
+    cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale * loss_scale_,
+                        pool_.get());
+    round_grad(a.logits, rows * nv);
+    matmul_backward(a.dlnf + r0 * d, a.head_grad, a.logits, a.lnf + r0 * d, w, rows, d, nv);
   }
+  round_grad(a.dlnf, n * d);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
   return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
@@ -344,13 +402,24 @@ std::vector<float> TrainModel::logits() const {
 }
 
 void TrainModel::final_norm_forward(int64_t n) {
-  norm_forward(cfg_, act_.lnf, act_.meanf, act_.rstdf, act_.res[cfg_.n_layers], p_.out_norm,
-               p_.out_norm_b, n, pool_.get());
+  const float *w = p_.out_norm, *b = p_.out_norm_b;
+  if (half()) {  // rounded copies of the norm's weight (and bias)
+    round_copy(opts_.precision, w, wcopy_norm_, cfg_.dim);
+    if (b) round_copy(opts_.precision, b, wcopy_norm_ + cfg_.dim, cfg_.dim);
+    w = wcopy_norm_;
+    b = b ? wcopy_norm_ + cfg_.dim : nullptr;
+  }
+  norm_forward(cfg_, act_.lnf, act_.meanf, act_.rstdf, act_.res[cfg_.n_layers], w, b, n,
+               pool_.get());
+  keep(act_.lnf, nullptr, n * cfg_.dim);
 }
 
 void TrainModel::final_norm_backward(int64_t n) {
+  // The head of this pass left the rounded norm weights in wcopy_norm_.
+  const float* w = half() ? wcopy_norm_ : p_.out_norm;
   norm_backward(cfg_, act_.dres, g_.out_norm, g_.out_norm_b, act_.dlnf, act_.res[cfg_.n_layers],
-                p_.out_norm, act_.meanf, act_.rstdf, n, pool_.get());
+                w, act_.meanf, act_.rstdf, n, pool_.get());
+  round_grad(act_.dres, n * cfg_.dim);
 }
 
 void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
@@ -359,9 +428,16 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
   const int64_t kvw = c.n_kv_heads * c.head_dim;
   const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
-  const LayerParams& w = p_.layers[l];
+  const LayerParams w = layer_weights(l);
+  // Where the block's activations are kept in 16 bits (mixed precision, not recomputing).
+  const HalfActs* h =
+      write_output && l < static_cast<int64_t>(half_.size()) ? &half_[l] : nullptr;
+  auto K = [&](float* x, uint16_t* HalfActs::*field, int64_t count) {
+    keep(x, h ? h->*field : nullptr, count);
+  };
   const float* x = act_.res[l];
   norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
+  K(a.ln1, &HalfActs::ln1, n * d);
   matmul_forward(a.q, a.ln1, w.wq, n, d, qw);
   matmul_forward(a.k, a.ln1, w.wk, n, d, kvw);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw);
@@ -376,21 +452,31 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
     rope_rotate(a.k, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
                 pool_.get());
   }
+  K(a.q, &HalfActs::q, n * qw);
+  K(a.k, &HalfActs::k, n * kvw);
+  K(a.v, &HalfActs::v, n * kvw);
   attention_forward(a.atty, a.att, a.q, a.k, a.v, as, pool_.get());
+  K(a.att, &HalfActs::att, cur_b_ * c.n_heads * t * t);
+  K(a.atty, &HalfActs::atty, n * qw);
   // The projections are written where their sum with the residual goes (no scratch).
   matmul_forward(a.mid, a.atty, w.wo, n, qw, d);
   if (w.bo) bias_forward(a.mid, w.bo, n, d);
   for (int64_t i = 0; i < n * d; ++i) a.mid[i] += x[i];
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
+  K(a.ln2, &HalfActs::ln2, n * d);
   if (w.w_gate) {  // SwiGLU
     matmul_forward(a.g, a.ln2, w.w_gate, n, d, f);
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
+    K(a.g, &HalfActs::g, n * f);
+    K(a.u, &HalfActs::u, n * f);
     swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
   } else {  // GELU MLP
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
     bias_forward(a.u, w.b_up, n, f);
+    K(a.u, &HalfActs::u, n * f);
     gelu_forward(a.hact, a.u, n * f);
   }
+  K(a.hact, &HalfActs::hact, n * f);
   if (!write_output) return;
   float* out = act_.res[l + 1];
   matmul_forward(out, a.hact, w.w_down, n, f, d);
@@ -404,13 +490,14 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
   const int64_t kvw = c.n_kv_heads * c.head_dim;
   const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
-  const LayerParams& w = p_.layers[l];
+  const LayerParams w = layer_weights(l);
   const LayerParams& gw = g_.layers[l];
   Activations& s = act_;
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
   // d / d res[l+1], which is also the gradient of the down projection's output.
   zero(s.dhact, n * f);
   matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d);
+  round_grad(s.dhact, n * f);
   if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d);
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
   float* du = w.w_gate ? s.du : a.hact;
@@ -419,17 +506,23 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   if (w.w_gate) {
     zero(a.hact, n * f);
     swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
+    round_grad(a.hact, n * f);
+    round_grad(du, n * f);
     matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f);
   } else {
     gelu_backward(du, s.dhact, a.u, n * f);
+    round_grad(du, n * f);
     bias_backward(gw.b_up, du, n, f);
   }
   matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f);
+  round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
                 n, pool_.get());
+  round_grad(s.dres, n * d);
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
   zero(s.datty, n * qw);
   matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d);
+  round_grad(s.datty, n * qw);
   if (gw.bo) bias_backward(gw.bo, s.dres, n, d);
   zero(s.dq, n * qw);
   zero(s.dk, n * kvw);
@@ -442,6 +535,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
     rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
                 pool_.get());
   }
+  round_grad(s.dq, n * qw);
+  round_grad(s.dk, n * kvw);
+  round_grad(s.dv, n * kvw);
   if (gw.bq) {
     bias_backward(gw.bq, s.dq, n, qw);
     bias_backward(gw.bk, s.dk, n, kvw);
@@ -451,8 +547,10 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a) {
   matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw);
   matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw);
   matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw);
+  round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
                 a.rstd1, n, pool_.get());
+  round_grad(s.dres, n * d);
 }
 
 void TrainModel::backward() {
@@ -467,6 +565,8 @@ void TrainModel::backward() {
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     if (!opts_.recompute_blocks) {
+      // Mixed precision: the working set still holds the last block from forward().
+      if (!half_.empty() && l != c.n_layers - 1) restore_block(l, a.blocks[l]);
       block_backward(l, a.blocks[l]);
       continue;
     }

@@ -14,6 +14,7 @@
 #include "nexus/model.h"
 #include "nexus/status.h"
 #include "nexus/tensor.h"
+#include "train/precision.h"
 
 namespace nexus {
 class GgufFile;
@@ -44,6 +45,11 @@ struct TrainOptions {
   // n_layers; gradients are bit-identical to the default, at the cost of one more forward of
   // the blocks (minus their last projection) per step.
   bool recompute_blocks = false;
+  // Mixed precision (precision.h): with kBF16 or kF16 the saved activations are kept in 16 bits
+  // (one f32 working set of block activations serves the block being computed), weights are used
+  // as rounded copies of the f32 masters, and activation gradients are rounded as they flow back.
+  // The residual stream, norm statistics, parameter gradients and all sums stay f32.
+  Precision precision = Precision::kF32;
 };
 
 // Bytes of the activation arena by purpose (all of it counted as MemCategory::kActivations).
@@ -52,7 +58,8 @@ struct ActivationBytes {
   size_t block_inputs = 0;  // the residual stream at each block boundary (n_layers + 1)
   size_t head = 0;          // final norm, one row block of logits, row losses, d(output)
   size_t scratch = 0;       // backward scratch, RoPE table, token ids
-  size_t total() const { return blocks + block_inputs + head + scratch; }
+  size_t half = 0;          // 16-bit copies of the saved block activations (mixed precision)
+  size_t total() const { return blocks + block_inputs + head + scratch + half; }
 };
 
 class TrainModel {
@@ -90,6 +97,12 @@ class TrainModel {
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
   // are threaded by OpenBLAS, whose thread count this does not change.
   void set_threads(int n);
+  // Multiplies the loss gradient (and so every gradient backward() adds) by `scale`: the loss
+  // scaling of fp16 training. The caller divides the gradients by it before the update.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
+  // Bytes of the rounded weight copies mixed precision computes with (0 in f32).
+  size_t weight_copy_bytes() const { return wcopy_floats_ * sizeof(float); }
 
   const ModelConfig& config() const { return cfg_; }
   int64_t max_batch() const { return batch_; }
@@ -137,6 +150,11 @@ class TrainModel {
     float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
+  // Mixed precision: the 16-bit copy of one block's saved activations (the f32 working set is
+  // shared by all blocks; mid and the norm statistics stay f32 per block).
+  struct HalfActs {
+    uint16_t *ln1, *ln2, *q, *k, *v, *att, *atty, *g, *u, *hact;
+  };
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
@@ -154,6 +172,16 @@ class TrainModel {
   void block_backward(int64_t l, const BlockActs& a);
   void final_norm_forward(int64_t n);
   void final_norm_backward(int64_t n);
+  // Mixed precision (train_model_half.cc). The weights of block l to compute with: the masters
+  // in f32, else their rounded copy (made in wcopy_).
+  LayerParams layer_weights(int64_t l);
+  // Rounds a saved activation after the op that produced it, into `h` as well when given.
+  void keep(float* x, uint16_t* h, int64_t count);
+  // Rounds an activation gradient in place (no-op in f32).
+  void round_grad(float* x, int64_t count);
+  // Unpacks block l's 16-bit activations into the shared working set `a`.
+  void restore_block(int64_t l, const BlockActs& a);
+  bool half() const { return opts_.precision != Precision::kF32; }
 
   ModelConfig cfg_;
   int64_t batch_, seq_;
@@ -167,6 +195,13 @@ class TrainModel {
   Params p_, g_;
   Arena arena_;
   Activations act_;
+  std::vector<HalfActs> half_;  // per block; empty in f32 and with recompute_blocks
+  // Rounded weight copies: one block's parameters, the output matrix and the final norm.
+  float* wcopy_ = nullptr;
+  size_t wcopy_floats_ = 0;
+  float *wcopy_layer_ = nullptr, *wcopy_head_ = nullptr, *wcopy_norm_ = nullptr;
+  std::vector<std::pair<size_t, size_t>> layer_range_;  // [begin, end) of block l in params_
+  float loss_scale_ = 1.0f;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> attn_scratch_;  // attention_backward_scratch(seq) floats per thread
   int64_t cur_b_ = 0, cur_t_ = 0;

@@ -19,10 +19,20 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
               "[trainer] the loader's batch " + std::to_string(loader.batch()) + " x " +
                   std::to_string(loader.seq_len()) + " does not fit the model's arena " +
                   std::to_string(model.max_batch()) + " x " + std::to_string(model.max_seq()));
+  if (options.loss_scale) {
+    const LossScaleOptions& ls = *options.loss_scale;
+    NEXUS_CHECK(std::isfinite(ls.init) && ls.init > 0 && ls.growth >= 1 && ls.backoff > 0 &&
+                    ls.backoff <= 1 && ls.growth_interval >= 1,
+                "[trainer] loss scale: need init > 0, growth >= 1, 0 < backoff <= 1 and "
+                "growth interval >= 1");
+    scaler_.emplace(ls);
+  }
 }
 
 float Trainer::accumulate() {
   model_.zero_grad();
+  const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
+  model_.set_loss_scale(loss_scale);
   double loss = 0;
   wait_ = 0;
   for (int64_t i = 0; i < opts_.accum; ++i) {
@@ -40,9 +50,10 @@ float Trainer::accumulate() {
     model_.backward();
     tokens_ += static_cast<int64_t>(b->rows) * b->seq_len;
   }
-  if (opts_.accum > 1) {
-    // Exact for power-of-two accum (a scale by 2^-k); otherwise one rounding per gradient.
-    const float scale = 1.0f / static_cast<float>(opts_.accum);
+  if (opts_.accum > 1 || loss_scale != 1.0f) {
+    // Exact for power-of-two accum and loss scale (a scale by 2^-k); otherwise one rounding per
+    // gradient.
+    const float scale = 1.0f / (static_cast<float>(opts_.accum) * loss_scale);
     for (float& g : model_.grads()) g *= scale;
   }
   return static_cast<float>(loss / static_cast<double>(opts_.accum));
@@ -58,7 +69,11 @@ StepStats Trainer::step() {
   const float limit = opts_.clip > 0 ? opts_.clip : std::numeric_limits<float>::infinity();
   s.grad_norm = clip_grad_norm(model_.grads(), limit, opt_.pool());
   s.lr = opts_.schedule.at(step_);
-  opt_.step(model_.params(), model_.grads(), s.lr);
+  if (scaler_) {
+    s.loss_scale = scaler_->scale();
+    s.skipped = !scaler_->update(std::isfinite(s.grad_norm));
+  }
+  if (!s.skipped) opt_.step(model_.params(), model_.grads(), s.lr);
   s.step = ++step_;
   s.tokens = tokens_;
   s.data_wait_s = wait_;

@@ -10,6 +10,7 @@
 #include "nexus/status.h"
 #include "train/data_loader.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 #include "train/train_model.h"
 
 namespace nexus::train {
@@ -19,6 +20,10 @@ struct TrainerOptions {
   int64_t accum = 1;    // micro-batches per optimizer step
   LrSchedule schedule;
   float clip = 1.0f;  // global gradient-norm limit; 0 = off (the norm is still measured)
+  // Loss scaling (fp16 training): when set, the loss gradient is multiplied by the scaler's scale,
+  // the gradients are divided by it before clipping, and a step whose gradients are not all
+  // finite is skipped (the parameters and the optimizer state are left as they were).
+  std::optional<LossScaleOptions> loss_scale;
 };
 
 // What one optimizer step did.
@@ -30,6 +35,8 @@ struct StepStats {
   int64_t tokens = 0;      // tokens trained on so far, this step included
   double seconds = 0;      // wall time of this step
   double data_wait_s = 0;  // of which waiting for the loader
+  float loss_scale = 1;    // the scale this step's gradients were computed with
+  bool skipped = false;    // non-finite gradients under loss scaling: no update was made
 };
 
 class Trainer {
@@ -54,6 +61,8 @@ class Trainer {
   void set_progress(int64_t step, int64_t tokens) { step_ = step, tokens_ = tokens; }
   bool done() const { return step_ >= opts_.steps; }
   const TrainerOptions& options() const { return opts_; }
+  // The loss scaler (null without loss scaling), for reports and checkpoints.
+  LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
   TrainModel& model_;
@@ -62,6 +71,7 @@ class Trainer {
   TrainerOptions opts_;
   int64_t step_ = 0, tokens_ = 0;
   double wait_ = 0;
+  std::optional<LossScaler> scaler_;
 };
 
 }  // namespace nexus::train

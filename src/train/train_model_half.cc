@@ -1,0 +1,56 @@
+// TrainModel's mixed-precision pieces: rounded weight copies per block, rounding of saved
+// activations (into their 16-bit copies) and of activation gradients, and restoring a block's
+// activations into the working set before its backward.
+#include "core/thread_pool.h"
+#include "train/train_model.h"
+
+namespace nexus::train {
+
+TrainModel::LayerParams TrainModel::layer_weights(int64_t l) {
+  const LayerParams& m = p_.layers[l];
+  if (!half()) return m;
+  const auto [begin, end] = layer_range_[l];
+  round_copy(opts_.precision, params_ + begin, wcopy_layer_, static_cast<int64_t>(end - begin),
+             pool_.get());
+  // The same tensor at the same place inside the block's range of the copy.
+  auto at = [&](float* p) { return p ? wcopy_layer_ + (p - (params_ + begin)) : nullptr; };
+  LayerParams r;
+  r.attn_norm = at(m.attn_norm), r.wq = at(m.wq), r.wk = at(m.wk), r.wv = at(m.wv);
+  r.wo = at(m.wo), r.ffn_norm = at(m.ffn_norm), r.w_gate = at(m.w_gate), r.w_up = at(m.w_up);
+  r.w_down = at(m.w_down), r.attn_norm_b = at(m.attn_norm_b), r.bq = at(m.bq), r.bk = at(m.bk);
+  r.bv = at(m.bv), r.bo = at(m.bo), r.ffn_norm_b = at(m.ffn_norm_b), r.b_up = at(m.b_up);
+  r.b_down = at(m.b_down);
+  return r;
+}
+
+void TrainModel::keep(float* x, uint16_t* h, int64_t count) {
+  if (!half()) return;
+  if (h)
+    round_pack(opts_.precision, x, h, count, pool_.get());
+  else
+    round_to(opts_.precision, x, count, pool_.get());
+}
+
+void TrainModel::round_grad(float* x, int64_t count) {
+  if (half()) round_to(opts_.precision, x, count, pool_.get());
+}
+
+void TrainModel::restore_block(int64_t l, const BlockActs& a) {
+  const ModelConfig& c = cfg_;
+  const int64_t n = cur_b_ * cur_t_, qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const HalfActs& h = half_[l];
+  const Precision p = opts_.precision;
+  ThreadPool* pool = pool_.get();
+  unpack(p, h.ln1, a.ln1, n * c.dim, pool);
+  unpack(p, h.ln2, a.ln2, n * c.dim, pool);
+  unpack(p, h.q, a.q, n * qw, pool);
+  unpack(p, h.atty, a.atty, n * qw, pool);
+  unpack(p, h.k, a.k, n * kvw, pool);
+  unpack(p, h.v, a.v, n * kvw, pool);
+  unpack(p, h.att, a.att, cur_b_ * c.n_heads * cur_t_ * cur_t_, pool);
+  if (h.g) unpack(p, h.g, a.g, n * c.ffn_dim, pool);
+  unpack(p, h.u, a.u, n * c.ffn_dim, pool);
+  unpack(p, h.hact, a.hact, n * c.ffn_dim, pool);
+}
+
+}  // namespace nexus::train
