@@ -1,6 +1,7 @@
-// nexus_train_step: one training step (forward + backward) of a randomly initialised model, with
-// and without per-block gradient checkpointing, run alternately in one process; prints the
-// activation arena by purpose (as counted under MemCategory::kActivations) and the step times.
+// nexus_train_step: one training step (forward + backward) of a randomly initialised model in
+// plain f32 and in a second mode (per-block gradient checkpointing, bf16 or fp16 mixed precision,
+// or both), run alternately in one process; prints the activation arena by purpose (as counted
+// under MemCategory::kActivations), the rounded weight copies, and the step times.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -33,8 +34,8 @@ double mib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0)
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Training step time and activation memory, with and without checkpointing"};
-  std::string arch = "llama", shape = "288,6,6,768,32000";
+  CLI::App app{"Training step time and memory: plain f32 against checkpointing or mixed precision"};
+  std::string arch = "llama", shape = "288,6,6,768,32000", vs = "checkpoint";
   int64_t batch = 8, seq = 256;
   int steps = 8, threads = 2;
   app.add_option("--arch", arch, "llama or gpt2")->check(CLI::IsMember({"llama", "gpt2"}));
@@ -43,7 +44,13 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "tokens per sequence");
   app.add_option("--steps", steps, "timed steps per mode");
   app.add_option("-t,--threads", threads, "OpenBLAS and attention threads");
+  app.add_option("--vs", vs, "the second mode: checkpoint, bf16, f16, bf16+checkpoint")
+      ->check(CLI::IsMember({"checkpoint", "bf16", "f16", "bf16+checkpoint", "f16+checkpoint"}));
   CLI11_PARSE(app, argc, argv);
+  nexus::train::TrainOptions second;
+  second.recompute_blocks = vs.find("checkpoint") != std::string::npos;
+  if (vs.rfind("bf16", 0) == 0) second.precision = nexus::train::Precision::kBF16;
+  if (vs.rfind("f16", 0) == 0) second.precision = nexus::train::Precision::kF16;
 
   std::vector<int64_t> v;
   std::stringstream ss(shape);
@@ -67,10 +74,10 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
 
   std::unique_ptr<TrainModel> models[2];
-  const char* names[2] = {"plain", "checkpointed"};
+  const char* names[2] = {"plain", vs.c_str()};
   for (int k = 0; k < 2; ++k) {
     const size_t before = nexus::mem_stats().current[static_cast<int>(MemCategory::kActivations)];
-    auto m = TrainModel::create(c, batch, seq, {}, {k == 1});
+    auto m = TrainModel::create(c, batch, seq, {}, k == 1 ? second : nexus::train::TrainOptions{});
     if (!m) {
       std::fprintf(stderr, "%s\n", m.status().message().c_str());
       return 1;
@@ -82,15 +89,17 @@ int main(int argc, char** argv) {
     const nexus::train::ActivationBytes& a = models[k]->activation_bytes();
     std::printf(
         "%-12s activations counted %.1f MiB: blocks %.1f, block inputs %.1f, head %.1f "
-        "(a full [b*t, vocab] logits would be %.1f; none is held), scratch %.1f\n",
+        "(a full [b*t, vocab] logits would be %.1f; none is held), scratch %.1f, 16-bit %.1f; "
+        "rounded weight copies %.1f MiB\n",
         names[k], mib(counted), mib(a.blocks), mib(a.block_inputs), mib(a.head),
-        mib(static_cast<size_t>(batch * seq * c.n_vocab) * 4), mib(a.scratch));
+        mib(static_cast<size_t>(batch * seq * c.n_vocab) * 4), mib(a.scratch), mib(a.half),
+        mib(models[k]->weight_copy_bytes()));
   }
   std::mt19937 rng(1);
   std::vector<int32_t> x(batch * seq), y(batch * seq);
   for (auto& t : x) t = static_cast<int32_t>(rng() % c.n_vocab);
   for (auto& t : y) t = static_cast<int32_t>(rng() % c.n_vocab);
-  // Steps alternate between the two models (plain first, then checkpointed), so drift in the
+  // Steps alternate between the two models (plain first, then the other), so drift in the
   // machine's speed hits both; the ratio is taken pair by pair.
   // CPU time of the process is also recorded: on a shared machine it tracks the work done better
   // than wall time does (waiting for a core costs wall time, not CPU time).
@@ -121,10 +130,13 @@ int main(int argc, char** argv) {
   const auto& p = models[0]->activation_bytes();
   const auto& q = models[1]->activation_bytes();
   std::printf(
-      "checkpointed / plain (medians of pairs): wall time %.3f, CPU time %.3f; block "
-      "activations (blocks + inputs) %.3f, total %.3f\n",
-      median(ratios), median(cpu_ratios),
-      static_cast<double>(q.blocks + q.block_inputs) / (p.blocks + p.block_inputs),
-      static_cast<double>(q.total()) / p.total());
+      "%s / plain (medians of pairs): wall time %.3f, CPU time %.3f; block "
+      "activations (blocks + inputs + 16-bit) %.3f, arena %.3f, arena + weight copies %.3f\n",
+      vs.c_str(), median(ratios), median(cpu_ratios),
+      static_cast<double>(q.blocks + q.block_inputs + q.half) /
+          static_cast<double>(p.blocks + p.block_inputs),
+      static_cast<double>(q.total()) / static_cast<double>(p.total()),
+      static_cast<double>(q.total() + models[1]->weight_copy_bytes()) /
+          static_cast<double>(p.total()));
   return 0;
 }

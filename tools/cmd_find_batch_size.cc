@@ -19,7 +19,7 @@ void print_row(const char* name, uint64_t bytes, uint64_t total) {
 
 int find_batch_size_main(int argc, char** argv) {
   CLI::App app{"Largest training micro-batch that fits a memory budget", "nexus find-batch-size"};
-  std::string shape, init, budget_text, arch = "llama";
+  std::string shape, init, budget_text, arch = "llama", precision = "f32";
   train::TrainOptions topts;
   int64_t seq = 0, max_batch = 65536;
   train::OptimizerOptions opt;
@@ -28,6 +28,8 @@ int find_batch_size_main(int argc, char** argv) {
   app.add_option("--arch", arch, "architecture of --shape: llama | gpt2")->capture_default_str();
   app.add_flag("--grad-checkpoint", topts.recompute_blocks,
                "recompute each block in backward (less activation memory)");
+  app.add_option("--precision", precision, "f32 | bf16 | f16 (16-bit saved activations)")
+      ->capture_default_str();
   app.add_option("--seq", seq, "tokens per sequence")->required();
   app.add_option("--memory-budget", budget_text, "e.g. 4GiB, 512MiB, 1.5GB")->required();
   app.add_option("--optimizer", opt.name, "adamw | sgd | adafactor")->capture_default_str();
@@ -37,6 +39,9 @@ int find_batch_size_main(int argc, char** argv) {
   if (shape.empty() == init.empty()) return usage("give exactly one of --shape and --init");
   if (!init.empty() && app.count("--arch")) return usage("--arch goes with --shape (--init has one)");
   if (seq <= 0 || max_batch <= 0) return usage("--seq and --max-batch must be > 0");
+  auto prec = train::parse_precision(precision);
+  if (!prec) return usage("--precision: " + prec.status().message());
+  topts.precision = prec.value();
   auto budget = train::parse_byte_size(budget_text);
   if (!budget) return usage("--memory-budget: " + budget.status().message());
 
@@ -64,11 +69,16 @@ int find_batch_size_main(int argc, char** argv) {
                     ", " + opt.name + " state " + train::format_bytes(b.optimizer) +
                     ", activations " + train::format_bytes(b.activations) +
                     "), over the budget of " + train::format_bytes(budget.value()));
-  std::printf("batch %lld (seq %lld, %s%s) fits %s:\n", static_cast<long long>(f.batch),
-              static_cast<long long>(seq), opt.name.c_str(),
+  const std::string prec_label = topts.precision == train::Precision::kF32
+                                     ? ""
+                                     : std::string(train::precision_name(topts.precision)) + ", ";
+  std::printf("batch %lld (seq %lld, %s%s%s) fits %s:\n", static_cast<long long>(f.batch),
+              static_cast<long long>(seq), prec_label.c_str(), opt.name.c_str(),
               topts.recompute_blocks ? ", gradient checkpointing" : "",
               train::format_bytes(budget.value()).c_str());
-  print_row("parameters", b.params, b.total());
+  print_row(topts.precision == train::Precision::kF32 ? "parameters"
+                                                     : "parameters (+ copies)",
+            b.params, b.total());
   print_row("gradients", b.grads, b.total());
   print_row((opt.name + " state").c_str(), b.optimizer, b.total());
   print_row("activation arena", b.activations, b.total());

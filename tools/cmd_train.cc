@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -26,6 +28,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// "f32", "bf16", or "f16, dynamic loss scale 65536" for the start line.
+std::string precision_label(const train::TrainSettings& s) {
+  std::string r = train::precision_name(s.precision);
+  if (s.loss_scale) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", %s loss scale %g", s.loss_scale->dynamic ? "dynamic" : "fixed",
+                  s.loss_scale->init);
+    r += buf;
+  }
+  return r;
+}
+
 std::string eta_string(double secs) {
   char buf[32];
   const int s = static_cast<int>(secs + 0.5);
@@ -38,7 +52,8 @@ std::string eta_string(double secs) {
 
 struct Flags {
   std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
-  std::string metrics, plot, ckpt_dir, arch = "llama";
+  std::string metrics, plot, ckpt_dir, arch = "llama", precision = "f32", loss_scale;
+  int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
@@ -65,6 +80,24 @@ Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App&
     s.schedule.decay = train::LrDecay::kConstant;
   else if (f.schedule != "cosine")
     return Status::error("unknown --schedule '" + f.schedule + "' (cosine, linear, constant)");
+  auto prec = train::parse_precision(f.precision);
+  if (!prec) return Status::error("--precision: " + prec.status().message());
+  s.precision = prec.value();
+  // Loss scaling: dynamic by default in f16, off otherwise; "none" or a fixed scale on request.
+  const std::string ls = f.loss_scale.empty()
+                             ? (s.precision == train::Precision::kF16 ? "dynamic" : "none")
+                             : f.loss_scale;
+  if (ls == "dynamic") {
+    s.loss_scale = train::LossScaleOptions{.growth_interval = f.loss_scale_window};
+  } else if (ls != "none") {
+    char* end = nullptr;
+    const float v = std::strtof(ls.c_str(), &end);
+    if (end == ls.c_str() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+      return Status::error("--loss-scale must be dynamic, none or a positive number, got '" + ls +
+                           "'");
+    s.loss_scale = train::LossScaleOptions{.init = v, .dynamic = false};
+  }
+  if (f.loss_scale_window < 1) return Status::error("--loss-scale-window must be >= 1");
   s.optimizer = f.opt;
   if (app.count("--weight-decay")) {
     s.optimizer.adamw.weight_decay = f.weight_decay;
@@ -82,6 +115,14 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--arch", f.arch, "architecture of --shape: llama | gpt2")->capture_default_str();
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
                "gradient checkpointing: recompute each block in backward (less memory)");
+  app.add_option("--precision", f.precision,
+                 "f32 | bf16 | f16: activations stored in 16 bits, f32 master weights and math")
+      ->capture_default_str();
+  app.add_option("--loss-scale", f.loss_scale,
+                 "dynamic | none | a fixed scale (default: dynamic with f16, none otherwise)");
+  app.add_option("--loss-scale-window", f.loss_scale_window,
+                 "dynamic loss scaling: double the scale after N finite steps")
+      ->capture_default_str();
   app.add_option("--resume", f.resume,
                  "continue a checkpoint (a file, or a directory: its latest)");
   app.add_option("--tokenizer", f.tokenizer, "GGUF whose tokenizer the model uses (--shape)");
@@ -148,7 +189,7 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
        {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
         "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
         "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
-        "--seed"})
+        "--seed", "--precision", "--loss-scale", "--loss-scale-window"})
     if (app.count(flag))
       return Status::error(std::string(flag) +
                            " is fixed by the checkpoint; leave it out with "
@@ -176,8 +217,9 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   auto tok = Tokenizer::from_gguf(c.file());
   if (!tok) return Status::error(c.path() + ": " + tok.status().message());
   r.tokenizer = std::move(tok).value();
-  auto m = train::TrainModel::create(r.settings.model, r.settings.batch,
-                                     r.settings.seq, {}, f.train_opts);
+  train::TrainOptions topts = f.train_opts;
+  topts.precision = r.settings.precision;
+  auto m = train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq, {}, topts);
   if (!m) return m.status();
   r.model = std::move(m).value();
   NEXUS_RETURN_IF_ERROR(c.restore_model(*r.model));
@@ -209,18 +251,19 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   if (!tok) return Status::error(tok_path + ": " + tok.status().message());
   r.tokenizer = std::move(tok).value();
   Result<std::unique_ptr<train::TrainModel>> model = Status::error("unset");
+  train::TrainOptions topts = f.train_opts;
+  topts.precision = r.settings.precision;
   if (!f.init.empty()) {
     if (app.count("--arch"))
       return Status::error("--arch goes with --shape; --init takes the file's architecture");
-    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq, f.train_opts);
+    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq, topts);
   } else {
     auto cfg = train::parse_model_shape(f.shape);
     if (!cfg) return cfg.status();
     if (cfg.value().n_vocab == 0) cfg.value().n_vocab = r.tokenizer->n_vocab();
     cfg.value().n_ctx_train = f.seq;
     NEXUS_RETURN_IF_ERROR(train::set_shape_arch(cfg.value(), f.arch));
-    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true},
-                                      f.train_opts);
+    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true}, topts);
   }
   if (!model) return model.status();
   r.model = std::move(model).value();
@@ -232,7 +275,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
 }
 
 int train_main(int argc, char** argv) {
-  CLI::App app{"Train or fine-tune a llama model (F32, CPU)", "nexus train"};
+  CLI::App app{"Train or fine-tune a llama or gpt2 model (CPU; f32, bf16 or f16)", "nexus train"};
   Flags f;
   profile::SessionOptions prof;
   add_flags(app, f, prof);
@@ -293,7 +336,7 @@ int train_main(int argc, char** argv) {
   std::optional<SequentialBatches> val_batches;
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
 
-  train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip};
+  train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
   train::Trainer trainer(m, *r.optimizer, loader, topts);
   int64_t first_step = 0;
   if (r.resumed) {
@@ -304,6 +347,8 @@ int train_main(int argc, char** argv) {
       return fail("train", r.resumed->path() + ": " + e.what());
     }
     trainer.set_progress(p.step, p.tokens);
+    if (train::LossScaler* ls = trainer.loss_scaler())
+      ls->restore(p.loss_scale, p.loss_scale_good, p.skipped_steps);
     first_step = p.step;
   }
 
@@ -326,13 +371,13 @@ int train_main(int argc, char** argv) {
   r.optimizer->set_threads(f.threads);
   std::fprintf(stderr,
                "train: %s, %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
-               "%s, %lld steps, activations %.1f MiB%s\n",
+               "%s, %lld steps, %s, activations %.1f MiB%s\n",
                m.config().arch_name.c_str(), m.params().size(),
                static_cast<unsigned long long>(data.value().size()),
                val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
                static_cast<long long>(s.batch), static_cast<long long>(s.seq),
                static_cast<long long>(s.accum), r.optimizer->name(),
-               static_cast<long long>(s.steps),
+               static_cast<long long>(s.steps), precision_label(s).c_str(),
                static_cast<double>(m.activation_bytes().total()) / (1 << 20),
                f.train_opts.recompute_blocks ? " (gradient checkpointing)" : "");
 
@@ -341,6 +386,11 @@ int train_main(int argc, char** argv) {
     const auto t0 = Clock::now();
     const std::string path = train::checkpoint_path(f.ckpt_dir, step);
     train::TrainProgress p{step, trainer.tokens(), loader.state()};
+    if (const train::LossScaler* ls = trainer.loss_scaler()) {
+      p.loss_scale = ls->scale();
+      p.loss_scale_good = ls->good_steps();
+      p.skipped_steps = ls->skipped_steps();
+    }
     NEXUS_RETURN_IF_ERROR(
         train::save_checkpoint(path, s, p, m, *r.optimizer, r.tokenizer_gguf.get()));
     NEXUS_RETURN_IF_ERROR(train::prune_checkpoints(f.ckpt_dir, f.keep));
@@ -363,6 +413,8 @@ int train_main(int argc, char** argv) {
     rec.grad_norm = st.grad_norm;
     rec.tokens = st.tokens;
     rec.elapsed_s = secs;
+    if (trainer.loss_scaler()) rec.loss_scale = st.loss_scale;
+    rec.skipped = st.skipped;
     rec.tokens_per_s =
         static_cast<double>(done_here * s.batch * s.seq * s.accum) / std::max(secs, 1e-9);
     const bool last = trainer.done();
@@ -373,6 +425,12 @@ int train_main(int argc, char** argv) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "  val %.4f", *rec.val_loss);
       val_str = buf;
+    }
+    if (trainer.loss_scaler()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  scale %g%s", st.loss_scale,
+                    st.skipped ? " (overflow: step skipped)" : "");
+      val_str += buf;
     }
     std::fprintf(
         stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
@@ -407,7 +465,7 @@ int train_main(int argc, char** argv) {
   return 0;
 }
 
-Register reg({"train", "train or fine-tune a llama model (CPU, F32)", train_main});
+Register reg({"train", "train or fine-tune a llama or gpt2 model (CPU)", train_main});
 
 }  // namespace
 }  // namespace nexus::cli

@@ -109,6 +109,18 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   u("loader.batches", p.loader.batches);
   u("loader.batch", p.loader.batch);
   u("loader.seq_len", p.loader.seq_len);
+  // Mixed precision (absent keys read as f32 without loss scaling: older checkpoints).
+  str("precision", precision_name(s.precision));
+  if (const auto& ls = s.loss_scale) {
+    u("loss_scale.dynamic", ls->dynamic ? 1 : 0);
+    f("loss_scale.init", ls->init);
+    f("loss_scale.growth", ls->growth);
+    f("loss_scale.backoff", ls->backoff);
+    u("loss_scale.growth_interval", ls->growth_interval);
+    f("loss_scale.scale", p.loss_scale);
+    u("loss_scale.good_steps", p.loss_scale_good);
+    u("loss_scale.skipped_steps", p.skipped_steps);
+  }
   return kv;
 }
 
@@ -332,6 +344,23 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   p.loader.batches = u("loader.batches");
   p.loader.batch = static_cast<int>(u("loader.batch"));
   p.loader.seq_len = static_cast<int>(u("loader.seq_len"));
+  if (f.find(K + "precision")) {
+    auto prec = parse_precision(str("precision"));
+    if (!prec) return bad(prec.status().message());
+    s.precision = prec.value();
+  }
+  if (f.find(K + "loss_scale.dynamic")) {
+    LossScaleOptions ls;
+    ls.dynamic = u("loss_scale.dynamic") != 0;
+    ls.init = fl("loss_scale.init");
+    ls.growth = fl("loss_scale.growth");
+    ls.backoff = fl("loss_scale.backoff");
+    ls.growth_interval = static_cast<int64_t>(u("loss_scale.growth_interval"));
+    s.loss_scale = ls;
+    p.loss_scale = fl("loss_scale.scale");
+    p.loss_scale_good = static_cast<int64_t>(u("loss_scale.good_steps"));
+    p.skipped_steps = static_cast<int64_t>(u("loss_scale.skipped_steps"));
+  }
   if (!missing.empty()) return bad("missing or mistyped key " + missing);
   if (s.batch <= 0 || s.seq <= 0 || s.accum <= 0 || s.steps <= 0 || p.step > s.steps ||
       p.loader.batch != s.batch || p.loader.seq_len != s.seq)

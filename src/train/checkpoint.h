@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "nexus/status.h"
 #include "train/data_loader.h"
 #include "train/optimizer.h"
+#include "train/precision.h"
 #include "train/train_model.h"
 
 namespace nexus::train {
@@ -30,6 +32,8 @@ struct TrainSettings {
   uint64_t seed = 1234;  // initialisation and data order
   std::string data_path, val_path;
   uint64_t tokenizer_fingerprint = 0;  // of the vocabulary the data was tokenized with
+  Precision precision = Precision::kF32;
+  std::optional<LossScaleOptions> loss_scale;  // set: loss scaling (fp16)
 };
 
 // Where the run stands after `step` optimizer updates.
@@ -37,6 +41,9 @@ struct TrainProgress {
   int64_t step = 0;
   int64_t tokens = 0;  // tokens trained on so far
   DataLoaderState loader;
+  // The loss scaler's state (with loss scaling).
+  float loss_scale = 1.0f;
+  int64_t loss_scale_good = 0, skipped_steps = 0;
 };
 
 // The checkpoint's file name for a step inside `dir`: DIR/ckpt-00000042.gguf.

@@ -26,6 +26,9 @@ std::optional<MetricsRecord> parse_line(const std::string& line) {
   r.tokens = static_cast<int64_t>(num("tokens", 0));
   r.elapsed_s = num("elapsed_s", NAN);
   if (j.contains("val_loss") && j["val_loss"].is_number()) r.val_loss = j["val_loss"].get<double>();
+  if (j.contains("loss_scale") && j["loss_scale"].is_number())
+    r.loss_scale = j["loss_scale"].get<double>();
+  r.skipped = j.contains("skipped") && j["skipped"].is_boolean() && j["skipped"].get<bool>();
   return r;
 }
 
@@ -41,6 +44,8 @@ std::string to_json_line(const MetricsRecord& r) {
   j["tokens"] = r.tokens;
   j["elapsed_s"] = r.elapsed_s;
   if (r.val_loss) j["val_loss"] = *r.val_loss;
+  if (r.loss_scale) j["loss_scale"] = *r.loss_scale;
+  if (r.skipped) j["skipped"] = true;
   return j.dump();
 }
 

@@ -21,6 +21,8 @@ struct MetricsRecord {
   int64_t tokens = 0;              // tokens trained on so far (the whole run, resumes included)
   double elapsed_s = 0;            // wall time of this process so far
   std::optional<double> val_loss;  // on evaluation steps
+  std::optional<double> loss_scale;  // with loss scaling (fp16): the scale of this step
+  bool skipped = false;              // loss scaling found non-finite gradients: no update
 };
 
 // The record as one JSON object (no newline).

@@ -172,13 +172,19 @@ TEST_F(TrainLoopCli, ResumeIsBitExact) {
                         test::quoted(dir_ + "/d.gguf"));
   EXPECT_EQ(d.code, 1);
   EXPECT_NE(d.err.find("--lr is fixed by the checkpoint"), std::string::npos) << d.err;
+  d = run_cli("train --resume " + test::quoted(dir_ + "/a") + " --precision bf16 -o " +
+              test::quoted(dir_ + "/d.gguf"));
+  EXPECT_EQ(d.code, 1);
+  EXPECT_NE(d.err.find("--precision is fixed by the checkpoint"), std::string::npos) << d.err;
 }
 
-// SGD (Nesterov) and Adafactor through the CLI: 6 steps straight equal 3 + resume 3, so their
-// state, step count and settings all travel in the checkpoint; the loss falls with both.
-TEST_F(TrainLoopCli, OtherOptimizersResumeBitExactly) {
+// SGD (Nesterov), Adafactor, bf16 and fp16 with dynamic loss scaling through the CLI: 6 steps
+// straight equal 3 + resume 3, so their state, step count, precision and loss scale all travel in
+// the checkpoint; the loss falls with each.
+TEST_F(TrainLoopCli, OtherOptimizersAndPrecisionsResumeBitExactly) {
   for (const std::string opt : {"--optimizer sgd --nesterov --momentum 0.8 --weight-decay 0.01",
-                                "--optimizer adafactor --adafactor-clip 0.5"}) {
+                                "--optimizer adafactor --adafactor-clip 0.5", "--precision bf16",
+                                "--precision f16 --loss-scale-window 2"}) {
     SCOPED_TRACE(opt);
     const std::string a_dir = dir_ + "/oa", b_dir = dir_ + "/ob";
     fs::remove_all(a_dir);
@@ -197,6 +203,11 @@ TEST_F(TrainLoopCli, OtherOptimizersResumeBitExactly) {
     const auto la = jsonl(a_dir + ".jsonl");
     ASSERT_EQ(la.size(), 6u);
     EXPECT_LT(la[5]["loss"].get<double>(), la[0]["loss"].get<double>());
+    if (opt.find("--precision f16") != std::string::npos) {  // doubles every 2 finite steps
+      EXPECT_EQ(la[0]["loss_scale"].get<double>(), 65536.0);
+      EXPECT_EQ(la[2]["loss_scale"].get<double>(), 131072.0);
+      EXPECT_NE(a.err.find("f16, dynamic loss scale 65536"), std::string::npos) << a.err;
+    }
     fs::remove(a_dir + ".jsonl");
   }
 }
@@ -399,6 +410,9 @@ TEST_F(TrainLoopCli, UsageErrors) {
       {base("--steps 2 -o x.gguf --keep-checkpoints 0"), "--keep-checkpoints must be >= 1", 2},
       {base("--steps 2 -o x.gguf --optimizer lion"), "unknown optimizer 'lion'", 1},
       {base("--steps 2 -o x.gguf --schedule exp"), "unknown --schedule 'exp'", 1},
+      {base("--steps 2 -o x.gguf --precision f8"), "--precision: unknown precision 'f8'", 1},
+      {base("--steps 2 -o x.gguf --loss-scale big"), "--loss-scale must be dynamic, none or", 1},
+      {base("--steps 2 -o x.gguf --loss-scale -4"), "--loss-scale must be dynamic, none or", 1},
       {base("--steps 2 -o x.gguf --val /nonexistent.bin"), "/nonexistent.bin", 1},
       {"train --resume /nonexistent -o x.gguf", "/nonexistent", 1},
       {"train --resume " + test::quoted(tok_) + " -o x.gguf", "not a nexus training checkpoint", 1},

@@ -10,51 +10,16 @@
 #include <random>
 
 #include "train/checkpoint.h"
+#include "trainer_test_util.h"
 
 namespace nexus::train {
 namespace {
 
-constexpr int kVocab = 64;
-
-ModelConfig tiny_config() {
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.arch_name = "llama";
-  c.n_vocab = kVocab;
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope_dim = 8;
-  c.ffn_dim = 64;
-  c.n_ctx_train = 16;
-  c.tied_output = true;
-  return c;
-}
-
-// A token file of random ids (a mildly predictable stream: id i+1 often follows id i).
-TokenFile make_tokens(const std::string& path, int n) {
-  std::mt19937 rng(7);
-  std::vector<int32_t> ids(n);
-  for (int i = 0; i < n; ++i)
-    ids[i] = (i > 0 && rng() % 2) ? (ids[i - 1] + 1) % kVocab : rng() % kVocab;
-  auto w = TokenFileWriter::create(path, kVocab, 42, -1);
-  EXPECT_TRUE(w.is_ok());
-  EXPECT_TRUE(w.value()->append(ids).is_ok());
-  EXPECT_TRUE(w.value()->finish().is_ok());
-  auto f = TokenFile::open(path);
-  EXPECT_TRUE(f.is_ok()) << f.status().message();
-  return f.value();
-}
-
-std::string temp_dir(const std::string& name) {
-  const std::string d =
-      ::testing::TempDir() + "nexus_trainer_" + name + "_" + std::to_string(::getpid());
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using test::kVocab;
+using test::make_tokens;
+using test::run_steps;
+using test::temp_dir;
+using test::tiny_config;
 
 TEST(Trainer, AccumulationMatchesOneBigBatch) {
   const std::string dir = temp_dir("accum");
@@ -109,13 +74,6 @@ TEST(Trainer, AccumulationMatchesOneBigBatch) {
   EXPECT_LE(max_dp, 1e-6);
   std::printf("accumulation: max parameter difference after one step %.2e\n", max_dp);
   std::filesystem::remove_all(dir);
-}
-
-// Runs `n` steps and returns the losses.
-std::vector<float> run_steps(Trainer& t, int n) {
-  std::vector<float> losses;
-  for (int i = 0; i < n; ++i) losses.push_back(t.step().loss);
-  return losses;
 }
 
 TEST(Trainer, ResumeFromCheckpointIsBitExact) {
