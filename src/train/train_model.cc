@@ -167,8 +167,6 @@ void TrainModel::layout_activations() {
       }
       if (packed && s < n_sets - 1) {  // the last block stays in the working set
         HalfActs h{};
-        h.ln1 = H(n * d);
-        h.ln2 = H(n * d);
         h.q = H(n * qw);
         h.atty = H(n * qw);
         h.k = H(n * kvw);
@@ -176,7 +174,6 @@ void TrainModel::layout_activations() {
         h.att = H(att);
         h.g = gpt2 ? nullptr : H(n * f);
         h.u = H(n * f);
-        h.hact = H(n * f);
         half_.push_back(h);
       }
       if (packed && s > 0) continue;
@@ -312,27 +309,6 @@ Tensor TrainModel::grad(const std::string& name) const {
 
 void TrainModel::zero_grad() { zero(grads_, static_cast<int64_t>(n_params_)); }
 
-namespace {
-
-// The block's normalisation: LayerNorm with bias (gpt2) or RMSNorm (llama, mean and b unused).
-void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
-                  const float* w, const float* b, int64_t n, ThreadPool* pool) {
-  if (c.arch == Arch::kGpt2)
-    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps);
-  else
-    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps, pool);
-}
-
-void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
-                   const float* x, const float* w, const float* mean, const float* rstd,
-                   int64_t n, ThreadPool* pool) {
-  if (c.arch == Arch::kGpt2)
-    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim);
-  else
-    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
-}
-
-}  // namespace
 
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
                           int64_t b, int64_t t) {
@@ -437,7 +413,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   };
   const float* x = act_.res[l];
   norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
-  K(a.ln1, &HalfActs::ln1, n * d);
+  keep(a.ln1, nullptr, n * d);  // recomputed by restore_block
   matmul_forward(a.q, a.ln1, w.wq, n, d, qw);
   matmul_forward(a.k, a.ln1, w.wk, n, d, kvw);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw);
@@ -463,7 +439,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   if (w.bo) bias_forward(a.mid, w.bo, n, d);
   for (int64_t i = 0; i < n * d; ++i) a.mid[i] += x[i];
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
-  K(a.ln2, &HalfActs::ln2, n * d);
+  keep(a.ln2, nullptr, n * d);
   if (w.w_gate) {  // SwiGLU
     matmul_forward(a.g, a.ln2, w.w_gate, n, d, f);
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
@@ -476,7 +452,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
     K(a.u, &HalfActs::u, n * f);
     gelu_forward(a.hact, a.u, n * f);
   }
-  K(a.hact, &HalfActs::hact, n * f);
+  keep(a.hact, nullptr, n * f);
   if (!write_output) return;
   float* out = act_.res[l + 1];
   matmul_forward(out, a.hact, w.w_down, n, f, d);
@@ -484,13 +460,14 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   for (int64_t i = 0; i < n * d; ++i) out[i] += a.mid[i];
 }
 
-void TrainModel::block_backward(int64_t l, const BlockActs& a) {
+void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t;
   const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
   const int64_t kvw = c.n_kv_heads * c.head_dim;
   const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
   const LayerParams w = layer_weights(l);
+  if (restore) restore_block(l, a, w);
   const LayerParams& gw = g_.layers[l];
   Activations& s = act_;
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
@@ -566,8 +543,7 @@ void TrainModel::backward() {
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     if (!opts_.recompute_blocks) {
       // Mixed precision: the working set still holds the last block from forward().
-      if (!half_.empty() && l != c.n_layers - 1) restore_block(l, a.blocks[l]);
-      block_backward(l, a.blocks[l]);
+      block_backward(l, a.blocks[l], !half_.empty() && l != c.n_layers - 1);
       continue;
     }
     // Checkpointing: the shared set still holds the last block from forward(); every other

@@ -151,9 +151,11 @@ class TrainModel {
     int32_t *tokens, *targets;
   };
   // Mixed precision: the 16-bit copy of one block's saved activations (the f32 working set is
-  // shared by all blocks; mid and the norm statistics stay f32 per block).
+  // shared by all blocks; mid and the norm statistics stay f32 per block). The norm outputs and
+  // the FFN activation are not stored: restoring a block recomputes them from its input, mid, g
+  // and u with the same ops (cheap elementwise passes), so they come out bit-identical.
   struct HalfActs {
-    uint16_t *ln1, *ln2, *q, *k, *v, *att, *atty, *g, *u, *hact;
+    uint16_t *q, *k, *v, *att, *atty, *g, *u;
   };
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
@@ -169,7 +171,8 @@ class TrainModel {
   // recompute for the backward needs every saved activation but not the block's output).
   void block_forward(int64_t l, const BlockActs& a, bool write_output);
   // Adds block l's parameter gradients and turns dres (d loss / d res[l + 1]) into d / d res[l].
-  void block_backward(int64_t l, const BlockActs& a);
+  // With `restore`, first brings block l's activations back into the working set `a`.
+  void block_backward(int64_t l, const BlockActs& a, bool restore = false);
   void final_norm_forward(int64_t n);
   void final_norm_backward(int64_t n);
   // Mixed precision (train_model_half.cc). The weights of block l to compute with: the masters
@@ -179,8 +182,9 @@ class TrainModel {
   void keep(float* x, uint16_t* h, int64_t count);
   // Rounds an activation gradient in place (no-op in f32).
   void round_grad(float* x, int64_t count);
-  // Unpacks block l's 16-bit activations into the shared working set `a`.
-  void restore_block(int64_t l, const BlockActs& a);
+  // Unpacks block l's 16-bit activations into the shared working set `a` and recomputes the
+  // ones not stored (with the block's rounded weights `w`).
+  void restore_block(int64_t l, const BlockActs& a, const LayerParams& w);
   bool half() const { return opts_.precision != Precision::kF32; }
 
   ModelConfig cfg_;

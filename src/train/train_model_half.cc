@@ -1,8 +1,9 @@
 // TrainModel's mixed-precision pieces: rounded weight copies per block, rounding of saved
 // activations (into their 16-bit copies) and of activation gradients, and restoring a block's
-// activations into the working set before its backward.
+// activations into the working set before its backward (recomputing the cheap ones).
 #include "core/thread_pool.h"
 #include "train/train_model.h"
+#include "train/train_ops.h"
 
 namespace nexus::train {
 
@@ -35,22 +36,31 @@ void TrainModel::round_grad(float* x, int64_t count) {
   if (half()) round_to(opts_.precision, x, count, pool_.get());
 }
 
-void TrainModel::restore_block(int64_t l, const BlockActs& a) {
+void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams& w) {
   const ModelConfig& c = cfg_;
   const int64_t n = cur_b_ * cur_t_, qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const int64_t f = c.ffn_dim;
   const HalfActs& h = half_[l];
   const Precision p = opts_.precision;
   ThreadPool* pool = pool_.get();
-  unpack(p, h.ln1, a.ln1, n * c.dim, pool);
-  unpack(p, h.ln2, a.ln2, n * c.dim, pool);
   unpack(p, h.q, a.q, n * qw, pool);
   unpack(p, h.atty, a.atty, n * qw, pool);
   unpack(p, h.k, a.k, n * kvw, pool);
   unpack(p, h.v, a.v, n * kvw, pool);
   unpack(p, h.att, a.att, cur_b_ * c.n_heads * cur_t_ * cur_t_, pool);
-  if (h.g) unpack(p, h.g, a.g, n * c.ffn_dim, pool);
-  unpack(p, h.u, a.u, n * c.ffn_dim, pool);
-  unpack(p, h.hact, a.hact, n * c.ffn_dim, pool);
+  if (h.g) unpack(p, h.g, a.g, n * f, pool);
+  unpack(p, h.u, a.u, n * f, pool);
+  // Recomputed as block_forward computed them (the norms also rewrite their statistics with the
+  // same values).
+  norm_forward(c, a.ln1, a.mean1, a.rstd1, act_.res[l], w.attn_norm, w.attn_norm_b, n, pool);
+  keep(a.ln1, nullptr, n * c.dim);
+  norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool);
+  keep(a.ln2, nullptr, n * c.dim);
+  if (h.g)
+    swiglu_forward(a.hact, a.g, a.u, n * f, pool);
+  else
+    gelu_forward(a.hact, a.u, n * f);
+  keep(a.hact, nullptr, n * f);
 }
 
 }  // namespace nexus::train

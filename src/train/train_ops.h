@@ -97,4 +97,13 @@ void bias_backward(float* db, const float* dout, int64_t n, int64_t c);
 void positions_forward(float* out, const float* table, int64_t n, int64_t t, int64_t c);
 void positions_backward(float* dtable, const float* dout, int64_t n, int64_t t, int64_t c);
 
+// --- dispatch by architecture ---
+
+// The block's normalisation: LayerNorm with bias (gpt2) or RMSNorm (llama; mean and b unused).
+void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
+                  const float* w, const float* b, int64_t n, ThreadPool* pool = nullptr);
+void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
+                   const float* x, const float* w, const float* mean, const float* rstd,
+                   int64_t n, ThreadPool* pool = nullptr);
+
 }  // namespace nexus::train

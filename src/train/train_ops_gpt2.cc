@@ -1,5 +1,6 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
-// bias add and learned positions. Plain loops; row reductions of the norm in double.
+// bias add and learned positions. Plain loops; row reductions of the norm in double. Also the
+// norm dispatch by architecture (LayerNorm for gpt2, RMSNorm for llama).
 #include <cmath>
 
 #include "train/train_ops.h"
@@ -95,6 +96,23 @@ void positions_backward(float* dtable, const float* dout, int64_t n, int64_t t, 
     float* p = dtable + (r % t) * c;
     for (int64_t j = 0; j < c; ++j) p[j] += dout[r * c + j];
   }
+}
+
+void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
+                  const float* w, const float* b, int64_t n, ThreadPool* pool) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps);
+  else
+    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps, pool);
+}
+
+void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
+                   const float* x, const float* w, const float* mean, const float* rstd,
+                   int64_t n, ThreadPool* pool) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim);
+  else
+    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
 }
 
 }  // namespace nexus::train
