@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "train/precision.h"
 #include "train/train_kernels.h"
 #include "train/train_ops.h"
 
@@ -99,6 +100,39 @@ void BM_TrainSwiGlu(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_TrainSwiGlu)->Arg(0)->Arg(1);
+
+// GPT-2's GELU forward + backward over one sequence of a 124M-shape FFN (256 x 3072 values).
+void BM_TrainGelu(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t n = 256 * 3072;
+  const auto x = randn(n, 11, 2.0f), dout = randn(n, 12);
+  std::vector<float> out(n), dx(n);
+  const bool simd = state.range(0) == 1;
+  for (auto _ : state) {
+    (simd ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar)(out.data(), x.data(), n);
+    (simd ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar)(dx.data(), dout.data(),
+                                                                   x.data(), n);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_TrainGelu)->Arg(0)->Arg(1);
+
+// The mixed-precision passes over one L15M block's FFN activations (2048 x 768 values): bf16
+// round-and-pack in forward, unpack in backward.
+void BM_TrainBf16PackUnpack(benchmark::State& state) {
+  if (skip_without_avx2(state)) return;
+  const int64_t n = 2048 * 768;
+  auto x = randn(n, 13);
+  std::vector<uint16_t> h(n);
+  const bool simd = state.range(0) == 1;
+  for (auto _ : state) {
+    (simd ? kern::round_pack_avx2 : kern::round_pack_scalar)(Precision::kBF16, x.data(), h.data(),
+                                                             n);
+    (simd ? kern::unpack_avx2 : kern::unpack_scalar)(Precision::kBF16, h.data(), x.data(), n);
+  }
+  state.SetBytesProcessed(state.iterations() * n * (4 + 4 + 2 + 2 + 4));
+}
+BENCHMARK(BM_TrainBf16PackUnpack)->Arg(0)->Arg(1);
 
 // The output head of TrainModel::head_forward over 2048 rows in blocks of state.range(0) rows,
 // on OpenBLAS's current thread count.

@@ -39,4 +39,11 @@ void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float
 void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
                           int64_t n);
 
+// GPT-2's tanh GELU and its backward (dx += dout * gelu'(x)) over n values (train_ops_gpt2.cc,
+// train_ops_gpt2_avx2.cc); the AVX2 tanh goes through the vectorised exp (~1e-7 absolute).
+void gelu_forward_scalar(float* out, const float* x, int64_t n);
+void gelu_forward_avx2(float* out, const float* x, int64_t n);
+void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t n);
+void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n);
+
 }  // namespace nexus::train::kern

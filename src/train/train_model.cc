@@ -418,9 +418,9 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   matmul_forward(a.k, a.ln1, w.wk, n, d, kvw);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw);
   if (w.bq) {
-    bias_forward(a.q, w.bq, n, qw);
-    bias_forward(a.k, w.bk, n, kvw);
-    bias_forward(a.v, w.bv, n, kvw);
+    bias_forward(a.q, w.bq, n, qw, pool_.get());
+    bias_forward(a.k, w.bk, n, kvw, pool_.get());
+    bias_forward(a.v, w.bv, n, kvw, pool_.get());
   }
   if (c.rope != RopeStyle::kNone) {
     rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
@@ -436,8 +436,8 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   K(a.atty, &HalfActs::atty, n * qw);
   // The projections are written where their sum with the residual goes (no scratch).
   matmul_forward(a.mid, a.atty, w.wo, n, qw, d);
-  if (w.bo) bias_forward(a.mid, w.bo, n, d);
-  for (int64_t i = 0; i < n * d; ++i) a.mid[i] += x[i];
+  if (w.bo) bias_forward(a.mid, w.bo, n, d, pool_.get());
+  accumulate(a.mid, x, n * d, pool_.get());
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
   keep(a.ln2, nullptr, n * d);
   if (w.w_gate) {  // SwiGLU
@@ -448,16 +448,16 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
     swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
   } else {  // GELU MLP
     matmul_forward(a.u, a.ln2, w.w_up, n, d, f);
-    bias_forward(a.u, w.b_up, n, f);
+    bias_forward(a.u, w.b_up, n, f, pool_.get());
     K(a.u, &HalfActs::u, n * f);
-    gelu_forward(a.hact, a.u, n * f);
+    gelu_forward(a.hact, a.u, n * f, pool_.get());
   }
   keep(a.hact, nullptr, n * f);
   if (!write_output) return;
   float* out = act_.res[l + 1];
   matmul_forward(out, a.hact, w.w_down, n, f, d);
-  if (w.b_down) bias_forward(out, w.b_down, n, d);
-  for (int64_t i = 0; i < n * d; ++i) out[i] += a.mid[i];
+  if (w.b_down) bias_forward(out, w.b_down, n, d, pool_.get());
+  accumulate(out, a.mid, n * d, pool_.get());
 }
 
 void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
@@ -475,7 +475,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   zero(s.dhact, n * f);
   matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d);
   round_grad(s.dhact, n * f);
-  if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d);
+  if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
   float* du = w.w_gate ? s.du : a.hact;
   zero(du, n * f);
@@ -487,9 +487,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
     round_grad(du, n * f);
     matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f);
   } else {
-    gelu_backward(du, s.dhact, a.u, n * f);
+    gelu_backward(du, s.dhact, a.u, n * f, pool_.get());
     round_grad(du, n * f);
-    bias_backward(gw.b_up, du, n, f);
+    bias_backward(gw.b_up, du, n, f, pool_.get());
   }
   matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f);
   round_grad(s.dln, n * d);
@@ -500,7 +500,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   zero(s.datty, n * qw);
   matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d);
   round_grad(s.datty, n * qw);
-  if (gw.bo) bias_backward(gw.bo, s.dres, n, d);
+  if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
   zero(s.dq, n * qw);
   zero(s.dk, n * kvw);
   zero(s.dv, n * kvw);
@@ -516,9 +516,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   round_grad(s.dk, n * kvw);
   round_grad(s.dv, n * kvw);
   if (gw.bq) {
-    bias_backward(gw.bq, s.dq, n, qw);
-    bias_backward(gw.bk, s.dk, n, kvw);
-    bias_backward(gw.bv, s.dv, n, kvw);
+    bias_backward(gw.bq, s.dq, n, qw, pool_.get());
+    bias_backward(gw.bk, s.dk, n, kvw, pool_.get());
+    bias_backward(gw.bv, s.dv, n, kvw, pool_.get());
   }
   zero(s.dln, n * d);
   matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw);

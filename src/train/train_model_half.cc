@@ -59,7 +59,7 @@ void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams&
   if (h.g)
     swiglu_forward(a.hact, a.g, a.u, n * f, pool);
   else
-    gelu_forward(a.hact, a.u, n * f);
+    gelu_forward(a.hact, a.u, n * f, pool);
   keep(a.hact, nullptr, n * f);
 }
 

@@ -12,42 +12,13 @@
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "train/train_kernels.h"
+#include "train/train_parallel.h"
 
 namespace nexus::train {
 
-namespace {
-
-bool use_avx2() {
-  static const bool avx2 = cpu::active_isa() == cpu::Isa::kAvx2;
-  return avx2;
-}
-
-// Calls fn(item, thread) for item in [0, n), split into contiguous chunks over the pool's threads.
-template <typename Fn>
-void for_items(ThreadPool* pool, int64_t n, const Fn& fn) {
-  if (!pool || pool->size() == 1 || n < 2) {
-    for (int64_t i = 0; i < n; ++i) fn(i, 0);
-    return;
-  }
-  pool->run([&](int thread, int n_threads) {
-    const int64_t chunk = (n + n_threads - 1) / n_threads;
-    const int64_t end = std::min(n, (thread + 1) * chunk);
-    for (int64_t i = thread * chunk; i < end; ++i) fn(i, thread);
-  });
-}
-
-// Calls fn(begin, end) over [0, n) in chunks claimed dynamically by the pool's threads (inline
-// without a pool). For loops whose items are independent, so the split never changes a result.
-template <typename Fn>
-void for_ranges(ThreadPool* pool, int64_t n, int64_t min_per_thread, const Fn& fn) {
-  if (!pool || pool->size() == 1) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  pool->parallel_for(n, fn, min_per_thread);
-}
-
-}  // namespace
+using par::for_items;
+using par::for_ranges;
+using par::use_avx2;
 
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c,
                     int64_t oc) {

@@ -80,18 +80,19 @@ double cross_entropy_fused(float* logits, float* row_loss, const int32_t* target
 // out = (x - mean) / sqrt(var + eps) * w + b per row of c (biased variance, as torch's
 // LayerNorm); saves each row's mean and 1/sqrt(var + eps) in mean[n] and rstd[n].
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int64_t n, int64_t c, float eps);
+                       const float* b, int64_t n, int64_t c, float eps, ThreadPool* pool = nullptr);
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
                         const float* w, const float* mean, const float* rstd, int64_t n,
-                        int64_t c);
+                        int64_t c, ThreadPool* pool = nullptr);
 
 // out = gelu(x) with GPT-2's tanh approximation, elementwise over n values.
-void gelu_forward(float* out, const float* x, int64_t n);
-void gelu_backward(float* dx, const float* dout, const float* x, int64_t n);
+void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool = nullptr);
+void gelu_backward(float* dx, const float* dout, const float* x, int64_t n,
+                   ThreadPool* pool = nullptr);
 
 // out[i, :] += b for each of n rows of c; the backward adds the column sums of dout into db.
-void bias_forward(float* out, const float* b, int64_t n, int64_t c);
-void bias_backward(float* db, const float* dout, int64_t n, int64_t c);
+void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* pool = nullptr);
+void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool = nullptr);
 
 // Learned positions: out[r, :] += table[r % t, :] for n rows of c (row r is at position r % t).
 void positions_forward(float* out, const float* table, int64_t n, int64_t t, int64_t c);

@@ -1,68 +1,122 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
-// bias add and learned positions. Plain loops; row reductions of the norm in double. Also the
-// norm dispatch by architecture (LayerNorm for gpt2, RMSNorm for llama).
+// bias add and learned positions. Rows (or columns) are split over the pool; GELU has an AVX2
+// kernel; the norm's row reductions are in double. Also the norm dispatch by architecture
+// (LayerNorm for gpt2, RMSNorm for llama).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "train/train_kernels.h"
 #include "train/train_ops.h"
+#include "train/train_parallel.h"
 
 namespace nexus::train {
 
+using par::for_ranges;
+using par::use_avx2;
+
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int64_t n, int64_t c, float eps) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * c;
-    double m = 0.0;
-    for (int64_t j = 0; j < c; ++j) m += xi[j];
-    m /= c;
-    double var = 0.0;
-    for (int64_t j = 0; j < c; ++j) var += (xi[j] - m) * (xi[j] - m);
-    const double r = 1.0 / std::sqrt(var / c + eps);
-    mean[i] = static_cast<float>(m);
-    rstd[i] = static_cast<float>(r);
-    float* oi = out + i * c;
-    for (int64_t j = 0; j < c; ++j) oi[j] = static_cast<float>((xi[j] - m) * r) * w[j] + b[j];
-  }
+                       const float* b, int64_t n, int64_t c, float eps, ThreadPool* pool) {
+  for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xi = x + i * c;
+      double m = 0.0;
+      for (int64_t j = 0; j < c; ++j) m += xi[j];
+      m /= c;
+      double var = 0.0;
+      for (int64_t j = 0; j < c; ++j) var += (xi[j] - m) * (xi[j] - m);
+      const double r = 1.0 / std::sqrt(var / c + eps);
+      mean[i] = static_cast<float>(m);
+      rstd[i] = static_cast<float>(r);
+      float* oi = out + i * c;
+      for (int64_t j = 0; j < c; ++j) oi[j] = static_cast<float>((xi[j] - m) * r) * w[j] + b[j];
+    }
+  });
 }
 
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
                         const float* w, const float* mean, const float* rstd, int64_t n,
-                        int64_t c) {
+                        int64_t c, ThreadPool* pool) {
   // y_j = xhat_j w_j + b_j with xhat = (x - mean) r; with g_j = dy_j w_j,
   // dx_j = r (g_j - mean(g) - xhat_j mean(g xhat)).
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * c;
-    const float* gi = dout + i * c;
-    const float m = mean[i], r = rstd[i];
-    double sg = 0.0, sgx = 0.0;
-    for (int64_t j = 0; j < c; ++j) {
-      const double g = static_cast<double>(gi[j]) * w[j];
-      sg += g;
-      sgx += g * ((xi[j] - m) * r);
+  // dw and db are summed per fixed block of rows, then over blocks in order: the same for any
+  // thread count.
+  constexpr int64_t kRows = 64;
+  const int64_t blocks = (n + kRows - 1) / kRows;
+  std::vector<float> part(static_cast<size_t>(blocks * c * 2), 0.0f);
+  for_ranges(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      float* pw = part.data() + blk * c * 2;
+      float* pb = pw + c;
+      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i) {
+        const float* xi = x + i * c;
+        const float* gi = dout + i * c;
+        const float m = mean[i], r = rstd[i];
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t j = 0; j < c; ++j) {
+          const double g = static_cast<double>(gi[j]) * w[j];
+          sg += g;
+          sgx += g * ((xi[j] - m) * r);
+        }
+        const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
+        float* di = dx + i * c;
+        for (int64_t j = 0; j < c; ++j) {
+          const float xhat = (xi[j] - m) * r;
+          di[j] += r * (gi[j] * w[j] - mg - xhat * mgx);
+          pw[j] += gi[j] * xhat;
+          pb[j] += gi[j];
+        }
+      }
     }
-    const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
-    float* di = dx + i * c;
+  });
+  for (int64_t blk = 0; blk < blocks; ++blk)
     for (int64_t j = 0; j < c; ++j) {
-      const float xhat = (xi[j] - m) * r;
-      di[j] += r * (gi[j] * w[j] - mg - xhat * mgx);
-      dw[j] += gi[j] * xhat;
-      db[j] += gi[j];
+      dw[j] += part[blk * c * 2 + j];
+      db[j] += part[blk * c * 2 + c + j];
     }
-  }
 }
+
+void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool) {
+  const auto fn = use_avx2() ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar;
+  for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, x + i0, i1 - i0); });
+}
+
+void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, ThreadPool* pool) {
+  const auto fn = use_avx2() ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar;
+  for_ranges(pool, n, 4096,
+             [&](int64_t i0, int64_t i1) { fn(dx + i0, dout + i0, x + i0, i1 - i0); });
+}
+
+void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* pool) {
+  for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = 0; j < c; ++j) out[i * c + j] += b[j];
+  });
+}
+
+void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  // Split over columns: each column still sums its rows in order.
+  for_ranges(pool, c, 64, [&](int64_t j0, int64_t j1) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = j0; j < j1; ++j) db[j] += dout[i * c + j];
+  });
+}
+
+namespace kern {
 
 namespace {
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 }  // namespace
 
-void gelu_forward(float* out, const float* x, int64_t n) {
+void gelu_forward_scalar(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
     out[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
   }
 }
 
-void gelu_backward(float* dx, const float* dout, const float* x, int64_t n) {
+void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t n) {
   // gelu(v) = v/2 (1 + tanh z), z = C (v + A v^3):
   // gelu'(v) = (1 + tanh z) / 2 + v/2 (1 - tanh^2 z) C (1 + 3 A v^2).
   for (int64_t i = 0; i < n; ++i) {
@@ -74,15 +128,7 @@ void gelu_backward(float* dx, const float* dout, const float* x, int64_t n) {
   }
 }
 
-void bias_forward(float* out, const float* b, int64_t n, int64_t c) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) out[i * c + j] += b[j];
-}
-
-void bias_backward(float* db, const float* dout, int64_t n, int64_t c) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) db[j] += dout[i * c + j];
-}
+}  // namespace kern
 
 void positions_forward(float* out, const float* table, int64_t n, int64_t t, int64_t c) {
   for (int64_t r = 0; r < n; ++r) {
@@ -101,7 +147,7 @@ void positions_backward(float* dtable, const float* dout, int64_t n, int64_t t, 
 void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
                   const float* w, const float* b, int64_t n, ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)
-    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps);
+    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps, pool);
   else
     rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps, pool);
 }
@@ -110,7 +156,7 @@ void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const 
                    const float* x, const float* w, const float* mean, const float* rstd,
                    int64_t n, ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)
-    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim);
+    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim, pool);
   else
     rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
 }
