@@ -1,10 +1,13 @@
 // TrainModel construction: random init, import from a GGUF checkpoint (any dtype, dequantized)
 // and export to an F32 GGUF that Model::load and `nexus run` read.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backends/cpu/quant.h"
 #include "io/gguf.h"
+#include "io/gguf_stream_writer.h"
 #include "train/train_model.h"
 
 namespace nexus::train {
@@ -62,36 +65,41 @@ Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& pat
 Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenizer_source) const {
   const ModelConfig& c = cfg_;
   const bool gpt2 = c.arch == Arch::kGpt2;
-  GgufWriter w;
+  // Streamed tensor by tensor from the parameters: no copy of the model is held in memory.
+  GgufStreamWriter w;
+  auto u32 = [&](const std::string& k, int64_t v) { w.set(k, gguf_u32(static_cast<uint32_t>(v))); };
   const std::string a = gpt2 ? "gpt2." : "llama.";
-  w.set_string("general.architecture", gpt2 ? "gpt2" : "llama");
-  w.set_string("general.name", "nexus-trained");
-  w.set_u32("general.file_type", 0);  // all F32
+  w.set("general.architecture", gguf_str(gpt2 ? "gpt2" : "llama"));
+  w.set("general.name", gguf_str("nexus-trained"));
+  u32("general.file_type", 0);  // all F32
   // gpt2's context is the position table's length, which the loader checks against it.
-  const int64_t ctx = gpt2 ? c.n_ctx_train : std::max(c.n_ctx_train, seq_);
-  w.set_u32(a + "context_length", static_cast<uint32_t>(ctx));
-  w.set_u32(a + "embedding_length", static_cast<uint32_t>(c.dim));
-  w.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layers));
-  w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.ffn_dim));
-  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_heads));
-  w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  u32(a + "context_length", gpt2 ? c.n_ctx_train : std::max(c.n_ctx_train, seq_));
+  u32(a + "embedding_length", c.dim);
+  u32(a + "block_count", c.n_layers);
+  u32(a + "feed_forward_length", c.ffn_dim);
+  u32(a + "attention.head_count", c.n_heads);
+  u32(a + "attention.head_count_kv", c.n_kv_heads);
   if (gpt2) {
-    w.set_f32(a + "attention.layer_norm_epsilon", c.norm_eps);
+    w.set(a + "attention.layer_norm_epsilon", gguf_f32(c.norm_eps));
   } else {
     if (c.head_dim * c.n_heads != c.dim) {
-      w.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim));
-      w.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim));
+      u32(a + "attention.key_length", c.head_dim);
+      u32(a + "attention.value_length", c.head_dim);
     }
-    w.set_f32(a + "rope.freq_base", c.rope_theta);
-    w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.rope_dim));
-    w.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
+    w.set(a + "rope.freq_base", gguf_f32(c.rope_theta));
+    u32(a + "rope.dimension_count", c.rope_dim);
+    w.set(a + "attention.layer_norm_rms_epsilon", gguf_f32(c.norm_eps));
   }
-  if (tokenizer_source) {
-    w.copy_metadata(*tokenizer_source,
-                    [](std::string_view key) { return !key.starts_with("tokenizer."); });
+  if (tokenizer_source)
+    for (const auto& [key, value] : tokenizer_source->metadata())
+      if (key.starts_with("tokenizer.")) w.set(key, value);
+  for (const ParamInfo& info : infos_) {
+    const float* data = params_ + info.offset;
+    const int64_t cols = info.shape.back();
+    w.add_tensor(info.name, DType::kF32, info.shape, [data, cols](int64_t r0, int64_t n, uint8_t* out) {
+      std::memcpy(out, data + r0 * cols, static_cast<size_t>(n * cols) * sizeof(float));
+    });
   }
-  for (const ParamInfo& info : infos_)
-    w.add_tensor(info.name, DType::kF32, info.shape, params_ + info.offset);
   return w.write(path);
 }
 
