@@ -204,7 +204,6 @@ void TrainModel::layout_activations() {
     act_.meanf = gpt2 ? A(n, &sz.head) : nullptr;
     act_.row_loss = A(n, &sz.head);
     act_.logits = A(head_rows_ * c.n_vocab, &sz.head);
-    act_.head_grad = A(c.n_vocab * d, &sz.head);
     size_t* scr = &sz.scratch;
     act_.rope_cs = c.rope != RopeStyle::kNone ? A(seq_ * c.rope_dim, scr) : nullptr;
     act_.dres = A(n * d, scr);
@@ -311,7 +310,7 @@ void TrainModel::zero_grad() { zero(grads_, static_cast<int64_t>(n_params_)); }
 
 
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
-                          int64_t b, int64_t t) {
+                          int64_t b, int64_t t, bool for_backward) {
   const ModelConfig& c = cfg_;
   NEXUS_CHECK(b > 0 && t > 0 && b <= batch_ && t <= seq_,
               "[train forward] batch " + std::to_string(b) + " x seq " + std::to_string(t) +
@@ -336,34 +335,35 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   for (int64_t l = 0; l < c.n_layers; ++l)
     block_forward(l, a.blocks[opts_.recompute_blocks ? 0 : l], true);
   final_norm_forward(n);
-  have_forward_ = true;
-  return head_forward(n);
+  have_forward_ = for_backward;
+  return head_forward(n, for_backward);
 }
 
-float TrainModel::head_forward(int64_t n) {
+float TrainModel::head_forward(int64_t n, bool for_backward) {
   const int64_t d = cfg_.dim, nv = cfg_.n_vocab;
   Activations& a = act_;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
-  zero(a.dlnf, n * d);
-  zero(a.head_grad, nv * d);
+  if (for_backward) zero(a.dlnf, n * d);
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
     w = wcopy_head_;
   }
-  // Per block of rows: logits, loss and d logits in place, then d lnf and d output.
+  // Per block of rows: logits, loss and d logits in place, then d lnf and d output (added to the
+  // output weight's gradient directly).
   for (int64_t r0 = 0; r0 < n; r0 += head_rows_) {
     const int64_t rows = std::min(head_rows_, n - r0);
     matmul_forward(a.logits, a.lnf + r0 * d, w, rows, d, nv);
     keep(a.logits, nullptr, rows * nv);
     cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale * loss_scale_,
                         pool_.get());
+    if (!for_backward) continue;
     round_grad(a.logits, rows * nv);
-    matmul_backward(a.dlnf + r0 * d, a.head_grad, a.logits, a.lnf + r0 * d, w, rows, d, nv);
+    matmul_backward(a.dlnf + r0 * d, g_.output, a.logits, a.lnf + r0 * d, w, rows, d, nv);
   }
-  round_grad(a.dlnf, n * d);
+  if (for_backward) round_grad(a.dlnf, n * d);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
   return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
@@ -536,8 +536,7 @@ void TrainModel::backward() {
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t, d = c.dim;
   Activations& a = act_;
-  // The head's backward ran in forward(): add its weight gradient, continue from d lnf.
-  accumulate(g_.output, a.head_grad, c.n_vocab * d, pool_.get());
+  // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
   zero(a.dres, n * d);
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {

@@ -85,13 +85,15 @@ class TrainModel {
   Status export_gguf(const std::string& path, const GgufFile* tokenizer_source = nullptr) const;
 
   // Runs the model on tokens [b, t] (row-major) and returns the mean cross-entropy against
-  // targets [b, t] (targets < 0 are ignored). Keeps the activations for backward().
+  // targets [b, t] (targets < 0 are ignored). With `for_backward` it keeps the activations for
+  // backward() and runs the output head's backward too, fused with the loss over blocks of rows,
+  // so the full [b * t, n_vocab] logits are never held (llm.c style): it keeps d(loss)/d(final
+  // norm output) and already adds the head's weight gradient to grads(). So call zero_grad()
+  // before forward(), not between forward() and backward(). Without `for_backward` (evaluation)
+  // it computes the loss only and leaves grads() alone.
   float forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
-                int64_t t);
-  // The output head's backward runs inside forward(), fused with the loss over blocks of rows, so
-  // the full [b * t, n_vocab] logits are never held (llm.c style); forward() keeps d(loss)/d(final
-  // norm output) and the head's weight gradient for backward().
-  // Adds d(mean loss)/d(parameter) of the last forward() to grads().
+                int64_t t, bool for_backward = true);
+  // Adds the rest of d(mean loss)/d(parameter) of the last forward() to grads().
   void backward();
   void zero_grad();
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
@@ -145,8 +147,8 @@ class TrainModel {
     std::vector<float*> res;
     std::vector<BlockActs> blocks;
     float *lnf, *rstdf, *meanf, *rope_cs;
-    // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf, d output weight.
-    float *logits, *row_loss, *dlnf, *head_grad;
+    // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf.
+    float *logits, *row_loss, *dlnf;
     float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
     int32_t *tokens, *targets;
   };
@@ -165,7 +167,7 @@ class TrainModel {
   Params bind(float* base) const;
   const ParamInfo* find(const std::string& name) const;
   // The output head and the fused cross-entropy with their backward; returns the mean loss.
-  float head_forward(int64_t n);
+  float head_forward(int64_t n, bool for_backward);
   void init_random(const InitOptions& init);
   // Block l's forward from res[l] into `a`; writes res[l + 1] only when `write_output` (a
   // recompute for the backward needs every saved activation but not the block's output).

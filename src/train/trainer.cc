@@ -88,7 +88,7 @@ float Trainer::evaluate(SequentialBatches& val, int64_t max_batches) {
   const Batch* b;
   for (int64_t i = 0; (max_batches <= 0 || i < max_batches) && val.next(&b); ++i) {
     const double n = static_cast<double>(b->rows) * b->seq_len;
-    sum += n * model_.forward(b->inputs, b->targets, b->rows, b->seq_len);
+    sum += n * model_.forward(b->inputs, b->targets, b->rows, b->seq_len, /*for_backward=*/false);
     count += n;
   }
   return count > 0 ? static_cast<float>(sum / count) : 0.0f;

@@ -33,8 +33,8 @@ TEST(Trainer, AccumulationMatchesOneBigBatch) {
   // and 1 of the batch-2 loader hold exactly the 4 windows of batch 0 of the batch-4 loader.
   DataLoader l_big(data, 4, seq, 11, 0), l_small(data, 2, seq, 11, 0);
   LrSchedule sched{1e-3f, 0, 0, 10, LrDecay::kConstant};
-  Trainer t_big(*big.value(), opt_big, l_big, {10, 1, sched, 1.0f});
-  Trainer t_small(*small.value(), opt_small, l_small, {10, 2, sched, 1.0f});
+  Trainer t_big(*big.value(), opt_big, l_big, {10, 1, sched, 1.0f, {}});
+  Trainer t_small(*small.value(), opt_small, l_small, {10, 2, sched, 1.0f, {}});
   const float loss_big = t_big.accumulate(), loss_small = t_small.accumulate();
   // Losses: a mean over 64 tokens against the mean of two means over 32 (double sums, rounded
   // to float once each): a few ulps.
@@ -62,8 +62,8 @@ TEST(Trainer, AccumulationMatchesOneBigBatch) {
   // is lr * g / (|g| + eps), so a gradient difference d moves a parameter by at most lr * d / eps
   // where |g| is tiny and far less elsewhere; 1e-6 (lr 1e-3) leaves that room.
   DataLoader l_big2(data, 4, seq, 11, 0), l_small2(data, 2, seq, 11, 0);
-  Trainer s_big(*big.value(), opt_big, l_big2, {10, 1, sched, 1.0f});
-  Trainer s_small(*small.value(), opt_small, l_small2, {10, 2, sched, 1.0f});
+  Trainer s_big(*big.value(), opt_big, l_big2, {10, 1, sched, 1.0f, {}});
+  Trainer s_small(*small.value(), opt_small, l_small2, {10, 2, sched, 1.0f, {}});
   const StepStats a = s_big.step(), b = s_small.step();
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm);
@@ -89,7 +89,7 @@ TEST(Trainer, ResumeFromCheckpointIsBitExact) {
   auto o1 = make_optimizer(*m1.value(), s.optimizer);
   ASSERT_TRUE(o1.is_ok());
   DataLoader l1(data, 2, 16, s.seed, 2);
-  Trainer t1(*m1.value(), *o1.value(), l1, {s.steps, s.accum, s.schedule, s.clip});
+  Trainer t1(*m1.value(), *o1.value(), l1, {s.steps, s.accum, s.schedule, s.clip, {}});
   const std::vector<float> straight = run_steps(t1, 10);
 
   // Interrupted: 5 steps, checkpoint, everything destroyed, rebuilt from the file, 5 more.
@@ -99,7 +99,7 @@ TEST(Trainer, ResumeFromCheckpointIsBitExact) {
     auto m = TrainModel::create(s.model, s.batch, s.seq, {0.02f, 9, true});
     auto o = make_optimizer(*m.value(), s.optimizer);
     DataLoader l(data, 2, 16, s.seed, 2);
-    Trainer t(*m.value(), *o.value(), l, {s.steps, s.accum, s.schedule, s.clip});
+    Trainer t(*m.value(), *o.value(), l, {s.steps, s.accum, s.schedule, s.clip, {}});
     resumed = run_steps(t, 5);
     ASSERT_TRUE(save_checkpoint(ckpt, s, {t.step_index(), t.tokens(), l.state()}, *m.value(),
                                 *o.value(), nullptr)
@@ -119,7 +119,7 @@ TEST(Trainer, ResumeFromCheckpointIsBitExact) {
   ASSERT_TRUE(c.value().restore_optimizer(*o2.value()).is_ok());
   DataLoader l2(data, 2, 16, /*seed=*/999, 2);
   l2.restore(c.value().progress().loader);
-  Trainer t2(*m2.value(), *o2.value(), l2, {cs.steps, cs.accum, cs.schedule, cs.clip});
+  Trainer t2(*m2.value(), *o2.value(), l2, {cs.steps, cs.accum, cs.schedule, cs.clip, {}});
   t2.set_progress(c.value().progress().step, c.value().progress().tokens);
   const std::vector<float> rest = run_steps(t2, 5);
   resumed.insert(resumed.end(), rest.begin(), rest.end());
@@ -141,7 +141,7 @@ TEST(Trainer, ValidationLossIsTheTokenWeightedMean) {
   auto m = TrainModel::create(tiny_config(), 2, 16, {0.02f, 3, true});
   AdamW opt(*m.value(), {});
   DataLoader l(data, 2, 16, 1, 0);
-  Trainer t(*m.value(), opt, l, {1, 1, {}, 1.0f});
+  Trainer t(*m.value(), opt, l, {1, 1, {}, 1.0f, {}});
   SequentialBatches val(data, 2, 16);
   // Reference: each window alone (batch 1), averaged.
   double sum = 0;
