@@ -6,17 +6,15 @@
 #include <cctype>
 #include <string>
 
-#include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "nexus/dtype.h"
+#include "train/train_parallel.h"
 
 namespace nexus::train {
-namespace {
 
-bool use_avx2() {
-  static const bool avx2 = cpu::active_isa() == cpu::Isa::kAvx2;
-  return avx2;
-}
+using par::use_avx2;
+
+namespace {
 
 // Below this many elements a pass runs on the calling thread only.
 constexpr int64_t kMinPerThread = 1 << 15;
@@ -57,6 +55,7 @@ void round_to(Precision p, float* x, int64_t n, ThreadPool* pool) {
 }
 
 void round_copy(Precision p, const float* x, float* y, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.round", 8 * n, 0);
   if (p == Precision::kF32) {
     if (x != y) std::copy(x, x + n, y);
     return;
@@ -67,6 +66,7 @@ void round_copy(Precision p, const float* x, float* y, int64_t n, ThreadPool* po
 }
 
 void round_pack(Precision p, float* x, uint16_t* h, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.round_pack", 10 * n, 0);
   NEXUS_CHECK(p != Precision::kF32, "[precision] round_pack needs bf16 or f16");
   split(pool, n, [&](int64_t b, int64_t e) {
     (use_avx2() ? kern::round_pack_avx2 : kern::round_pack_scalar)(p, x + b, h + b, e - b);
@@ -74,6 +74,7 @@ void round_pack(Precision p, float* x, uint16_t* h, int64_t n, ThreadPool* pool)
 }
 
 void unpack(Precision p, const uint16_t* h, float* x, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.unpack", 6 * n, 0);
   NEXUS_CHECK(p != Precision::kF32, "[precision] unpack needs bf16 or f16");
   split(pool, n, [&](int64_t b, int64_t e) {
     (use_avx2() ? kern::unpack_avx2 : kern::unpack_scalar)(p, h + b, x + b, e - b);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "nexus/profile.h"
 #include "profile/memory.h"
 #include "train/train_ops.h"
 
@@ -399,6 +400,7 @@ void TrainModel::final_norm_backward(int64_t n) {
 }
 
 void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
+  NEXUS_PROFILE_LAYER(l);
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t;
   const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
@@ -461,6 +463,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
 }
 
 void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
+  NEXUS_PROFILE_LAYER(l);
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t;
   const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;

@@ -22,6 +22,7 @@ using par::use_avx2;
 
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c,
                     int64_t oc) {
+  NEXUS_TRAIN_OP("train.matmul", 4 * (n * c + c * oc + n * oc), 2 * n * c * oc);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(oc),
               static_cast<int>(c), 1.0f, inp, static_cast<int>(c), w, static_cast<int>(c), 0.0f,
               out, static_cast<int>(oc));
@@ -29,6 +30,7 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc) {
+  NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc), 2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
   // dinp[n, c] += dout[n, oc] w[oc, c]
   if (dinp)
@@ -42,6 +44,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t n, int64_t c,
                      float eps, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.rmsnorm", 8 * n * c, 4 * n * c);
   for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       const float* xi = x + i * c;
@@ -57,6 +60,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
                       const float* rstd, int64_t n, int64_t c, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.rmsnorm_bwd", 16 * n * c, 10 * n * c);
   // y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
   // dx_j = r w_j dy_j - r^3 x_j / c * sum_k dy_k w_k x_k.
   // dw is summed per fixed block of rows, then over blocks in order: the same for any thread count.
@@ -99,6 +103,7 @@ void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta) {
 void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_dim,
                  int64_t rope_dim, RopeStyle style, const float* cs, bool inverse,
                  ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.rope", 8 * n * n_heads * rope_dim, 3 * n * n_heads * rope_dim);
   const int64_t half = rope_dim / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
@@ -120,6 +125,7 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
 
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.attention", 4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   for_items(pool, s.b * s.n_heads, [&](int64_t item, int) {
     const int64_t b = item / s.n_heads, h = item % s.n_heads;
@@ -135,6 +141,7 @@ int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.attention_bwd", 8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
@@ -147,12 +154,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 }
 
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.swiglu", 12 * n, 0);
   const auto fn = use_avx2() ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar;
   for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, g + i0, u + i0, i1 - i0); });
 }
 
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
                      int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.swiglu_bwd", 28 * n, 0);
   const auto fn = use_avx2() ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar;
   for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) {
     fn(dg + i0, du + i0, dout + i0, g + i0, u + i0, i1 - i0);
@@ -166,6 +175,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c) {
+  NEXUS_TRAIN_OP("train.embedding_bwd", 8 * n * c, 0);
   for (int64_t i = 0; i < n; ++i) {
     float* row = dtable + tokens[i] * c;
     const float* g = dout + i * c;
@@ -174,6 +184,7 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 }
 
 void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.add", 12 * n, n);
   for_ranges(pool, n, 1 << 14, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) dst[i] += src[i];
   });
@@ -181,6 +192,7 @@ void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool) {
 
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
                            int64_t v, float scale, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.cross_entropy", 8 * n * v, 0);
   const auto fn = use_avx2() ? kern::ce_row_avx2 : kern::ce_row_scalar;
   for_ranges(pool, n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) row_loss[i] = fn(logits + i * v, v, targets[i], scale);

@@ -17,6 +17,7 @@ using par::use_avx2;
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
                        const float* b, int64_t n, int64_t c, float eps, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.layernorm", 8 * n * c, 0);
   for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* xi = x + i * c;
@@ -37,6 +38,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
                         const float* w, const float* mean, const float* rstd, int64_t n,
                         int64_t c, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.layernorm_bwd", 16 * n * c, 0);
   // y_j = xhat_j w_j + b_j with xhat = (x - mean) r; with g_j = dy_j w_j,
   // dx_j = r (g_j - mean(g) - xhat_j mean(g xhat)).
   // dw and db are summed per fixed block of rows, then over blocks in order: the same for any
@@ -77,17 +79,20 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 }
 
 void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.gelu", 8 * n, 0);
   const auto fn = use_avx2() ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar;
   for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, x + i0, i1 - i0); });
 }
 
 void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.gelu_bwd", 16 * n, 0);
   const auto fn = use_avx2() ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar;
   for_ranges(pool, n, 4096,
              [&](int64_t i0, int64_t i1) { fn(dx + i0, dout + i0, x + i0, i1 - i0); });
 }
 
 void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.bias", 8 * n * c, n * c);
   for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t j = 0; j < c; ++j) out[i * c + j] += b[j];
@@ -95,6 +100,7 @@ void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* 
 }
 
 void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  NEXUS_TRAIN_OP("train.bias_bwd", 4 * n * c, n * c);
   // Split over columns: each column still sums its rows in order.
   for_ranges(pool, c, 64, [&](int64_t j0, int64_t j1) {
     for (int64_t i = 0; i < n; ++i)

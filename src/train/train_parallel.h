@@ -7,6 +7,12 @@
 
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
+#include "nexus/profile.h"
+
+// An op span for `nexus train --profile`: named `name`, in the current layer, with the bytes moved
+// and flops done (both evaluated only while profiling is on).
+#define NEXUS_TRAIN_OP(name, bytes, flops) \
+  NEXUS_PROFILE_OP(name, ::nexus::profile::current_layer(), (bytes), (flops), std::string_view())
 
 namespace nexus::train::par {
 
