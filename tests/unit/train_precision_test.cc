@@ -10,13 +10,14 @@
 
 #include "test_paths.h"
 #include "train/train_model.h"
+#include "trainer_test_util.h"
 
 namespace nexus::train {
 namespace {
 
 std::unique_ptr<TrainModel> load(const std::string& name, int64_t b, int64_t t,
                                  const TrainOptions& o) {
-  auto m = TrainModel::from_gguf(test::fixtures_dir() + "/train/" + name + ".gguf", b, t, o);
+  auto m = TrainModel::from_gguf(nexus::test::fixtures_dir() + "/train/" + name + ".gguf", b, t, o);
   EXPECT_TRUE(m.is_ok()) << (m.is_ok() ? "" : m.status().message());
   return m.is_ok() ? std::move(m).value() : nullptr;
 }
@@ -121,18 +122,10 @@ INSTANTIATE_TEST_SUITE_P(
 // of their bits are lost; multiplying the loss by 65536 lifts them into the normal range, and
 // dividing afterwards restores them.
 TEST(TrainPrecision, F16NeedsLossScaling) {
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.arch_name = "llama";
+  ModelConfig c = test::tiny_config();
   c.n_vocab = 4096;
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.rope_dim = 8;
-  c.ffn_dim = 64;
   c.n_ctx_train = 64;
+  c.tied_output = false;
   const int64_t b = 4, t = 64;
   auto create = [&](Precision p) {
     auto m = TrainModel::create(c, b, t, {}, {.precision = p});
