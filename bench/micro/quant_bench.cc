@@ -143,12 +143,13 @@ void BM_DecodeRows(benchmark::State& state) {
 // Batched-decode kernel lab: 8 tokens against a 3072 x 1024 weight (Q06B's FFN up projection),
 // one thread, walked like gemm_rows: ~128 KiB weight-row tiles, each applied to the 8 tokens in
 // passes of range(1) rows x range(2) tokens. range(1) == 0 is the previous path: per weight row,
-// vec_dot_rows over 4 tokens at a time. Counts one (row, token) dot product as an item.
+// vec_dot_rows over 4 tokens at a time (vec_dot per token for types without it). Counts one (row,
+// token) dot product as an item.
 void BM_DecodeTile(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const int pr = static_cast<int>(state.range(1)), px = static_cast<int>(state.range(2));
   const cpu::TypeKernels& k = cpu::kernels(t);
-  if ((pr > 0 && k.vec_dot_tile == nullptr) || (pr == 0 && k.vec_dot_rows == nullptr)) {
+  if (pr > 0 && k.vec_dot_tile == nullptr) {
     state.SkipWithError("no kernel for this type");
     return;
   }
@@ -167,7 +168,12 @@ void BM_DecodeTile(benchmark::State& state) {
         for (int64_t r = rt; r < rt_end; ++r) {
           for (int64_t j = 0; j < kTokens; j += 4) {
             float out[4];
-            k.vec_dot_rows(kK, w.data() + r * ws, x.data() + j * xs, xs, 4, out);
+            if (k.vec_dot_rows != nullptr) {
+              k.vec_dot_rows(kK, w.data() + r * ws, x.data() + j * xs, xs, 4, out);
+            } else {
+              for (int64_t b = 0; b < 4; ++b)
+                out[b] = k.vec_dot(kK, w.data() + r * ws, x.data() + (j + b) * xs);
+            }
             for (int64_t b = 0; b < 4; ++b) y[(j + b) * kRows + r] = out[b];
           }
         }
@@ -187,7 +193,7 @@ void BM_DecodeTile(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRows * kTokens);
   state.SetLabel(
       std::string(dtype_name(t)) +
-      (pr == 0 ? " rows 1x4" : " tile " + std::to_string(pr) + "x" + std::to_string(px)));
+      (pr == 0 ? " previous" : " tile " + std::to_string(pr) + "x" + std::to_string(px)));
 }
 
 void vec_dot_args(benchmark::internal::Benchmark* b) {
@@ -209,7 +215,7 @@ BENCHMARK(BM_DecodeRows)
                    {0, 1}})
     ->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
     for (auto [r, x] : {std::pair{0, 4}, {1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {4, 4}, {8, 8}})
       b->Args({static_cast<int64_t>(t), r, x});
 }
