@@ -215,7 +215,7 @@ BENCHMARK(BM_DecodeRows)
                    {0, 1}})
     ->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
     for (auto [r, x] : {std::pair{0, 4}, {1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {4, 4}, {8, 8}})
       b->Args({static_cast<int64_t>(t), r, x});
 }
