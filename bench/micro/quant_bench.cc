@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/quant.h"
@@ -138,6 +140,62 @@ void BM_DecodeRows(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)) + (multi ? " wrows" : " vec_dot"));
 }
 
+// Batched-decode kernel lab: 8 tokens against a 3072 x 1024 weight (Q06B's FFN up projection),
+// one thread, walked like gemm_rows: ~128 KiB weight-row tiles, each applied to the 8 tokens in
+// passes of range(1) rows x range(2) tokens. range(1) == 0 is the previous path: per weight row,
+// vec_dot_rows over 4 tokens at a time (vec_dot per token for types without it). Counts one (row,
+// token) dot product as an item.
+void BM_DecodeTile(benchmark::State& state) {
+  const auto t = static_cast<DType>(state.range(0));
+  const int pr = static_cast<int>(state.range(1)), px = static_cast<int>(state.range(2));
+  const cpu::TypeKernels& k = cpu::kernels(t);
+  if (pr > 0 && k.vec_dot_tile == nullptr) {
+    state.SkipWithError("no kernel for this type");
+    return;
+  }
+  constexpr int64_t kK = 1024, kRows = 3072, kTokens = 8;
+  const size_t ws = row_bytes(t, kK);
+  const auto w = encode(t, random_floats(kRows * kK, 5));
+  const DType dt = cpu::vec_dot_type(t);
+  const size_t xs = row_bytes(dt, kK);
+  const auto x = encode(dt, random_floats(kTokens * kK, 6));
+  std::vector<float> y(static_cast<size_t>(kTokens * kRows));
+  const int64_t row_tile = std::max<int64_t>(8, static_cast<int64_t>(128 * 1024 / ws));
+  for (auto _ : state) {
+    for (int64_t rt = 0; rt < kRows; rt += row_tile) {
+      const int64_t rt_end = std::min(kRows, rt + row_tile);
+      if (pr == 0) {
+        for (int64_t r = rt; r < rt_end; ++r) {
+          for (int64_t j = 0; j < kTokens; j += 4) {
+            float out[4];
+            if (k.vec_dot_rows != nullptr) {
+              k.vec_dot_rows(kK, w.data() + r * ws, x.data() + j * xs, xs, 4, out);
+            } else {
+              for (int64_t b = 0; b < 4; ++b)
+                out[b] = k.vec_dot(kK, w.data() + r * ws, x.data() + (j + b) * xs);
+            }
+            for (int64_t b = 0; b < 4; ++b) y[(j + b) * kRows + r] = out[b];
+          }
+        }
+        continue;
+      }
+      for (int64_t j = 0; j < kTokens; j += px) {
+        for (int64_t r = rt; r < rt_end; r += pr) {
+          const int nr = static_cast<int>(std::min<int64_t>(pr, rt_end - r));
+          const int nx = static_cast<int>(std::min<int64_t>(px, kTokens - j));
+          k.vec_dot_tile(kK, w.data() + r * ws, ws, x.data() + j * xs, xs, nr, nx,
+                         y.data() + j * kRows + r, kRows);
+        }
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRows * kTokens);
+  state.SetLabel(
+      std::string(dtype_name(t)) +
+      (pr == 0 ? " previous" : " tile " + std::to_string(pr) + "x" + std::to_string(px)));
+}
+
 void vec_dot_args(benchmark::internal::Benchmark* b) {
   for (DType t : kTypes) b->Arg(static_cast<int64_t>(t));
 }
@@ -156,6 +214,12 @@ BENCHMARK(BM_DecodeRows)
                     static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
                    {0, 1}})
     ->UseRealTime();
+void decode_tile_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
+    for (auto [r, x] : {std::pair{0, 4}, {1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {4, 4}, {8, 8}})
+      b->Args({static_cast<int64_t>(t), r, x});
+}
+BENCHMARK(BM_DecodeTile)->Apply(decode_tile_args);
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime();
 
 }  // namespace

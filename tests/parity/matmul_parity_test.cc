@@ -42,7 +42,7 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
   const double tol = dt == DType::kF32 ? 1e-5 : 0.01;
   for (int64_t rows : {1, 7, 37}) {
     const Weights m = make_weights(t, rows, k, 11 + static_cast<uint32_t>(rows));
-    for (int64_t n_tokens : {1, 3, 17, 41}) {
+    for (int64_t n_tokens : {1, 3, 10, 17, 41}) {
       const auto x = test::random_floats(n_tokens * k, 23 + static_cast<uint32_t>(n_tokens), 0.5f);
       // Below kBlasMinTokens matmul calls the same dot kernel on the same converted activations,
       // so it must reproduce the one-by-one dot products bit for bit. From kBlasMinTokens on it

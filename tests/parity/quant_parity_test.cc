@@ -256,6 +256,52 @@ TEST_P(QuantParity, VecDotWRowsMatchesVecDotExactly) {
   }
 }
 
+// The batched-decode kernels (nr weight rows x nx tokens) must give each (row, token) exactly what
+// vec_dot gives it alone, for every shape up to the maximum (so every tail of the kernel's passes
+// is covered), and write nothing outside the nr x nx block of the output.
+TEST_P(QuantParity, VecDotTileMatchesVecDotExactly) {
+  const DType t = GetParam();
+  const DType dt = cpu::vec_dot_type(t);
+  constexpr int kR = cpu::kMaxTileRows, kT = cpu::kMaxTileTokens;
+  constexpr size_t kYs = kR + 3;  // output row stride wider than any nr
+  constexpr float kUntouched = -12345.0f;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::TypeKernels& k = cpu::kernels(t, isa);
+    if (k.vec_dot_tile == nullptr) continue;
+    for (int64_t n : test_sizes(t)) {
+      const size_t ws = row_bytes(t, n), xs = row_bytes(dt, n);
+      std::vector<uint8_t> w(ws * kR), x(xs * kT);
+      for (int r = 0; r < kR; ++r) {
+        const auto q = test::quantize(t, random_floats(n, 940 + r), isa);
+        std::copy(q.begin(), q.end(), w.begin() + static_cast<std::ptrdiff_t>(r * ws));
+      }
+      for (int j = 0; j < kT; ++j) {
+        const auto xf = random_floats(n, 960 + j);
+        cpu::kernels(dt, isa).quantize(xf.data(), x.data() + j * xs, n);
+      }
+      for (int nr = 1; nr <= kR; ++nr) {
+        for (int nx = 1; nx <= kT; ++nx) {
+          std::vector<float> y(kYs * (kT + 1), kUntouched);
+          k.vec_dot_tile(n, w.data(), ws, x.data(), xs, nr, nx, y.data(), kYs);
+          for (int j = 0; j <= kT; ++j) {
+            for (size_t r = 0; r < kYs; ++r) {
+              const float got = y[j * kYs + r];
+              if (j < nx && static_cast<int>(r) < nr) {
+                EXPECT_EQ(got, k.vec_dot(n, w.data() + r * ws, x.data() + j * xs))
+                    << dtype_name(t) << " n=" << n << " nr=" << nr << " nx=" << nx << " row " << r
+                    << " token " << j;
+              } else {
+                EXPECT_EQ(got, kUntouched) << "wrote outside the tile: nr=" << nr << " nx=" << nx;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Extreme codes: every weight code 0 or 15 and every activation code +-127 make the Q4_0 block sums
 // as large as they get (|32 * 8 * 127| = 32512), which the decode kernel's int16 partial sums must
 // carry without saturating. With d = 1 the expected dot is an exact integer.

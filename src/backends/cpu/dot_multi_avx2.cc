@@ -239,6 +239,35 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 
 using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);
 
+// Every kernel<NR, NX> for NR, NX <= 4: index [NR - 1][NX - 1].
+template <void (*K1)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*),
+          void (*K2)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*),
+          void (*K3)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*),
+          void (*K4)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*)>
+struct Row {
+  static constexpr Fn kFns[4] = {K1, K2, K3, K4};
+};
+#define NEXUS_TILE_ROW(t, r) Row<dot_##t<r, 1>, dot_##t<r, 2>, dot_##t<r, 3>, dot_##t<r, 4>>::kFns
+#define NEXUS_TILE_TABLE(t) \
+  { NEXUS_TILE_ROW(t, 1), NEXUS_TILE_ROW(t, 2), NEXUS_TILE_ROW(t, 3), NEXUS_TILE_ROW(t, 4) }
+
+// nr weight rows x nx tokens in passes of at most R x T (the type's measured best shape; the
+// smaller kernels take the tails), results scattered to y[j * ys + r].
+template <int R, int T>
+void dot_tile(const Fn* const (&fns)[4], int64_t n, const uint8_t* w, size_t ws, const uint8_t* x,
+              size_t xs, int nr, int nx, float* y, size_t ys) {
+  for (int r = 0; r < nr; r += R) {
+    const int pr = nr - r < R ? nr - r : R;
+    for (int j = 0; j < nx; j += T) {
+      const int px = nx - j < T ? nx - j : T;
+      float out[R * T];
+      fns[pr - 1][px - 1](n, w + r * ws, ws, x + j * xs, xs, out);
+      for (int a = 0; a < pr; ++a)
+        for (int b = 0; b < px; ++b) y[(j + b) * ys + r + a] = out[a * px + b];
+    }
+  }
+}
+
 // One activation row against 1-8 weight rows (in passes of at most four), and one weight row
 // against 1-4 activation rows.
 #define NEXUS_DOT_MULTI(t)                                                                       \
@@ -255,11 +284,22 @@ using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, flo
       kFns[(nr - r < 4 ? nr - r : 4) - 1](n, wb + r * ws, ws, static_cast<const uint8_t*>(x), 0, \
                                           out + r);                                              \
   }                                                                                              \
+  void vec_dot_tile_##t##_avx2(int64_t n, const void* w, size_t ws, const void* x, size_t xs,    \
+                               int nr, int nx, float* y, size_t ys) {                            \
+    static constexpr const Fn* kFns[4] = NEXUS_TILE_TABLE(t);                                    \
+    dot_tile<kTileR_##t, kTileT_##t>(kFns, n, static_cast<const uint8_t*>(w), ws,                \
+                                     static_cast<const uint8_t*>(x), xs, nr, nx, y, ys);         \
+  }                                                                                              \
   float vec_dot_##t##_avx2(int64_t n, const void* w, const void* x) {                            \
     float r;                                                                                     \
     dot_##t<1, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), 0, &r);  \
     return r;                                                                                    \
   }
+
+// Tile shapes (weight rows x tokens per pass) for batched decode, chosen with BM_DecodeTile.
+constexpr int kTileR_q8_0 = 4, kTileT_q8_0 = 4;
+constexpr int kTileR_q4_k = 4, kTileT_q4_k = 4;
+constexpr int kTileR_q6_k = 4, kTileT_q6_k = 4;
 
 }  // namespace
 
@@ -268,5 +308,7 @@ NEXUS_DOT_MULTI(q4_k)
 NEXUS_DOT_MULTI(q6_k)
 
 #undef NEXUS_DOT_MULTI
+#undef NEXUS_TILE_TABLE
+#undef NEXUS_TILE_ROW
 
 }  // namespace nexus::cpu

@@ -44,6 +44,15 @@ constexpr int kMaxWeightRows = 8;
 // row against several weight rows in one pass (decode), bit-identical to separate vec_dot calls.
 using VecDotWRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, int nr,
                                float* out);
+// Most weight rows and tokens a VecDotTileFn takes in one call.
+constexpr int kMaxTileRows = 8;
+constexpr int kMaxTileTokens = 8;
+// y[j * y_stride + r] = vec_dot(n, w + r * w_stride, x + j * x_stride) for r < nr, j < nx
+// (1 <= nr <= kMaxTileRows, 1 <= nx <= kMaxTileTokens): batched decode, blocked over weight rows
+// and tokens so a weight block is decoded once for several tokens and an activation block loaded
+// once for several rows; bit-identical to separate vec_dot calls.
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x,
+                              size_t x_stride, int nr, int nx, float* y, size_t y_stride);
 
 // The kernels of one dtype for one ISA. Entries without a specialised version fall back to the
 // scalar one, so every pointer is valid.
@@ -55,6 +64,7 @@ struct TypeKernels {
   VecDotFn vec_dot;
   VecDotRowsFn vec_dot_rows;    // null where no multi-row kernel exists: call vec_dot per row
   VecDotWRowsFn vec_dot_wrows;  // null where no multi-weight-row kernel exists
+  VecDotTileFn vec_dot_tile;    // null where no rows x tokens kernel exists
 };
 
 // True when this CPU can run `isa` (kScalar always).

@@ -17,13 +17,13 @@ constexpr size_t kMaxTypeId = 31;
 using Table = std::array<TypeKernels, kMaxTypeId>;
 
 constexpr TypeKernels kNone = {DType::kF32, DType::kF32, nullptr, nullptr,
-                               nullptr,     nullptr,     nullptr};
+                               nullptr,     nullptr,     nullptr, nullptr};
 
 Table scalar_table() {
   Table t;
   t.fill(kNone);
   auto set = [&](DType d, DType dot, QuantizeFn q, DequantizeFn dq, VecDotFn vd) {
-    t[static_cast<size_t>(d)] = {d, dot, q, dq, vd, nullptr, nullptr};
+    t[static_cast<size_t>(d)] = {d, dot, q, dq, vd, nullptr, nullptr, nullptr};
   };
   set(DType::kF32, DType::kF32, quantize_f32_ref, dequantize_f32_ref, vec_dot_f32_ref);
   set(DType::kF16, DType::kF32, quantize_f16_ref, dequantize_f16_ref, vec_dot_f16_ref);
@@ -72,6 +72,11 @@ Table avx2_table() {
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_wrows = vec_dot_wrows_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_wrows = vec_dot_wrows_q4_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_wrows = vec_dot_wrows_q6_k_avx2;
+  t[static_cast<size_t>(DType::kF32)].vec_dot_tile = vec_dot_tile_f32_avx2;
+  t[static_cast<size_t>(DType::kF16)].vec_dot_tile = vec_dot_tile_f16_avx2;
+  t[static_cast<size_t>(DType::kQ8_0)].vec_dot_tile = vec_dot_tile_q8_0_avx2;
+  t[static_cast<size_t>(DType::kQ4_K)].vec_dot_tile = vec_dot_tile_q4_k_avx2;
+  t[static_cast<size_t>(DType::kQ6_K)].vec_dot_tile = vec_dot_tile_q6_k_avx2;
   return t;
 }
 

@@ -80,6 +80,16 @@ NEXUS_DECLARE_DOT(q8_k, avx2)
 #define NEXUS_DECLARE_DOT_WROWS(t, isa)                                                            \
   void vec_dot_wrows_##t##_##isa(int64_t n, const void* w, size_t w_stride, const void* x, int nr, \
                                  float* out);
+// nr weight rows x nx tokens, y[j * y_stride + r]; bit-identical to vec_dot (dot_multi_avx2.cc,
+// dot_float_tile_avx2.cc).
+#define NEXUS_DECLARE_DOT_TILE(t, isa)                                                    \
+  void vec_dot_tile_##t##_##isa(int64_t n, const void* w, size_t w_stride, const void* x, \
+                                size_t x_stride, int nr, int nx, float* y, size_t y_stride);
+NEXUS_DECLARE_DOT_TILE(f32, avx2)
+NEXUS_DECLARE_DOT_TILE(f16, avx2)
+NEXUS_DECLARE_DOT_TILE(q8_0, avx2)
+NEXUS_DECLARE_DOT_TILE(q4_k, avx2)
+NEXUS_DECLARE_DOT_TILE(q6_k, avx2)
 NEXUS_DECLARE_DOT_WROWS(q4_0, avx2)
 NEXUS_DECLARE_DOT_WROWS(q8_0, avx2)
 NEXUS_DECLARE_DOT_WROWS(q4_k, avx2)
@@ -89,6 +99,7 @@ NEXUS_DECLARE_DOT_ROWS(q8_0, avx2)
 NEXUS_DECLARE_DOT_ROWS(q4_k, avx2)
 NEXUS_DECLARE_DOT_ROWS(q6_k, avx2)
 
+#undef NEXUS_DECLARE_DOT_TILE
 #undef NEXUS_DECLARE_DOT_ROWS
 #undef NEXUS_DECLARE_DOT_WROWS
 #undef NEXUS_DECLARE_CONVERT
