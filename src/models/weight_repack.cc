@@ -1,0 +1,84 @@
+// repack_weights: which tensors are repacked at load (see weight_repack.h) and the copying.
+#include "models/weight_repack.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "backends/cpu/repack.h"
+#include "core/allocator.h"
+
+namespace nexus {
+namespace {
+
+constexpr size_t kHugePage = 2u << 20;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// The decision: Q4_0 matrices of at least one group of rows. Everything else keeps the file's
+// layout (the other types' kernels read rows in place).
+bool wants_q4_0x8(const Tensor& t) {
+  return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 &&
+         t.dim(0) >= cpu::kRepackRows;
+}
+
+// Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
+size_t release_pages(const void* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = round_up(begin, page);
+  const uintptr_t last = (begin + n) / page * page;
+  if (last <= first) return 0;
+  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
+}  // namespace
+
+bool repack_enabled() {
+  const char* v = std::getenv("NEXUS_REPACK");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+RepackStats repack_weights(ModelWeights& w, bool release_source) {
+  RepackStats st;
+  if (!repack_enabled()) return st;
+  std::vector<Tensor*> slots = {&w.tok_embd, &w.output};
+  for (LayerWeights& l : w.layers)
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.w_gate, &l.w_up, &l.w_down})
+      slots.push_back(t);
+  // Distinct sources (a tied output shares the token table's data), in slot order.
+  std::map<const void*, size_t> offset_of;
+  std::vector<Tensor*> order;
+  size_t total = 0;
+  for (Tensor* t : slots) {
+    if (!wants_q4_0x8(*t) || offset_of.count(t->data())) continue;
+    offset_of[t->data()] = total;
+    order.push_back(t);
+    total += round_up(t->nbytes(), kAlignment);
+  }
+  if (total == 0) return st;
+  std::shared_ptr<void> mem = aligned_shared(total + kHugePage, MemCategory::kWeights);
+  auto* base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(mem.get()), kHugePage));
+  // Fewer page faults while copying and fewer TLB misses while decoding; advice only.
+  madvise(base, round_up(total, kHugePage), MADV_HUGEPAGE);
+  std::map<const void*, Tensor> done;
+  for (Tensor* t : order) {
+    uint8_t* dst = base + offset_of[t->data()];
+    cpu::repack_q4_0x8(t->data(), dst, t->dim(0), t->dim(1));
+    if (release_source) st.released += release_pages(t->data(), t->nbytes());
+    st.tensors += 1;
+    st.bytes += t->nbytes();
+    done[t->data()] = Tensor(DType::kQ4_0x8, t->shape(), dst, mem);
+  }
+  for (Tensor* t : slots)
+    if (auto it = done.find(t->data()); it != done.end()) *t = it->second;
+  return st;
+}
+
+}  // namespace nexus
