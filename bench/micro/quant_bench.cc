@@ -104,7 +104,7 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 // Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
-// rows of 1024), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
+// rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
 // vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token); == 2 (Q4_0
 // only): the same matrix repacked to Q4_0x8 (backends/cpu/repack.h) through its AVX2 kernel, what
 // matmul runs on weights repacked at load. Weight bytes/s against the machine's per-core bandwidth
@@ -122,7 +122,9 @@ void BM_DecodeRows(benchmark::State& state) {
     state.SkipWithError("no vec_dot_wrows kernel for this type");
     return;
   }
-  constexpr int64_t kK = 1024, kRows = 65536, kDistinct = 64;
+  // range(2): weight rows, 65536 (37.7 MB of Q4_0, out of cache) or 512 (295 KB, in L2).
+  const int64_t kRows = state.range(2);
+  constexpr int64_t kK = 1024, kDistinct = 64;
   const size_t rb = row_bytes(t, kK);
   std::vector<uint8_t> w(rb * kRows);
   for (int64_t r = 0; r < kDistinct; ++r) {
@@ -171,8 +173,11 @@ BENCHMARK(BM_VecDot4Rows)
 BENCHMARK(BM_DecodeRows)
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
                     static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
-                   {0, 1}})
-    ->Args({static_cast<int64_t>(DType::kQ4_0), 2})
+                   {0, 1},
+                   {65536}})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 65536})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 1, 512})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 512})
     ->UseRealTime();
 BENCHMARK(BM_Matmul)->Apply(matmul_args)->UseRealTime();
 

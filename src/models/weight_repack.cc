@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/repack.h"
@@ -64,18 +66,37 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   }
   if (total == 0) return st;
   std::shared_ptr<void> mem = aligned_shared(total + kHugePage, MemCategory::kWeights);
-  auto* base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(mem.get()), kHugePage));
+  auto* base =
+      reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(mem.get()), kHugePage));
   // Fewer page faults while copying and fewer TLB misses while decoding; advice only.
   madvise(base, round_up(total, kHugePage), MADV_HUGEPAGE);
-  std::map<const void*, Tensor> done;
-  for (Tensor* t : order) {
-    uint8_t* dst = base + offset_of[t->data()];
-    cpu::repack_q4_0x8(t->data(), dst, t->dim(0), t->dim(1));
-    if (release_source) st.released += release_pages(t->data(), t->nbytes());
-    st.tensors += 1;
-    st.bytes += t->nbytes();
-    done[t->data()] = Tensor(DType::kQ4_0x8, t->shape(), dst, mem);
+  // Copy on a few threads (a thread per contiguous share of the bytes): the copy is bound by
+  // page faults and memory, and load time counts towards the first token.
+  const int n_threads = static_cast<int>(
+      std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 4u));
+  std::vector<RepackStats> part(n_threads);
+  auto work = [&](int id) {
+    for (Tensor* t : order) {
+      const size_t off = offset_of.at(t->data());
+      if (static_cast<int>(off * n_threads / total) != id) continue;
+      cpu::repack_q4_0x8(t->data(), base + off, t->dim(0), t->dim(1));
+      if (release_source) part[id].released += release_pages(t->data(), t->nbytes());
+      part[id].tensors += 1;
+      part[id].bytes += t->nbytes();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int id = 1; id < n_threads; ++id) threads.emplace_back(work, id);
+  work(0);
+  for (std::thread& th : threads) th.join();
+  for (const RepackStats& p : part) {
+    st.tensors += p.tensors;
+    st.bytes += p.bytes;
+    st.released += p.released;
   }
+  std::map<const void*, Tensor> done;
+  for (Tensor* t : order)
+    done[t->data()] = Tensor(DType::kQ4_0x8, t->shape(), base + offset_of.at(t->data()), mem);
   for (Tensor* t : slots)
     if (auto it = done.find(t->data()); it != done.end()) *t = it->second;
   return st;
