@@ -25,8 +25,7 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // The decision: Q4_0 matrices of at least one group of rows. Everything else keeps the file's
 // layout (the other types' kernels read rows in place).
 bool wants_q4_0x8(const Tensor& t) {
-  return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 &&
-         t.dim(0) >= cpu::kRepackRows;
+  return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 && t.dim(0) >= cpu::kRepackRows;
 }
 
 // Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
@@ -72,8 +71,8 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   madvise(base, round_up(total, kHugePage), MADV_HUGEPAGE);
   // Copy on a few threads (a thread per contiguous share of the bytes): the copy is bound by
   // page faults and memory, and load time counts towards the first token.
-  const int n_threads = static_cast<int>(
-      std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 4u));
+  const int n_threads =
+      static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 4u));
   std::vector<RepackStats> part(n_threads);
   auto work = [&](int id) {
     for (Tensor* t : order) {

@@ -9,9 +9,9 @@
 namespace nexus {
 
 struct RepackStats {
-  int tensors = 0;     // distinct tensors repacked (a tied table counts once)
-  size_t bytes = 0;    // bytes copied
-  size_t released = 0; // mapped source bytes handed back to the OS
+  int tensors = 0;      // distinct tensors repacked (a tied table counts once)
+  size_t bytes = 0;     // bytes copied
+  size_t released = 0;  // mapped source bytes handed back to the OS
 };
 
 // True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).

@@ -1,8 +1,9 @@
 // Load-time repacking (models/weight_repack.h): which tensors a Q4_0 model gets repacked, that
 // the logits do not change (decode, batched and prefill), and that the mapped source pages are
 // handed back without losing the file's bytes.
-#include <gtest/gtest.h>
+#include "models/weight_repack.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,7 +14,6 @@
 #include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "models/random_model.h"
-#include "models/weight_repack.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 

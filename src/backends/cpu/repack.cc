@@ -14,8 +14,8 @@
 namespace nexus::cpu {
 namespace {
 
-constexpr size_t kScaleBytes = kRepackRows * sizeof(Half);         // 16
-constexpr size_t kCodeBytes = sizeof(BlockQ4_0) - sizeof(Half);    // 16 per row
+constexpr size_t kScaleBytes = kRepackRows * sizeof(Half);        // 16
+constexpr size_t kCodeBytes = sizeof(BlockQ4_0) - sizeof(Half);   // 16 per row
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_0);  // 144 per block column
 
 // Byte offset, within a block column, of row r's codes (pair r % 4, lane r / 4).
