@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -90,6 +91,31 @@ TEST(WeightRepack, LogitsAreUnchanged) {
     for (int n : {1, 3, 20})
       EXPECT_EQ(run(*plain, n, threads), run(*packed, n, threads))
           << n << " tokens, " << threads << " threads";
+}
+
+// A head of another type (here Q8_0: the tiny rows do not fit Q6_K) is copied, not converted,
+// and the logits stay the same.
+TEST(WeightRepack, OtherHeadTypesAreCopiedUnchanged) {
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
+  o.type = ModelFileType::kQ4_0;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_head_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(write_random_model(o, p).is_ok());
+  setenv("NEXUS_REPACK", "0", 1);
+  auto plain = Model::load(p);
+  unsetenv("NEXUS_REPACK");
+  auto packed = Model::load(p);
+  ASSERT_TRUE(plain && packed);
+  const Tensor& a = plain.value()->weights().output;
+  const Tensor& b = packed.value()->weights().output;
+  ASSERT_NE(a.dtype(), DType::kQ4_0);
+  EXPECT_EQ(b.dtype(), a.dtype());
+  EXPECT_NE(b.data(), a.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+  EXPECT_EQ(packed.value()->weights().layers[0].wq.dtype(), DType::kQ4_0x8);
+  EXPECT_EQ(run(*plain.value(), 3, 2), run(*packed.value(), 3, 2));
+  std::remove(p.c_str());
 }
 
 // Released source pages of a file mapping read back as the file's bytes.
