@@ -22,10 +22,11 @@ constexpr size_t kHugePage = 2u << 20;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// The decision. Q4_0 matrices of at least one group of rows are repacked to Q4_0x8; the output
-// head of another type is copied as it is, into the same huge pages (Q06B Q4_0 with its Q6_K head
-// copied: +2-3% tg128, fewer TLB misses on the largest matrix). Everything else stays a view of
-// the file.
+// The decision. Q4_0 matrices of at least one group of rows are repacked to Q4_0x8; in such a
+// model, loaded from a file mapping, the output head of another type is copied as it is into the
+// same huge pages (Q06B Q4_0 with its Q6_K head copied: +3% tg128, fewer TLB misses on the
+// largest matrix; not measured for other models, which keep it mapped). Everything else stays a
+// view of the file.
 bool wants_q4_0x8(const Tensor& t) {
   return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 && t.dim(0) >= cpu::kRepackRows;
 }
@@ -60,9 +61,12 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
   size_t total = 0;
+  bool any_q4_0 = false;
+  for (Tensor* t : slots) any_q4_0 = any_q4_0 || wants_q4_0x8(*t);
+  if (!any_q4_0) return st;
   for (Tensor* t : slots) {
-    if (!(wants_q4_0x8(*t) || wants_copy(*t, t == &w.output)) || offset_of.count(t->data()))
-      continue;
+    const bool copy = release_source && wants_copy(*t, t == &w.output);
+    if (!(wants_q4_0x8(*t) || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
     total += round_up(t->nbytes(), kAlignment);

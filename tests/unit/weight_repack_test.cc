@@ -118,6 +118,22 @@ TEST(WeightRepack, OtherHeadTypesAreCopiedUnchanged) {
   std::remove(p.c_str());
 }
 
+// Without Q4_0 matrices nothing is copied: every weight stays a view of the mapped file.
+TEST(WeightRepack, ModelsWithoutQ4_0AreLeftMapped) {
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
+  o.type = ModelFileType::kQ8_0;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_q8_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(write_random_model(o, p).is_ok());
+  auto m = Model::load(p);
+  ASSERT_TRUE(m) << m.status().message();
+  const GgufFile& g = m.value()->gguf();
+  EXPECT_EQ(m.value()->weights().output.data(), g.find_tensor("output.weight")->data);
+  EXPECT_EQ(m.value()->weights().layers[0].wq.data(), g.find_tensor("blk.0.attn_q.weight")->data);
+  std::remove(p.c_str());
+}
+
 // Released source pages of a file mapping read back as the file's bytes.
 TEST(WeightRepack, ReleasedPagesStillReadTheFile) {
   auto f = GgufFile::open(q4_model_path());
