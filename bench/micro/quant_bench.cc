@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "backends/cpu/repack.h"
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
@@ -105,18 +106,27 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 // Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
-// rows of 1024), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
-// vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token). Weight bytes/s
-// against the machine's per-core bandwidth is the figure of merit.
+// rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
+// vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token); == 2 (Q4_0
+// only): the same matrix repacked to Q4_0x8 (backends/cpu/repack.h) through its AVX2 kernel, what
+// matmul runs on weights repacked at load. Weight bytes/s against the machine's per-core bandwidth
+// is the figure of merit.
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const bool multi = state.range(1) != 0;
+  const bool repacked = state.range(1) == 2;
+  if (repacked && t != DType::kQ4_0) {
+    state.SkipWithError("only Q4_0 has a repacked layout");
+    return;
+  }
   const cpu::TypeKernels& k = cpu::kernels(t);
   if (multi && k.vec_dot_wrows == nullptr) {
     state.SkipWithError("no vec_dot_wrows kernel for this type");
     return;
   }
-  constexpr int64_t kK = 1024, kRows = 65536, kDistinct = 64;
+  // range(2): weight rows, 65536 (37.7 MB of Q4_0, out of cache) or 512 (295 KB, in L2).
+  const int64_t kRows = state.range(2);
+  constexpr int64_t kK = 1024, kDistinct = 64;
   const size_t rb = row_bytes(t, kK);
   std::vector<uint8_t> w(rb * kRows);
   for (int64_t r = 0; r < kDistinct; ++r) {
@@ -126,8 +136,16 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   const auto x = encode(cpu::vec_dot_type(t), random_floats(kK, 2));
   std::vector<float> y(kRows);
+  if (repacked) {
+    std::vector<uint8_t> packed(w.size());
+    cpu::repack_q4_0x8(w.data(), packed.data(), kRows, kK);
+    w.swap(packed);
+  }
   for (auto _ : state) {
-    if (multi) {
+    if (repacked) {
+      cpu::gemm_q4_0x8_avx2(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1,
+                            y.data(), kRows);
+    } else if (multi) {
       for (int64_t r = 0; r < kRows; r += cpu::kMaxWeightRows)
         k.vec_dot_wrows(kK, w.data() + r * rb, rb, x.data(), cpu::kMaxWeightRows, y.data() + r);
     } else {
@@ -137,7 +155,8 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  state.SetLabel(std::string(dtype_name(t)) + (multi ? " wrows" : " vec_dot"));
+  state.SetLabel(std::string(dtype_name(t)) +
+                 (repacked ? " x8 repacked" : multi ? " wrows" : " vec_dot"));
 }
 
 // Batched-decode kernel lab: 8 tokens against a 3072 x 1024 weight (Q06B's FFN up projection),
@@ -212,7 +231,11 @@ BENCHMARK(BM_VecDot4Rows)
 BENCHMARK(BM_DecodeRows)
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
                     static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
-                   {0, 1}})
+                   {0, 1},
+                   {65536}})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 65536})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 1, 512})
+    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 512})
     ->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})

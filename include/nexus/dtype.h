@@ -30,7 +30,13 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  // nexus-internal, never in a file: Q4_0 matmul weights repacked at load in groups of eight rows
+  // (layout in src/backends/cpu/repack.h). Same size as Q4_0; ids >= kFirstInternalDType.
+  kQ4_0x8 = 1002,
 };
+
+// Ids from here on are in-memory layouts: dtype_traits(id) and dtype_from_name do not know them.
+constexpr uint32_t kFirstInternalDType = 1000;
 
 // Static facts about a dtype: elements per block and bytes per block (1 and sizeof(T) for plain
 // types). `supported` is false for types nexus can read from a file's table but not compute with.

@@ -71,6 +71,11 @@ class Model {
   size_t weight_bytes() const;
 
  private:
+  // from_gguf; `file_mapped` says the file's bytes are a read-only file mapping (Model::load), so
+  // pages of repacked weights may be handed back (models/weight_repack.h).
+  static Result<std::unique_ptr<Model>> build(std::shared_ptr<const GgufFile> file,
+                                              bool file_mapped);
+
   ModelConfig config_;
   ModelWeights weights_;
   std::shared_ptr<const GgufFile> file_;

@@ -17,7 +17,7 @@ struct Entry {
 };
 
 // Block layouts follow ggml's (bit-exact with GGUF files written by llama.cpp).
-constexpr std::array<Entry, 20> kTable = {{
+constexpr std::array<Entry, 21> kTable = {{
     {0, {"F32", 1, 4, false, true}},
     {1, {"F16", 1, 2, false, true}},
     {2, {"Q4_0", 32, 18, true, true}},
@@ -38,11 +38,13 @@ constexpr std::array<Entry, 20> kTable = {{
     {27, {"I64", 1, 8, false, false}},
     {28, {"F64", 1, 8, false, false}},
     {30, {"BF16", 1, 2, false, true}},
+    {1002, {"Q4_0x8", 32, 18, true, true}},
 }};
 
 }  // namespace
 
 std::optional<DTypeTraits> dtype_traits(uint32_t id) {
+  if (id >= kFirstInternalDType) return std::nullopt;  // never a file's type
   for (const auto& e : kTable)
     if (e.id == id) return e.t;
   return std::nullopt;
@@ -60,7 +62,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (const auto& e : kTable)
-    if (e.t.name == upper) return static_cast<DType>(e.id);
+    if (e.t.name == upper && e.id < kFirstInternalDType) return static_cast<DType>(e.id);
   return std::nullopt;
 }
 

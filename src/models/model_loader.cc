@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "models/arch.h"
+#include "models/weight_repack.h"
 #include "profile/memory.h"
 #include "nexus/model.h"
 
@@ -49,10 +50,15 @@ Status positive(const std::string& path, const char* key, int64_t v) {
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto g = GgufFile::open(path);
   if (!g) return g.status();
-  return from_gguf(std::make_shared<const GgufFile>(std::move(g).value()));
+  return build(std::make_shared<const GgufFile>(std::move(g).value()), /*file_mapped=*/true);
 }
 
 Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
+  return build(std::move(file), /*file_mapped=*/false);
+}
+
+Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file,
+                                            bool file_mapped) {
   const GgufFile& f = *file;
   const std::string p = f.path();
   auto arch_name = f.get_string("general.architecture");
@@ -130,11 +136,16 @@ Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> 
       NEXUS_RETURN_IF_ERROR(bind(f, name, s.shape, s.required, &(w.layers[l].*(s.field))));
     }
   }
+  // Faster in-memory layouts for some matmul weights (which ones is decided there).
+  repack_weights(w, file_mapped);
   return m;
 }
 
 Model::~Model() {
-  if (!weights_.tok_embd.empty()) profile::untrack_buffer(weights_.tok_embd.data());
+  // Tracked at the mapped token table, which repacking may have replaced by a copy.
+  if (file_ == nullptr) return;
+  if (const GgufTensorInfo* t = file_->find_tensor("token_embd.weight"))
+    profile::untrack_buffer(t->data);
 }
 
 int64_t Model::n_params() const {

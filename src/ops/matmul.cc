@@ -2,11 +2,13 @@
 // dot-product type, then splits the weight rows over the thread pool (backends/cpu/gemm).
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <string>
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/quant.h"
+#include "backends/cpu/repack.h"
 #include "nexus/status.h"
 
 namespace nexus {
@@ -18,16 +20,20 @@ constexpr int64_t kMinRowsPerThread = 4;
 // the barrier costs about as much as ~50k multiply-adds (measured on stories260K's 64x64 layers).
 constexpr int64_t kMinParallelWork = 64 * 1024;
 
+// The activation type of a weight dtype; Q4_0x8 is Q4_0 reordered (backends/cpu/repack.h).
+DType dot_type(DType w) { return w == DType::kQ4_0x8 ? DType::kQ8_0 : cpu::vec_dot_type(w); }
+bool computable(DType w) { return w == DType::kQ4_0x8 || cpu::has_kernels(w); }
+
 void check_args(const Tensor& w, const float* x, int64_t n_tokens, const float* y) {
   NEXUS_CHECK(w.rank() == 2, "[matmul] weight must be 2-D {rows, k}, got " + w.shape_str());
   NEXUS_CHECK(!w.empty(), "[matmul] weight " + w.shape_str() + " has no data");
-  NEXUS_CHECK(cpu::has_kernels(w.dtype()),
+  NEXUS_CHECK(computable(w.dtype()),
               "[matmul] unsupported weight dtype " + std::string(dtype_name(w.dtype())));
   NEXUS_CHECK(n_tokens >= 0, "[matmul] negative token count " + std::to_string(n_tokens));
   NEXUS_CHECK(
       n_tokens == 0 || (x != nullptr && y != nullptr),
       "[matmul] null activation or output pointer for " + std::to_string(n_tokens) + " tokens");
-  const DType dot = cpu::vec_dot_type(w.dtype());
+  const DType dot = dot_type(w.dtype());
   const int64_t k = w.dim(1);
   NEXUS_CHECK(k % traits(dot).block_size == 0,
               "[matmul] k mismatch: weight " + w.shape_str() + " has k=" + std::to_string(k) +
@@ -38,7 +44,7 @@ void check_args(const Tensor& w, const float* x, int64_t n_tokens, const float* 
 }  // namespace
 
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
-  const DType dot = cpu::vec_dot_type(w.dtype());
+  const DType dot = dot_type(w.dtype());
   if (dot == DType::kF32) return 0;
   return row_bytes(dot, w.dim(1)) * static_cast<size_t>(n_tokens);
 }
@@ -49,14 +55,14 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   if (n_tokens == 0 || w.dim(0) == 0) return;
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
-  const DType dot = cpu::vec_dot_type(w.dtype());
+  const DType dot = dot_type(w.dtype());
 
   // Many tokens: compute-bound, so expand weights to f32 panels and use a packed sgemm.
   if (n_tokens >= cpu::kBlasMinTokens) {
     pool.parallel_for(
         rows,
         [&](int64_t r0, int64_t r1) {
-          cpu::gemm_rows_blas(w.dtype(), w.row(0), w.row_stride(), k, x, n_tokens, y, rows, r0,
+          cpu::gemm_rows_blas(w.dtype(), w.row(0), w.row_stride(), rows, k, x, n_tokens, y, rows, r0,
                               r1);
         },
         // One chunk per thread: each sgemm call re-packs all the tokens' activations, so fewer,
@@ -83,6 +89,19 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   }
 
   const cpu::GemmProblem p{w.dtype(), w.row(0), w.row_stride(), k, xq, x_stride, n_tokens, y, rows};
+  if (w.dtype() == DType::kQ4_0x8) {
+    // Work in whole groups of eight rows (the last one may be the partial tail).
+    constexpr int64_t g = cpu::kRepackRows;
+    const int64_t units = (rows + g - 1) / g;
+    auto run = [&](int64_t u0, int64_t u1) {
+      cpu::gemm_rows_q4_0x8(p, rows, u0 * g, std::min(rows, u1 * g));
+    };
+    if (units < 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork)
+      run(0, units);
+    else
+      pool.parallel_for(units, run);
+    return;
+  }
   if (rows < kMinRowsPerThread * 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork) {
     cpu::gemm_rows(p, 0, rows);
     return;

@@ -12,7 +12,8 @@
 namespace nexus {
 
 // y[t, r] = sum_k x[t, k] * W[r, k] for t < n_tokens; W is a 2-D weight Tensor {rows, k} of any
-// dtype with CPU kernels, x is f32 [n_tokens x k] row-major, y is f32 [n_tokens x rows].
+// dtype with CPU kernels or Q4_0x8 (Q4_0 repacked at load, backends/cpu/repack.h), x is f32
+// [n_tokens x k] row-major, y is f32 [n_tokens x rows].
 // Activations are converted once into `scratch` (cpu::vec_dot_type of W's dtype; nothing is taken
 // for F32/F16/BF16 weights), rows are split over the pool's threads. The scratch memory is not
 // given back: reset the arena between forward passes. Throws nexus::Error on bad shapes or dtypes.

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backends/cpu/quant.h"
+#include "backends/cpu/repack.h"
 
 namespace nexus::cpu {
 namespace {
@@ -24,8 +24,8 @@ void pin_blas_to_one_thread() {
 
 }  // namespace
 
-void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
-                    int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_rows, int64_t k,
+                    const float* x, int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   pin_blas_to_one_thread();
   if (r0 >= r1 || n <= 0) return;
   if (w_type == DType::kF32) {
@@ -41,10 +41,10 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t k, 
   thread_local std::vector<float> panel;
   const int64_t panel_rows = std::max<int64_t>(8, static_cast<int64_t>(kPanelFloats) / k);
   if (panel.size() < static_cast<size_t>(panel_rows * k)) panel.resize(panel_rows * k);
-  const DequantizeFn deq = kernels(w_type).dequantize;
   for (int64_t p0 = r0; p0 < r1; p0 += panel_rows) {
     const int64_t p1 = std::min(r1, p0 + panel_rows);
-    for (int64_t r = p0; r < p1; ++r) deq(w + r * w_stride, panel.data() + (r - p0) * k, k);
+    for (int64_t r = p0; r < p1; ++r)
+      dequantize_matrix_row(w_type, w, w_rows, k, r, panel.data() + (r - p0) * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                 static_cast<int>(p1 - p0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
                 panel.data(), static_cast<int>(k), 0.0f, y + p0, static_cast<int>(y_stride));

@@ -12,9 +12,10 @@ namespace nexus::cpu {
 // Fewest tokens for which gemm_rows_blas is used instead of the dot-product driver.
 constexpr int64_t kBlasMinTokens = 16;
 
-// y[t * y_stride + r] = dot(x[t], w[r]) for rows [r0, r1) and all n tokens; x is f32 [n][k].
+// y[t * y_stride + r] = dot(x[t], w[r]) for rows [r0, r1) and all n tokens; x is f32 [n][k], w the
+// whole matrix {w_rows, k} (any layout dequantize_matrix_row reads, Q4_0x8 included).
 // Single-threaded (OpenBLAS is pinned to one thread); safe on disjoint row ranges concurrently.
-void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
-                    int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1);
+void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_rows, int64_t k,
+                    const float* x, int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 
 }  // namespace nexus::cpu

@@ -1,0 +1,143 @@
+// Q4_0x8 layout (see repack.h): repacking, row unpacking, the scalar reference kernel and the
+// gemm_rows driver that picks the AVX2 or the scalar kernel.
+#include "backends/cpu/repack.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/blocks.h"
+#include "backends/cpu/quant.h"
+#include "nexus/status.h"
+
+namespace nexus::cpu {
+namespace {
+
+constexpr size_t kScaleBytes = kRepackRows * sizeof(Half);        // 16
+constexpr size_t kCodeBytes = sizeof(BlockQ4_0) - sizeof(Half);   // 16 per row
+constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_0);  // 144 per block column
+
+// Byte offset, within a block column, of row r's codes (pair r % 4, lane r / 4).
+constexpr size_t code_offset(int64_t r) {
+  return kScaleBytes + static_cast<size_t>(r % 4) * 2 * kCodeBytes +
+         static_cast<size_t>(r / 4) * kCodeBytes;
+}
+
+void check_shape(const char* what, int64_t rows, int64_t k) {
+  NEXUS_CHECK(rows >= 0 && k >= 0 && k % kQK == 0,
+              std::string("[") + what + "] Q4_0x8 matrix " + std::to_string(rows) + "x" +
+                  std::to_string(k) + ": k must be a multiple of 32");
+}
+
+}  // namespace
+
+void repack_q4_0x8(const void* src, void* dst, int64_t rows, int64_t k) {
+  check_shape("repack_q4_0x8", rows, k);
+  const int64_t nb = k / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const int64_t full = rows / kRepackRows * kRepackRows;
+  for (int64_t g = 0; g < full; g += kRepackRows) {
+    const uint8_t* gs = s + static_cast<size_t>(g) * rb;
+    uint8_t* gd = d + static_cast<size_t>(g) * rb;
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* col = gd + static_cast<size_t>(i) * kColumnBytes;
+      for (int64_t r = 0; r < kRepackRows; ++r) {
+        const auto* b = reinterpret_cast<const BlockQ4_0*>(gs + static_cast<size_t>(r) * rb) + i;
+        std::memcpy(col + r * sizeof(Half), &b->d, sizeof(Half));
+        std::memcpy(col + code_offset(r), b->qs, kCodeBytes);
+      }
+    }
+  }
+  // The tail keeps the plain layout.
+  std::memcpy(d + static_cast<size_t>(full) * rb, s + static_cast<size_t>(full) * rb,
+              static_cast<size_t>(rows - full) * rb);
+}
+
+void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out) {
+  check_shape("unpack_row_q4_0x8", rows, k);
+  NEXUS_CHECK(r >= 0 && r < rows, "[unpack_row_q4_0x8] row " + std::to_string(r) +
+                                      " out of range for " + std::to_string(rows) + " rows");
+  const int64_t nb = k / kQK;
+  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
+  const auto* base = static_cast<const uint8_t*>(w);
+  if (r >= rows / kRepackRows * kRepackRows) {
+    std::memcpy(out, base + static_cast<size_t>(r) * rb, rb);
+    return;
+  }
+  const uint8_t* group = base + static_cast<size_t>(r - r % kRepackRows) * rb;
+  const int64_t lane = r % kRepackRows;
+  auto* o = static_cast<BlockQ4_0*>(out);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
+    std::memcpy(&o[i].d, col + lane * sizeof(Half), sizeof(Half));
+    std::memcpy(o[i].qs, col + code_offset(lane), kCodeBytes);
+  }
+}
+
+void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
+                           float* out) {
+  if (t != DType::kQ4_0x8) {
+    dequantize_row(t, w + static_cast<size_t>(r) * row_bytes(t, k), out, k);
+    return;
+  }
+  // Grown once per thread to the longest row seen.
+  thread_local std::vector<BlockQ4_0> row;
+  if (row.size() < static_cast<size_t>(k / kQK)) row.resize(k / kQK);
+  unpack_row_q4_0x8(w, rows, k, r, row.data());
+  dequantize_row(DType::kQ4_0, row.data(), out, k);
+}
+
+void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  const int64_t nb = k / kQK;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(x + static_cast<size_t>(t) * x_stride);
+      for (int64_t r = 0; r < kRepackRows; ++r) {
+        // The scalar Q4_0 vec_dot, operation for operation: exact integer block sum with the -8
+        // offset taken off as 8 * sum(y), then s += sum * (d_w * d_y) without FMA.
+        float s = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
+          Half dw;
+          std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
+          const uint8_t* qs = col + code_offset(r);
+          int sumi = 0, sumx = 0;
+          for (int j = 0; j < kQK / 2; ++j) {
+            sumi += (qs[j] & 0x0F) * b[i].qs[j] + (qs[j] >> 4) * b[i].qs[j + kQK / 2];
+            sumx += b[i].qs[j] + b[i].qs[j + kQK / 2];
+          }
+          sumi -= 8 * sumx;
+          s += static_cast<float>(sumi) * (f16_to_f32(dw) * f16_to_f32(b[i].d));
+        }
+        y[t * y_stride + g * kRepackRows + r] = s;
+      }
+    }
+  }
+}
+
+void gemm_rows_q4_0x8(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1) {
+  const int64_t full = rows / kRepackRows * kRepackRows;
+  NEXUS_CHECK(p.w_type == DType::kQ4_0x8 && r0 % kRepackRows == 0 && r0 <= r1 && r1 <= rows &&
+                  (r1 >= full || r1 % kRepackRows == 0),
+              "[gemm_rows_q4_0x8] rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                  ") do not start and end on a group of 8 (matrix of " + std::to_string(rows) +
+                  " rows)");
+  const int64_t g1 = std::min(r1, full);
+  if (r0 < g1) {
+    const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
+    const auto kernel = active_isa() == Isa::kAvx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref;
+    kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
+  }
+  if (r1 > full) {
+    GemmProblem tail = p;
+    tail.w_type = DType::kQ4_0;
+    gemm_rows(tail, std::max(r0, full), r1);
+  }
+}
+
+}  // namespace nexus::cpu

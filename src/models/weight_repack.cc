@@ -1,0 +1,116 @@
+// repack_weights: which tensors are repacked at load (see weight_repack.h) and the copying.
+#include "models/weight_repack.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/repack.h"
+#include "core/allocator.h"
+
+namespace nexus {
+namespace {
+
+constexpr size_t kHugePage = 2u << 20;
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// The decision. Q4_0 matrices of at least one group of rows are repacked to Q4_0x8; in such a
+// model, loaded from a file mapping, the output head of another type is copied as it is into the
+// same huge pages (Q06B Q4_0 with its Q6_K head copied: +3% tg128, fewer TLB misses on the
+// largest matrix; not measured for other models, which keep it mapped). Everything else stays a
+// view of the file.
+bool wants_q4_0x8(const Tensor& t) {
+  return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 && t.dim(0) >= cpu::kRepackRows;
+}
+bool wants_copy(const Tensor& t, bool is_head) { return is_head && !t.empty() && t.rank() == 2; }
+
+// Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
+size_t release_pages(const void* p, size_t n) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = round_up(begin, page);
+  const uintptr_t last = (begin + n) / page * page;
+  if (last <= first) return 0;
+  if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
+}  // namespace
+
+bool repack_enabled() {
+  const char* v = std::getenv("NEXUS_REPACK");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+RepackStats repack_weights(ModelWeights& w, bool release_source) {
+  RepackStats st;
+  if (!repack_enabled()) return st;
+  std::vector<Tensor*> slots = {&w.tok_embd, &w.output};
+  for (LayerWeights& l : w.layers)
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.w_gate, &l.w_up, &l.w_down})
+      slots.push_back(t);
+  // Distinct sources (a tied output shares the token table's data), in slot order.
+  std::map<const void*, size_t> offset_of;
+  std::vector<Tensor*> order;
+  size_t total = 0;
+  bool any_q4_0 = false;
+  for (Tensor* t : slots) any_q4_0 = any_q4_0 || wants_q4_0x8(*t);
+  if (!any_q4_0) return st;
+  for (Tensor* t : slots) {
+    const bool copy = release_source && wants_copy(*t, t == &w.output);
+    if (!(wants_q4_0x8(*t) || copy) || offset_of.count(t->data())) continue;
+    offset_of[t->data()] = total;
+    order.push_back(t);
+    total += round_up(t->nbytes(), kAlignment);
+  }
+  if (total == 0) return st;
+  std::shared_ptr<void> mem = aligned_shared(total + kHugePage, MemCategory::kWeights);
+  auto* base =
+      reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(mem.get()), kHugePage));
+  // Fewer page faults while copying and fewer TLB misses while decoding; advice only.
+  madvise(base, round_up(total, kHugePage), MADV_HUGEPAGE);
+  // Copy on a few threads (a thread per contiguous share of the bytes): the copy is bound by
+  // page faults and memory, and load time counts towards the first token.
+  const int n_threads =
+      static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 4u));
+  std::vector<RepackStats> part(n_threads);
+  auto work = [&](int id) {
+    for (Tensor* t : order) {
+      const size_t off = offset_of.at(t->data());
+      if (static_cast<int>(off * n_threads / total) != id) continue;
+      if (wants_q4_0x8(*t))
+        cpu::repack_q4_0x8(t->data(), base + off, t->dim(0), t->dim(1));
+      else
+        std::memcpy(base + off, t->data(), t->nbytes());
+      if (release_source) part[id].released += release_pages(t->data(), t->nbytes());
+      part[id].tensors += 1;
+      part[id].bytes += t->nbytes();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int id = 1; id < n_threads; ++id) threads.emplace_back(work, id);
+  work(0);
+  for (std::thread& th : threads) th.join();
+  for (const RepackStats& p : part) {
+    st.tensors += p.tensors;
+    st.bytes += p.bytes;
+    st.released += p.released;
+  }
+  std::map<const void*, Tensor> done;
+  for (Tensor* t : order)
+    done[t->data()] = Tensor(wants_q4_0x8(*t) ? DType::kQ4_0x8 : t->dtype(), t->shape(),
+                             base + offset_of.at(t->data()), mem);
+  for (Tensor* t : slots)
+    if (auto it = done.find(t->data()); it != done.end()) *t = it->second;
+  return st;
+}
+
+}  // namespace nexus

@@ -1,0 +1,31 @@
+// Load-time weight repacking: the one place that decides which weights get a faster in-memory
+// layout than the file's, and makes the copies.
+#pragma once
+
+#include <cstddef>
+
+#include "nexus/model.h"
+
+namespace nexus {
+
+struct RepackStats {
+  int tensors = 0;      // distinct tensors repacked (a tied table counts once)
+  size_t bytes = 0;     // bytes copied
+  size_t released = 0;  // mapped source bytes handed back to the OS
+};
+
+// True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).
+bool repack_enabled();
+
+// Replaces every Q4_0 matrix in `w` by a Q4_0x8 copy (backends/cpu/repack.h): the layer
+// projections, the output head and the token table (embed_rows reads the repacked layout, so a
+// tied table is repacked once and shared); with `release_source`, an output head of another type
+// is copied unchanged (a tied table with it). A model without Q4_0 matrices is left as it is. The
+// copies live in one allocation (2 MiB aligned and advised for transparent huge pages). With
+// `release_source` the weights are views of a read-only file mapping: after each copy the source's
+// whole pages are dropped (madvise MADV_DONTNEED; they would be read again from the file if
+// touched), so resident memory does not double. Never pass it for weights in ordinary memory, whose
+// contents MADV_DONTNEED would discard.
+RepackStats repack_weights(ModelWeights& w, bool release_source);
+
+}  // namespace nexus

@@ -1,0 +1,200 @@
+// Q4_0x8 (load-time repacked Q4_0, backends/cpu/repack.h): the byte layout against the formula in
+// the header, round trips, both kernels bit-identical to vec_dot of their ISA on the original rows,
+// and every consumer (matmul at 1-17 tokens and 1-3 threads, the BLAS prefill path, embed_rows).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/repack.h"
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "quant_test_util.h"
+
+namespace nexus {
+namespace {
+
+using cpu::Isa;
+using test::random_floats;
+
+constexpr size_t kBlock = 18;  // bytes of a Q4_0 block
+
+// Rows of Q4_0 from the quantizer, each row with its own data (and so its own scales).
+std::vector<uint8_t> q4_rows(int64_t rows, int64_t k, uint32_t seed) {
+  const size_t rb = row_bytes(DType::kQ4_0, k);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::quantize_row(DType::kQ4_0, random_floats(k, seed + static_cast<uint32_t>(r)).data(),
+                      w.data() + r * rb, k);
+  return w;
+}
+
+std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64_t k) {
+  std::vector<uint8_t> p(w.size());
+  cpu::repack_q4_0x8(w.data(), p.data(), rows, k);
+  return p;
+}
+
+std::vector<uint8_t> q8_rows(int64_t n, int64_t k, uint32_t seed) {
+  const size_t xs = row_bytes(DType::kQ8_0, k);
+  std::vector<uint8_t> x(xs * n);
+  for (int64_t t = 0; t < n; ++t)
+    cpu::quantize_row(DType::kQ8_0, random_floats(k, seed + static_cast<uint32_t>(t)).data(),
+                      x.data() + t * xs, k);
+  return x;
+}
+
+const std::vector<int64_t> kRowCounts = {8, 13, 16, 37, 64};
+const std::vector<int64_t> kKs = {32, 96, 1024};
+
+// Every byte lands where repack.h says: block column i of group g at (8g * rb + 144 i); the eight
+// scales first, then row r's 16 code bytes at 16 + 32 (r % 4) + 16 (r / 4); the tail unchanged.
+TEST(RepackQ4_0x8, LayoutFollowsTheHeader) {
+  for (int64_t rows : kRowCounts) {
+    for (int64_t k : kKs) {
+      const size_t rb = row_bytes(DType::kQ4_0, k);
+      const auto w = test::random_blocks(DType::kQ4_0, rows * k, 7);
+      const auto p = repacked(w, rows, k);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < k / 32; ++i) {
+          const uint8_t* src = w.data() + r * rb + i * kBlock;
+          const uint8_t* d;
+          const uint8_t* qs;
+          if (r < rows / 8 * 8) {
+            const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 144;
+            d = col + 2 * (r % 8);
+            qs = col + 16 + 32 * (r % 4) + 16 * ((r % 8) / 4);
+          } else {
+            d = p.data() + r * rb + i * kBlock;
+            qs = d + 2;
+          }
+          ASSERT_EQ(std::memcmp(d, src, 2), 0) << "scale row " << r << " block " << i;
+          ASSERT_EQ(std::memcmp(qs, src + 2, 16), 0) << "codes row " << r << " block " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(RepackQ4_0x8, RowsUnpackAndDequantizeToTheOriginal) {
+  for (int64_t rows : kRowCounts) {
+    for (int64_t k : kKs) {
+      const size_t rb = row_bytes(DType::kQ4_0, k);
+      const auto w = test::random_blocks(DType::kQ4_0, rows * k, 11);
+      const auto p = repacked(w, rows, k);
+      std::vector<uint8_t> row(rb);
+      std::vector<float> a(k), b(k);
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::unpack_row_q4_0x8(p.data(), rows, k, r, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, rb), 0) << "row " << r;
+        cpu::dequantize_row(DType::kQ4_0, w.data() + r * rb, a.data(), k);
+        cpu::dequantize_matrix_row(DType::kQ4_0x8, p.data(), rows, k, r, b.data());
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), k * sizeof(float)), 0) << "row " << r;
+      }
+    }
+  }
+  std::vector<uint8_t> w(8 * kBlock), out(kBlock);
+  EXPECT_THROW(cpu::unpack_row_q4_0x8(w.data(), 8, 32, 8, out.data()), Error);
+  EXPECT_THROW(cpu::repack_q4_0x8(w.data(), out.data(), 8, 33), Error);
+}
+
+// Both kernels against vec_dot of their own ISA on the unpacked rows: bit-identical, for 1-7
+// tokens (passes of 4 + 3 included), quantizer rows and random bit patterns.
+TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const auto kernel = isa == Isa::kAvx2 ? cpu::gemm_q4_0x8_avx2 : cpu::gemm_q4_0x8_ref;
+    const cpu::TypeKernels& kq = cpu::kernels(DType::kQ4_0, isa);
+    for (int64_t k : kKs) {
+      for (bool random_bits : {false, true}) {
+        constexpr int64_t kRowsN = 24;
+        const size_t rb = row_bytes(DType::kQ4_0, k), xs = row_bytes(DType::kQ8_0, k);
+        const auto w = random_bits ? test::random_blocks(DType::kQ4_0, kRowsN * k, 5)
+                                   : q4_rows(kRowsN, k, 100);
+        const auto p = repacked(w, kRowsN, k);
+        for (int64_t n : {1, 2, 3, 4, 5, 7}) {
+          auto x = random_bits ? test::random_blocks(DType::kQ8_0, n * k, 9) : q8_rows(n, k, 200);
+          // Q8_0 codes are -127..127 (the AVX2 vec_dot's sign trick cannot negate -128).
+          for (size_t b = 0; b < x.size(); b += 34)
+            for (size_t i = b + 2; i < b + 34; ++i)
+              if (x[i] == 0x80) x[i] = 0x81;
+          std::vector<float> y(n * kRowsN, -1.0f);
+          kernel(k, p.data(), kRowsN / 8, x.data(), xs, n, y.data(), kRowsN);
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < kRowsN; ++r)
+              ASSERT_EQ(y[t * kRowsN + r], kq.vec_dot(k, w.data() + r * rb, x.data() + t * xs))
+                  << (isa == Isa::kAvx2 ? "avx2" : "scalar") << " k=" << k << " n=" << n
+                  << " token " << t << " row " << r << (random_bits ? " random bits" : "");
+        }
+      }
+    }
+  }
+}
+
+// Codes 0 or 15 against activations of -128 or 127 give the largest int16 partial sums the AVX2
+// kernel forms (16 products of 15 * 128 = 30720); with d = 1 the dots are exact integers.
+TEST(RepackQ4_0x8, LargestBlockSums) {
+  if (!cpu::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  constexpr int64_t kN = 64;
+  const size_t rb = row_bytes(DType::kQ4_0, kN), xs = row_bytes(DType::kQ8_0, kN);
+  for (int w_code : {0x00, 0xFF}) {
+    for (int y_code : {127, -128}) {
+      std::vector<uint8_t> w(rb * 8), x(xs);
+      for (int64_t b = 0; b < kN / 32 * 8; ++b) {
+        w[b * kBlock] = 0x00, w[b * kBlock + 1] = 0x3C;  // d = 1.0 (f16)
+        for (int i = 0; i < 16; ++i) w[b * kBlock + 2 + i] = static_cast<uint8_t>(w_code);
+      }
+      for (int64_t b = 0; b < kN / 32; ++b) {
+        x[b * 34] = 0x00, x[b * 34 + 1] = 0x3C;
+        for (int i = 0; i < 32; ++i) x[b * 34 + 2 + i] = static_cast<uint8_t>(y_code);
+      }
+      const auto p = repacked(w, 8, kN);
+      float y[8];
+      cpu::gemm_q4_0x8_avx2(kN, p.data(), 1, x.data(), xs, 1, y, 8);
+      for (int r = 0; r < 8; ++r)
+        EXPECT_EQ(y[r], static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code)) << "row " << r;
+    }
+  }
+}
+
+// matmul and embed_rows on a Q4_0x8 tensor give exactly what they give on the Q4_0 original:
+// decode, batched decode (3 and 8 tokens) and the BLAS prefill path (17 tokens), tails included.
+TEST(RepackQ4_0x8, MatmulAndEmbedRowsMatchTheOriginal) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t rows : {8, 37, 64, 133}) {
+      constexpr int64_t k = 96;
+      auto w = q4_rows(rows, k, 300);
+      auto p = repacked(w, rows, k);
+      const Tensor tw(DType::kQ4_0, {rows, k}, w.data());
+      const Tensor tp(DType::kQ4_0x8, {rows, k}, p.data());
+      for (int64_t n : {1, 3, 8, 17}) {
+        const auto x = random_floats(n * k, 400);
+        std::vector<float> a(n * rows), b(n * rows);
+        Arena s1(matmul_scratch_bytes(tw, n) + 64, MemCategory::kScratch);
+        Arena s2(matmul_scratch_bytes(tp, n) + 64, MemCategory::kScratch);
+        matmul(tw, x.data(), n, a.data(), pool, s1);
+        matmul(tp, x.data(), n, b.data(), pool, s2);
+        ASSERT_EQ(a, b) << "rows=" << rows << " tokens=" << n << " threads=" << threads;
+      }
+      const std::vector<int32_t> ids = {0, static_cast<int32_t>(rows - 1), 5, 3};
+      std::vector<float> ea(ids.size() * k), eb(ids.size() * k);
+      embed_rows(tw, ids, ea.data());
+      embed_rows(tp, ids, eb.data());
+      EXPECT_EQ(ea, eb) << "rows=" << rows;
+      EXPECT_THROW(embed_rows(tp, std::vector<int32_t>{static_cast<int32_t>(rows)}, eb.data()),
+                   Error);
+    }
+  }
+}
+
+TEST(RepackQ4_0x8, IsNotAFileType) {
+  EXPECT_EQ(traits(DType::kQ4_0x8).block_bytes, traits(DType::kQ4_0).block_bytes);
+  EXPECT_FALSE(dtype_traits(static_cast<uint32_t>(DType::kQ4_0x8)).has_value());
+  EXPECT_FALSE(dtype_from_name("q4_0x8").has_value());
+}
+
+}  // namespace
+}  // namespace nexus

@@ -1,0 +1,158 @@
+// Load-time repacking (models/weight_repack.h): which tensors a Q4_0 model gets repacked, that
+// the logits do not change (decode, batched and prefill), and that the mapped source pages are
+// handed back without losing the file's bytes.
+#include "models/weight_repack.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io/gguf.h"
+#include "io/mapped_file.h"
+#include "models/random_model.h"
+#include "nexus/context.h"
+#include "nexus/model.h"
+
+namespace nexus {
+namespace {
+
+// A tiny all-Q4_0 llama (tied, so the token table is Q4_0 and doubles as the head; vocab 300 =
+// 37 groups of 8 and a tail of 4).
+std::string q4_model_path() {
+  static const std::string path = [] {
+    GenModelOptions o;
+    o.shape = parse_model_shape("custom:dim=64,layers=2,heads=4,ffn=96,vocab=300").value();
+    o.type = ModelFileType::kQ4_0;
+    o.pure = true;
+    const std::string p =
+        ::testing::TempDir() + "nexus_repack_q4_0_" + std::to_string(getpid()) + ".gguf";
+    EXPECT_TRUE(write_random_model(o, p).is_ok());
+    return p;
+  }();
+  return path;
+}
+
+std::unique_ptr<Model> load(bool repack) {
+  if (!repack) setenv("NEXUS_REPACK", "0", 1);
+  auto m = Model::load(q4_model_path());
+  unsetenv("NEXUS_REPACK");
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? std::move(m).value() : nullptr;
+}
+
+// Logits for a prompt of n tokens (all rows), then one more decoded token.
+std::vector<float> run(const Model& m, int n, int threads) {
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.n_threads = threads;
+  auto ctx = Context::create(m, o);
+  EXPECT_TRUE(ctx) << ctx.status().message();
+  Batch b;
+  for (int i = 0; i < n; ++i) b.add((i * 37 + 11) % 300, i, 0, true);
+  std::vector<float> logits, all;
+  EXPECT_TRUE(ctx.value()->decode(b, &logits).is_ok());
+  all = logits;
+  b.clear();
+  b.add(7, n, 0, true);
+  EXPECT_TRUE(ctx.value()->decode(b, &logits).is_ok());
+  all.insert(all.end(), logits.begin(), logits.end());
+  return all;
+}
+
+TEST(WeightRepack, Q4_0MatricesAndTheTiedTableAreRepacked) {
+  auto plain = load(false);
+  auto packed = load(true);
+  ASSERT_TRUE(plain && packed);
+  const ModelWeights& a = plain->weights();
+  const ModelWeights& b = packed->weights();
+  EXPECT_EQ(a.layers[0].wq.dtype(), DType::kQ4_0);
+  EXPECT_EQ(a.tok_embd.dtype(), DType::kQ4_0);
+  for (const LayerWeights& l : b.layers)
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      EXPECT_EQ(t->dtype(), DType::kQ4_0x8);
+  EXPECT_EQ(b.tok_embd.dtype(), DType::kQ4_0x8);
+  EXPECT_EQ(b.output.data(), b.tok_embd.data());  // tied: one copy
+  EXPECT_EQ(b.out_norm.dtype(), DType::kF32);
+  EXPECT_EQ(b.tok_embd.shape(), a.tok_embd.shape());
+}
+
+// Bit-identical logits: the repacked kernels repeat vec_dot's operations (1 and 2 threads;
+// 3 tokens go through the token-batched kernels, 20 through the BLAS prefill path).
+TEST(WeightRepack, LogitsAreUnchanged) {
+  auto plain = load(false);
+  auto packed = load(true);
+  ASSERT_TRUE(plain && packed);
+  for (int threads : {1, 2})
+    for (int n : {1, 3, 20})
+      EXPECT_EQ(run(*plain, n, threads), run(*packed, n, threads))
+          << n << " tokens, " << threads << " threads";
+}
+
+// A head of another type (here Q8_0: the tiny rows do not fit Q6_K) is copied, not converted,
+// and the logits stay the same.
+TEST(WeightRepack, OtherHeadTypesAreCopiedUnchanged) {
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
+  o.type = ModelFileType::kQ4_0;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_head_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(write_random_model(o, p).is_ok());
+  setenv("NEXUS_REPACK", "0", 1);
+  auto plain = Model::load(p);
+  unsetenv("NEXUS_REPACK");
+  auto packed = Model::load(p);
+  ASSERT_TRUE(plain && packed);
+  const Tensor& a = plain.value()->weights().output;
+  const Tensor& b = packed.value()->weights().output;
+  ASSERT_NE(a.dtype(), DType::kQ4_0);
+  EXPECT_EQ(b.dtype(), a.dtype());
+  EXPECT_NE(b.data(), a.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+  EXPECT_EQ(packed.value()->weights().layers[0].wq.dtype(), DType::kQ4_0x8);
+  EXPECT_EQ(run(*plain.value(), 3, 2), run(*packed.value(), 3, 2));
+  std::remove(p.c_str());
+}
+
+// Without Q4_0 matrices nothing is copied: every weight stays a view of the mapped file.
+TEST(WeightRepack, ModelsWithoutQ4_0AreLeftMapped) {
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
+  o.type = ModelFileType::kQ8_0;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_q8_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(write_random_model(o, p).is_ok());
+  auto m = Model::load(p);
+  ASSERT_TRUE(m) << m.status().message();
+  const GgufFile& g = m.value()->gguf();
+  EXPECT_EQ(m.value()->weights().output.data(), g.find_tensor("output.weight")->data);
+  EXPECT_EQ(m.value()->weights().layers[0].wq.data(), g.find_tensor("blk.0.attn_q.weight")->data);
+  std::remove(p.c_str());
+}
+
+// Released source pages of a file mapping read back as the file's bytes.
+TEST(WeightRepack, ReleasedPagesStillReadTheFile) {
+  auto f = GgufFile::open(q4_model_path());
+  ASSERT_TRUE(f) << f.status().message();
+  const GgufTensorInfo* ti = f->find_tensor("token_embd.weight");
+  ASSERT_NE(ti, nullptr);
+  ModelWeights w;
+  w.tok_embd = f->tensor(*ti);
+  w.output = w.tok_embd;
+  const RepackStats st = repack_weights(w, /*release_source=*/true);
+  EXPECT_EQ(st.tensors, 1);
+  EXPECT_EQ(st.bytes, ti->nbytes);
+  EXPECT_GT(st.released, 0u);
+  EXPECT_EQ(w.tok_embd.dtype(), DType::kQ4_0x8);
+  auto bytes = read_file(q4_model_path());
+  ASSERT_TRUE(bytes);
+  const size_t off = f->data_offset() + ti->offset;
+  EXPECT_EQ(std::memcmp(ti->data, bytes->data() + off, ti->nbytes), 0);
+}
+
+}  // namespace
+}  // namespace nexus
