@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/thread_pool.h"
 #include "nexus/profile.h"
 
 namespace nexus::train {
@@ -54,7 +55,16 @@ float Trainer::accumulate() {
     // Exact for power-of-two accum and loss scale (a scale by 2^-k); otherwise one rounding per
     // gradient.
     const float scale = 1.0f / (static_cast<float>(opts_.accum) * loss_scale);
-    for (float& g : model_.grads()) g *= scale;
+    // Elementwise, so the split over the optimizer's threads changes nothing.
+    float* g = model_.grads().data();
+    const auto scale_range = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) g[i] *= scale;
+    };
+    const auto n = static_cast<int64_t>(model_.grads().size());
+    if (ThreadPool* pool = opt_.pool())
+      pool->parallel_for(n, scale_range, 1 << 16);
+    else
+      scale_range(0, n);
   }
   return static_cast<float>(loss / static_cast<double>(opts_.accum));
 }
