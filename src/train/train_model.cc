@@ -399,13 +399,21 @@ void TrainModel::final_norm_backward(int64_t n) {
   round_grad(act_.dres, n * cfg_.dim);
 }
 
+TrainModel::PassDims TrainModel::dims() const {
+  const ModelConfig& c = cfg_;
+  return {cur_t_,
+          cur_b_ * cur_t_,
+          c.dim,
+          c.ffn_dim,
+          c.n_heads * c.head_dim,
+          c.n_kv_heads * c.head_dim,
+          {cur_b_, cur_t_, c.n_heads, c.n_kv_heads, c.head_dim}};
+}
+
 void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
   NEXUS_PROFILE_LAYER(l);
   const ModelConfig& c = cfg_;
-  const int64_t t = cur_t_, n = cur_b_ * t;
-  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
-  const int64_t kvw = c.n_kv_heads * c.head_dim;
-  const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
+  const auto [t, n, d, f, qw, kvw, as] = dims();
   const LayerParams w = layer_weights(l);
   // Where the block's activations are kept in 16 bits (mixed precision, not recomputing).
   const HalfActs* h =
@@ -465,10 +473,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
 void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   NEXUS_PROFILE_LAYER(l);
   const ModelConfig& c = cfg_;
-  const int64_t t = cur_t_, n = cur_b_ * t;
-  const int64_t d = c.dim, f = c.ffn_dim, qw = c.n_heads * c.head_dim;
-  const int64_t kvw = c.n_kv_heads * c.head_dim;
-  const AttnShape as{cur_b_, t, c.n_heads, c.n_kv_heads, c.head_dim};
+  const auto [t, n, d, f, qw, kvw, as] = dims();
   const LayerParams w = layer_weights(l);
   if (restore) restore_block(l, a, w);
   const LayerParams& gw = g_.layers[l];

@@ -15,6 +15,7 @@
 #include "nexus/status.h"
 #include "nexus/tensor.h"
 #include "train/precision.h"
+#include "train/train_ops.h"
 
 namespace nexus {
 class GgufFile;
@@ -159,6 +160,13 @@ class TrainModel {
   struct HalfActs {
     uint16_t *q, *k, *v, *att, *atty, *g, *u;
   };
+
+  // Sizes of the current forward/backward pass (cur_b_ sequences of cur_t_ tokens).
+  struct PassDims {
+    int64_t t, n, d, f, qw, kvw;  // seq, rows, dim, ffn, query width, key/value width
+    AttnShape as;
+  };
+  PassDims dims() const;
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);

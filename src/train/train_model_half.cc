@@ -38,8 +38,7 @@ void TrainModel::round_grad(float* x, int64_t count) {
 
 void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams& w) {
   const ModelConfig& c = cfg_;
-  const int64_t n = cur_b_ * cur_t_, qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
-  const int64_t f = c.ffn_dim;
+  const auto [t, n, d, f, qw, kvw, as] = dims();
   const HalfActs& h = half_[l];
   const Precision p = opts_.precision;
   ThreadPool* pool = pool_.get();
@@ -47,15 +46,15 @@ void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams&
   unpack(p, h.atty, a.atty, n * qw, pool);
   unpack(p, h.k, a.k, n * kvw, pool);
   unpack(p, h.v, a.v, n * kvw, pool);
-  unpack(p, h.att, a.att, cur_b_ * c.n_heads * cur_t_ * cur_t_, pool);
+  unpack(p, h.att, a.att, as.b * as.n_heads * t * t, pool);
   if (h.g) unpack(p, h.g, a.g, n * f, pool);
   unpack(p, h.u, a.u, n * f, pool);
   // Recomputed as block_forward computed them (the norms also rewrite their statistics with the
   // same values).
   norm_forward(c, a.ln1, a.mean1, a.rstd1, act_.res[l], w.attn_norm, w.attn_norm_b, n, pool);
-  keep(a.ln1, nullptr, n * c.dim);
+  keep(a.ln1, nullptr, n * d);
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool);
-  keep(a.ln2, nullptr, n * c.dim);
+  keep(a.ln2, nullptr, n * d);
   if (h.g)
     swiglu_forward(a.hact, a.g, a.u, n * f, pool);
   else

@@ -1,5 +1,6 @@
-// How the training ops split work over a ThreadPool (train_ops.cc, train_ops_gpt2.cc), and the
-// run-time choice between the AVX2 and scalar kernels.
+// What the training op front-ends share (train_ops.cc, train_ops_gpt2.cc, precision.cc): how they
+// split work over a ThreadPool, the run-time choice between the AVX2 and scalar kernels, and the
+// profiler span each records.
 #pragma once
 
 #include <algorithm>
