@@ -330,6 +330,7 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   cur_b_ = b;
   cur_t_ = t;
   have_forward_ = false;
+  wcopy_layer_id_ = -1;
   embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, c.dim);
   if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
   keep(a.res[0], nullptr, n * c.dim);

@@ -186,7 +186,8 @@ class TrainModel {
   void final_norm_forward(int64_t n);
   void final_norm_backward(int64_t n);
   // Mixed precision (train_model_half.cc). The weights of block l to compute with: the masters
-  // in f32, else their rounded copy (made in wcopy_).
+  // in f32, else their rounded copy in wcopy_layer_ (made again only when another block's copy
+  // is there: a backward right after its forward, or a recompute, reuses it).
   LayerParams layer_weights(int64_t l);
   // Rounds a saved activation after the op that produced it, into `h` as well when given.
   void keep(float* x, uint16_t* h, int64_t count);
@@ -214,6 +215,9 @@ class TrainModel {
   float* wcopy_ = nullptr;
   size_t wcopy_floats_ = 0;
   float *wcopy_layer_ = nullptr, *wcopy_head_ = nullptr, *wcopy_norm_ = nullptr;
+  // The block whose rounded copy wcopy_layer_ holds; -1 at each forward() (the optimizer may
+  // have changed the masters since the last pass).
+  int64_t wcopy_layer_id_ = -1;
   std::vector<std::pair<size_t, size_t>> layer_range_;  // [begin, end) of block l in params_
   float loss_scale_ = 1.0f;
   std::unique_ptr<ThreadPool> pool_;

@@ -11,8 +11,11 @@ TrainModel::LayerParams TrainModel::layer_weights(int64_t l) {
   const LayerParams& m = p_.layers[l];
   if (!half()) return m;
   const auto [begin, end] = layer_range_[l];
-  round_copy(opts_.precision, params_ + begin, wcopy_layer_, static_cast<int64_t>(end - begin),
-             pool_.get());
+  if (wcopy_layer_id_ != l) {
+    round_copy(opts_.precision, params_ + begin, wcopy_layer_, static_cast<int64_t>(end - begin),
+               pool_.get());
+    wcopy_layer_id_ = l;
+  }
   // The same tensor at the same place inside the block's range of the copy.
   auto at = [&](float* p) { return p ? wcopy_layer_ + (p - (params_ + begin)) : nullptr; };
   LayerParams r;
