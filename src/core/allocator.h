@@ -48,6 +48,8 @@ class Arena {
   template <typename T>
   T* alloc_n(size_t n) { return static_cast<T*>(alloc(n * sizeof(T))); }
   void reset() { used_ = 0; }
+  // Gives back everything allocated since used() returned `mark`.
+  void rewind(size_t mark) { used_ = mark < used_ ? mark : used_; }
   size_t used() const { return used_; }
   size_t capacity() const { return capacity_; }
   const void* base() const { return base_; }

@@ -34,9 +34,8 @@ void llama_forward(const Model& model, ForwardState& st) {
     const LayerWeights& w = model.weights().layers[l];
     NEXUS_PROFILE_LAYER(l);
     rms_norm(st.x, w.attn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
-    linear(w.wq, w.bq, st.h, n, st.q, st, "attn_q");
-    linear(w.wk, w.bk, st.h, n, st.k, st, "attn_k");
-    linear(w.wv, w.bv, st.h, n, st.v, st, "attn_v");
+    linear_group({{&w.wq, &w.bq, st.q}, {&w.wk, &w.bk, st.k}, {&w.wv, &w.bv, st.v}}, st.h, n, st,
+                 "attn_qkv");
     if (!w.q_norm.empty()) {
       rms_norm(st.q, w.q_norm.data_as<const float>(), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
       rms_norm(st.k, w.k_norm.data_as<const float>(), c.norm_eps, st.k, n * c.n_kv_heads,
@@ -50,8 +49,8 @@ void llama_forward(const Model& model, ForwardState& st) {
     add_inplace(st.x, st.h, n * c.dim);
 
     rms_norm(st.x, w.ffn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
-    linear(w.w_gate, Tensor(), st.h, n, st.a, st, "ffn_gate");
-    linear(w.w_up, Tensor(), st.h, n, st.b, st, "ffn_up");
+    const Tensor none;
+    linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
     swiglu(st.a, st.b, n * c.ffn_dim);
     linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
     add_inplace(st.x, st.h, n * c.dim);

@@ -41,6 +41,39 @@ void check_args(const Tensor& w, const float* x, int64_t n_tokens, const float* 
                   std::to_string(traits(dot).block_size));
 }
 
+// F32/F16/BF16 weights take f32 activations as they are; block types get one conversion into
+// the scratch arena. Returns the activation rows for the kernels and their stride.
+const uint8_t* convert_activations(DType dot, const float* x, int64_t n_tokens, int64_t k,
+                                   ThreadPool& pool, Arena& scratch, size_t* stride) {
+  *stride = static_cast<size_t>(k) * sizeof(float);
+  if (dot == DType::kF32) return reinterpret_cast<const uint8_t*>(x);
+  const size_t x_stride = row_bytes(dot, k);
+  *stride = x_stride;
+  auto* buf = static_cast<uint8_t*>(scratch.alloc(x_stride * static_cast<size_t>(n_tokens)));
+  const cpu::QuantizeFn quantize = cpu::kernels(dot).quantize;
+  auto convert = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) quantize(x + t * k, buf + t * x_stride, k);
+  };
+  if (n_tokens > 1)
+    pool.parallel_for(n_tokens, convert);
+  else
+    convert(0, n_tokens);
+  return buf;
+}
+
+// Rows of the smallest piece of work a thread takes: one Q4_0x8 group, or eight rows of any
+// other type (a whole multi-row kernel pass).
+constexpr int64_t kUnitRows = cpu::kRepackRows;
+constexpr int kMaxGroup = 4;
+
+// Rows [r0, r1) of one problem; for Q4_0x8, r0 is a multiple of kUnitRows.
+void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
+  if (p.w_type == DType::kQ4_0x8)
+    cpu::gemm_rows_q4_0x8(p, p.y_stride, r0, r1);
+  else
+    cpu::gemm_rows(p, r0, r1);
+}
+
 }  // namespace
 
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
@@ -71,35 +104,18 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
 
-  // F32/F16/BF16 weights take f32 activations as they are; block types get one conversion.
-  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
-  size_t x_stride = static_cast<size_t>(k) * sizeof(float);
-  if (dot != DType::kF32) {
-    x_stride = row_bytes(dot, k);
-    auto* buf = static_cast<uint8_t*>(scratch.alloc(x_stride * static_cast<size_t>(n_tokens)));
-    const cpu::QuantizeFn quantize = cpu::kernels(dot).quantize;
-    auto convert = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) quantize(x + t * k, buf + t * x_stride, k);
-    };
-    if (n_tokens > 1)
-      pool.parallel_for(n_tokens, convert);
-    else
-      convert(0, n_tokens);
-    xq = buf;
-  }
-
+  size_t x_stride = 0;
+  const uint8_t* xq = convert_activations(dot, x, n_tokens, k, pool, scratch, &x_stride);
   const cpu::GemmProblem p{w.dtype(), w.row(0), w.row_stride(), k, xq, x_stride, n_tokens, y, rows};
   if (w.dtype() == DType::kQ4_0x8) {
     // Work in whole groups of eight rows (the last one may be the partial tail).
-    constexpr int64_t g = cpu::kRepackRows;
-    const int64_t units = (rows + g - 1) / g;
-    auto run = [&](int64_t u0, int64_t u1) {
-      cpu::gemm_rows_q4_0x8(p, rows, u0 * g, std::min(rows, u1 * g));
-    };
+    const int64_t units = (rows + kUnitRows - 1) / kUnitRows;
     if (units < 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork)
-      run(0, units);
+      run_rows(p, 0, rows);
     else
-      pool.parallel_for(units, run);
+      pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
+        run_rows(p, u0 * kUnitRows, std::min(rows, u1 * kUnitRows));
+      });
     return;
   }
   if (rows < kMinRowsPerThread * 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork) {
@@ -107,6 +123,67 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
   pool.parallel_for(rows, [&](int64_t r0, int64_t r1) { cpu::gemm_rows(p, r0, r1); });
+}
+
+size_t matmul_group_scratch_bytes(const MatmulOut* outs, int count, int64_t n_tokens) {
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += matmul_scratch_bytes(*outs[i].w, n_tokens) + 64;
+  return total;
+}
+
+void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                  ThreadPool& pool, Arena& scratch) {
+  NEXUS_CHECK(count >= 1 && count <= kMaxGroup,
+              "[matmul] a group holds 1 to " + std::to_string(kMaxGroup) + " weights, got " +
+                  std::to_string(count));
+  const int64_t k = outs[0].w->dim(1);
+  for (int i = 0; i < count; ++i) {
+    check_args(*outs[i].w, x, n_tokens, outs[i].y);
+    NEXUS_CHECK(outs[i].w->dim(1) == k, "[matmul] group weights differ in k: " +
+                                            outs[0].w->shape_str() + " and " +
+                                            outs[i].w->shape_str());
+  }
+  if (n_tokens == 0) return;
+  if (n_tokens >= cpu::kBlasMinTokens) {  // compute-bound: one packed sgemm per weight
+    for (int i = 0; i < count; ++i) {
+      const size_t mark = scratch.used();
+      matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch);
+      scratch.rewind(mark);
+    }
+    return;
+  }
+  // One problem per weight; activations converted once per distinct dot type.
+  cpu::GemmProblem probs[kMaxGroup];
+  int64_t first_unit[kMaxGroup + 1] = {0};
+  int64_t work = 0;
+  for (int i = 0; i < count; ++i) {
+    const Tensor& w = *outs[i].w;
+    const DType dot = dot_type(w.dtype());
+    size_t x_stride = 0;
+    const uint8_t* xq = nullptr;
+    for (int j = 0; j < i && xq == nullptr; ++j)
+      if (dot_type(outs[j].w->dtype()) == dot) xq = probs[j].x, x_stride = probs[j].x_stride;
+    if (xq == nullptr) xq = convert_activations(dot, x, n_tokens, k, pool, scratch, &x_stride);
+    probs[i] = {w.dtype(), w.row(0), w.row_stride(), k, xq, x_stride, n_tokens, outs[i].y, w.dim(0)};
+    first_unit[i + 1] = first_unit[i] + (w.dim(0) + kUnitRows - 1) / kUnitRows;
+    work += w.dim(0) * k * n_tokens;
+  }
+  // Units of eight rows numbered across the weights; a chunk of units may span two weights.
+  auto run_units = [&](int64_t u0, int64_t u1) {
+    for (int i = 0; i < count && u0 < u1; ++i) {
+      if (u0 >= first_unit[i + 1]) continue;
+      const int64_t e = std::min(u1, first_unit[i + 1]);
+      const int64_t rows = probs[i].y_stride;
+      run_rows(probs[i], (u0 - first_unit[i]) * kUnitRows,
+               std::min(rows, (e - first_unit[i]) * kUnitRows));
+      u0 = e;
+    }
+  };
+  const int64_t units = first_unit[count];
+  if (units < 2 || pool.size() == 1 || work < kMinParallelWork)
+    run_units(0, units);
+  else
+    pool.parallel_for(units, run_units);
 }
 
 }  // namespace nexus

@@ -20,7 +20,22 @@ namespace nexus {
 void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Arena& scratch);
 
+// One output of matmul_group: y = x W^T for weight w (shapes as for matmul).
+struct MatmulOut {
+  const Tensor* w;
+  float* y;
+};
+
+// Several matmuls of the same activations (Q, K and V; gate and up), each equal to matmul(). For
+// a few tokens (decode) they run as one parallel region: the activations are converted once per
+// dot type and the rows of all the weights are split over the threads together, so a step pays
+// one thread hand-off instead of one per weight. Many tokens go through matmul() one by one.
+void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                  ThreadPool& pool, Arena& scratch);
+
 // Bytes matmul takes from the scratch arena for this weight and token count (before alignment).
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens);
+// The same for matmul_group (at most the sum over its weights).
+size_t matmul_group_scratch_bytes(const MatmulOut* outs, int count, int64_t n_tokens);
 
 }  // namespace nexus

@@ -53,6 +53,13 @@ class ContextImpl {
       for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.wqkv, &lw.w_gate, &lw.w_up,
                               &lw.w_down})
         if (!t->empty()) need = std::max(need, matmul_scratch_bytes(*t, b));
+    // matmul_group (Q/K/V, gate/up) may convert once per dot type for a decode's few tokens.
+    for (const LayerWeights& lw : m.weights().layers) {
+      const Tensor* g[] = {&lw.wq, &lw.wk, &lw.wv, &lw.w_gate, &lw.w_up};
+      size_t sum = 0;
+      for (const Tensor* t : g) sum += t->empty() ? 0 : matmul_scratch_bytes(*t, b) + 64;
+      need = std::max(need, sum);
+    }
     scratch = Arena(need + 4 * kAlignment, MemCategory::kScratch);
     tracked_activations.emplace(activations.base(), activations.capacity(),
                                 MemCategory::kActivations, "activations (max batch " +

@@ -2,9 +2,11 @@
 #include "runtime/forward.h"
 
 #include <cstring>
+#include <string>
 
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "nexus/status.h"
 #include "profile/op_args.h"
 
 namespace nexus {
@@ -16,6 +18,25 @@ void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* 
   st.scratch->reset();
   matmul(w, x, n, y, *st.pool, *st.scratch);
   if (!b.empty()) add_bias(y, b.data_as<const float>(), n, w.dim(0));
+}
+
+void linear_group(std::initializer_list<LinearOut> outs, const float* x, int64_t n,
+                  ForwardState& st, const char* name) {
+  MatmulOut mo[4];
+  int count = 0;
+  int64_t bytes = 0, flops = 0;
+  for (const LinearOut& o : outs) {
+    NEXUS_CHECK(count < 4, std::string("[linear] too many outputs in ") + name);
+    mo[count++] = {o.w, o.y};
+    bytes += profile::matmul_bytes(*o.w, n);
+    flops += profile::matmul_flops(*o.w, n);
+  }
+  NEXUS_PROFILE_OP(name, profile::current_layer(), bytes, flops,
+                   profile::matmul_shapes(*mo[0].w, n));
+  st.scratch->reset();
+  matmul_group(mo, count, x, n, *st.pool, *st.scratch);
+  for (const LinearOut& o : outs)
+    if (!o.b->empty()) add_bias(o.y, o.b->data_as<const float>(), n, o.w->dim(0));
 }
 
 void store_kv(int64_t layer, ForwardState& st) {

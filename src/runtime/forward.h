@@ -2,6 +2,8 @@
 // context's max batch, so no allocation per token), the KV cache and the threads.
 #pragma once
 
+#include <initializer_list>
+
 #include <cstdint>
 
 #include "core/allocator.h"
@@ -41,6 +43,15 @@ struct ForwardState {
 // y = x W^T (+ bias when `b` is not empty), for st.n rows. `name` (static) labels the profile span.
 void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* y,
             ForwardState& st, const char* name = "matmul");
+// Several linears of the same input x as one matmul_group (decode pays one thread hand-off for
+// all of them); profiled as one op `name`. Biases may be empty tensors.
+struct LinearOut {
+  const Tensor* w;
+  const Tensor* b;
+  float* y;
+};
+void linear_group(std::initializer_list<LinearOut> outs, const float* x, int64_t n,
+                  ForwardState& st, const char* name);
 // Writes the step's keys and values into the cache.
 void store_kv(int64_t layer, ForwardState& st);
 // Final norm (RMS or, with a bias, Layer norm) of the wanted rows and the output projection.

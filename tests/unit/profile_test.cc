@@ -425,13 +425,13 @@ TEST_F(ProfileTest, ForwardPassIsInstrumented) {
 
   const profile::Stats st = profile::stats();
   const int64_t n_layers = model.value()->config().n_layers;
-  for (const char* name : {"prefill", "decode", "embed", "output_head", "output", "attn_q",
+  for (const char* name : {"prefill", "decode", "embed", "output_head", "output", "attn_qkv",
                            "attn_output", "ffn_down", "attention", "rms_norm", "rope", "store_kv"})
     EXPECT_NE(find(st, name), nullptr) << name;
   ASSERT_NE(find(st, "layer"), nullptr);
   EXPECT_EQ(find(st, "layer")->calls, 2 * n_layers);
-  EXPECT_EQ(find(st, "attn_q")->calls, 2 * n_layers);
-  EXPECT_GT(find(st, "attn_q")->flops, 0);
+  EXPECT_EQ(find(st, "attn_qkv")->calls, 2 * n_layers);
+  EXPECT_GT(find(st, "attn_qkv")->flops, 0);
   EXPECT_GT(find(st, "attention")->bytes, 0);
   const json doc = json::parse(profile::chrome_trace_json());
   std::set<int> layers;
