@@ -19,7 +19,10 @@ struct Case {
 };
 
 TEST(AttentionParity, MatchesReferenceForAllCacheTypesAndThreads) {
-  const Case cases[] = {{8, 4, 8, 0}, {8, 2, 64, 0}, {4, 4, 32, 0}, {8, 4, 8, 37}, {4, 2, 64, 50}};
+  // GQA groups of 1, 2, 3 and 4; the F32/F16 decode kernel reads the cache in place for every
+  // head_dim that is a multiple of 8 (qwen3's 128 included).
+  const Case cases[] = {{8, 4, 8, 0},   {8, 2, 64, 0},  {4, 4, 32, 0},   {8, 4, 8, 37},
+                        {4, 2, 64, 50}, {4, 2, 128, 0}, {6, 2, 16, 0},   {3, 3, 24, 20}};
   for (const Case& c : cases) {
     for (DType kv_type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
       const int64_t width = c.n_kv_heads * c.head_dim;
@@ -57,11 +60,19 @@ TEST(AttentionParity, MatchesReferenceForAllCacheTypesAndThreads) {
         std::vector<float> one(qw);
         attention(q.data() + (n_pos - 1) * qw, cache, 0, seq.data(), pos.data() + n_pos - 1, 1, p,
                   one.data(), pool, scratch.data());
+        // And the last five queries as one small batch (tokens split over threads).
+        std::vector<float> five(5 * qw);
+        attention(q.data() + (n_pos - 5) * qw, cache, 0, seq.data(), pos.data() + n_pos - 5, 5, p,
+                  five.data(), pool, scratch.data());
         double max_err = 0;
         for (int32_t j = 0; j < n_pos; ++j) {
           attention_reference(q.data() + j * qw, k.data(), v.data(), j, p, ref.data());
           for (int64_t e = 0; e < qw; ++e)
             max_err = std::max(max_err, std::fabs(double(out[j * qw + e]) - ref[e]));
+          if (j >= n_pos - 5) {
+            for (int64_t e = 0; e < qw; ++e)
+              ASSERT_NEAR(five[(j - n_pos + 5) * qw + e], ref[e], 1e-5) << j << " " << e;
+          }
           if (j == n_pos - 1) {
             for (int64_t e = 0; e < qw; ++e) ASSERT_NEAR(one[e], ref[e], 1e-5) << e;
           }
@@ -102,6 +113,60 @@ TEST(AttentionParity, Avx2TileStepMatchesScalar) {
       EXPECT_NEAR(sum_v, sum_s, 2e-6 * sum_s) << hd << " " << cnt;
       for (int64_t e = 0; e < hd; ++e)
         EXPECT_NEAR(acc_v[e], acc_s[e], 2e-5 * (1 + std::fabs(acc_s[e]))) << hd << " " << cnt;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// The in-place F32/F16 group kernel against the f32 tile step run head by head on the converted
+// rows: groups 1-5 (pairs and a single), head sizes 8-136, tiles of 1-64 keys, a previous state.
+TEST(AttentionParity, CacheGroupTileMatchesTileStep) {
+  if (cpu::active_isa() != cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.5f);
+  for (DType type : {DType::kF32, DType::kF16}) {
+    for (int group : {1, 2, 3, 5}) {
+      for (int64_t hd : {8, 40, 64, 128, 136}) {
+        for (int32_t cnt : {1, 3, 4, 9, 64}) {
+          const int64_t width = hd * 2 + 8;  // this head sits at offset hd of a wider row
+          std::vector<float> kf(cnt * width), vf(cnt * width), q(group * hd);
+          for (float& x : kf) x = nd(rng);
+          for (float& x : vf) x = nd(rng);
+          for (float& x : q) x = nd(rng);
+          const size_t rb = row_bytes(type, width);
+          std::vector<uint8_t> kc(cnt * rb), vc(cnt * rb);
+          for (int32_t j = 0; j < cnt; ++j) {
+            cpu::quantize_row(type, &kf[j * width], &kc[j * rb], width);
+            cpu::quantize_row(type, &vf[j * width], &vc[j * rb], width);
+            cpu::dequantize_row(type, &kc[j * rb], &kf[j * width], width);
+            cpu::dequantize_row(type, &vc[j * rb], &vf[j * width], width);
+          }
+          std::vector<float> acc_r(group * hd), acc_k(group * hd), sc(64), scores(group * 64);
+          std::vector<float> max_r(group, 0.2f), max_k(group, 0.2f), sum_r(group, 1.25f),
+              sum_k(group, 1.25f);
+          for (int64_t e = 0; e < group * hd; ++e) acc_r[e] = acc_k[e] = nd(rng);
+          for (int g = 0; g < group; ++g)
+            cpu::attn_tile_avx2({&q[g * hd], kf.data() + hd, vf.data() + hd, width, cnt, hd, 0.3f,
+                                 sc.data(), &acc_r[g * hd], &max_r[g], &sum_r[g]});
+          const size_t off = row_bytes(type, hd);
+          const auto fn = type == DType::kF16 ? cpu::attn_tile_kv_f16_avx2 : cpu::attn_tile_kv_f32_avx2;
+          fn({q.data(), kc.data() + off, vc.data() + off, rb, cnt, hd, group, 0.3f, scores.data(),
+              64, acc_k.data(), max_k.data(), sum_k.data()});
+          for (int g = 0; g < group; ++g) {
+            EXPECT_NEAR(max_k[g], max_r[g], 1e-5 * (1 + std::fabs(max_r[g])));
+            EXPECT_NEAR(sum_k[g], sum_r[g], 2e-6 * sum_r[g]) << group << " " << hd << " " << cnt;
+          }
+          for (int64_t e = 0; e < group * hd; ++e)
+            ASSERT_NEAR(acc_k[e], acc_r[e], 2e-5 * (1 + std::fabs(acc_r[e])))
+                << dtype_name(type) << " group=" << group << " hd=" << hd << " cnt=" << cnt
+                << " e=" << e;
+        }
+      }
     }
   }
 }

@@ -45,6 +45,13 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const int64_t q_width = p.n_heads * hd;
   const int64_t width = kv.row_width();
   const bool narrow = hd < kNarrowHead;
+  // F32/F16 caches are read in place by the AVX2 group kernel (no f32 copy of the tile).
+  const bool avx2 = cpu::active_isa() == cpu::Isa::kAvx2;
+  const auto direct = !avx2 || hd % 8 != 0 || group > 64 ? nullptr
+                      : kv.type() == DType::kF16      ? cpu::attn_tile_kv_f16_avx2
+                      : kv.type() == DType::kF32      ? cpu::attn_tile_kv_f32_avx2
+                                                      : nullptr;
+  const size_t elem = direct == nullptr ? 0 : traits(kv.type()).block_bytes;  // 4 or 2
   const size_t per_thread = attention_scratch_floats(p, width);
   const auto tile_step =
       cpu::active_isa() == cpu::Isa::kAvx2 ? cpu::attn_tile_avx2 : cpu::attn_tile_scalar;
@@ -72,6 +79,17 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
       std::fill(sum + h0 * group, sum + h1 * group, 0.0f);
       for (int32_t j0 = lo; j0 <= hi; j0 += kTile) {
         const int32_t cnt = std::min(kTile, hi - j0 + 1);
+        if (direct != nullptr) {
+          const uint8_t* k0 = kv.k_row(layer, seq[t], j0);
+          const uint8_t* v0 = kv.v_row(layer, seq[t], j0);
+          for (int64_t kvh = h0; kvh < h1; ++kvh) {
+            const int64_t h = kvh * group;
+            const size_t off = static_cast<size_t>(kvh * hd) * elem;
+            direct({q + t * q_width + h * hd, k0 + off, v0 + off, kv.row_bytes(), cnt, hd,
+                    static_cast<int>(group), p.scale, sc, kTile, acc + h * hd, mx + h, sum + h});
+          }
+          continue;
+        }
         if (narrow) {
           kv.load_k_rows(layer, seq[t], j0, cnt, kt);
           kv.load_v_rows(layer, seq[t], j0, cnt, vt);
