@@ -14,7 +14,7 @@
 namespace nexus {
 namespace {
 
-// Rows per parallel_for chunk below which splitting is not worth a thread wake-up.
+// Fewest weight rows per thread for the BLAS (prefill) path.
 constexpr int64_t kMinRowsPerThread = 4;
 // Multiply-adds below which a matmul runs on the calling thread: waking a worker and meeting at
 // the barrier costs about as much as ~50k multiply-adds (measured on stories260K's 64x64 layers).
@@ -88,7 +88,6 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   if (n_tokens == 0 || w.dim(0) == 0) return;
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
-  const DType dot = dot_type(w.dtype());
 
   // Many tokens: compute-bound, so expand weights to f32 panels and use a packed sgemm.
   if (n_tokens >= cpu::kBlasMinTokens) {
@@ -104,25 +103,9 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
     return;
   }
 
-  size_t x_stride = 0;
-  const uint8_t* xq = convert_activations(dot, x, n_tokens, k, pool, scratch, &x_stride);
-  const cpu::GemmProblem p{w.dtype(), w.row(0), w.row_stride(), k, xq, x_stride, n_tokens, y, rows};
-  if (w.dtype() == DType::kQ4_0x8) {
-    // Work in whole groups of eight rows (the last one may be the partial tail).
-    const int64_t units = (rows + kUnitRows - 1) / kUnitRows;
-    if (units < 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork)
-      run_rows(p, 0, rows);
-    else
-      pool.parallel_for(units, [&](int64_t u0, int64_t u1) {
-        run_rows(p, u0 * kUnitRows, std::min(rows, u1 * kUnitRows));
-      });
-    return;
-  }
-  if (rows < kMinRowsPerThread * 2 || pool.size() == 1 || rows * k * n_tokens < kMinParallelWork) {
-    cpu::gemm_rows(p, 0, rows);
-    return;
-  }
-  pool.parallel_for(rows, [&](int64_t r0, int64_t r1) { cpu::gemm_rows(p, r0, r1); });
+  // A few tokens (decode): a group of one.
+  const MatmulOut out{&w, y};
+  matmul_group(&out, 1, x, n_tokens, pool, scratch);
 }
 
 size_t matmul_group_scratch_bytes(const MatmulOut* outs, int count, int64_t n_tokens) {
