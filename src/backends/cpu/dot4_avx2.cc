@@ -23,7 +23,10 @@ void dot4_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, flo
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, a2);
     a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, a3);
   }
-  float s[4] = {avx2::hsum(a0), avx2::hsum(a1), avx2::hsum(a2), avx2::hsum(a3)};
+  // The four horizontal sums in one hadd tree: lanes of s are rows 0-3.
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  float s[4];
+  _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
   for (; i < k; ++i) {
     s[0] += w0[i] * x[i];
     s[1] += w1[i] * x[i];
