@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 
 #include "backends/cpu/attention_block.h"
+#include "backends/cpu/attention_decode.h"
 #include "backends/cpu/attention_tile.h"
 #include "backends/cpu/quant.h"
 #include "ops/attention_naive.h"
@@ -26,9 +27,10 @@ constexpr int64_t kNarrowHead = 32;
 
 size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) {
   const int64_t group = p.n_heads / p.n_kv_heads;
-  return std::max(static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
-                                      p.n_heads * p.head_dim + 2 * p.n_heads + 64),
-                  cpu::attention_block_scratch_floats(p, kv_row_width));
+  return std::max({static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
+                                       p.n_heads * p.head_dim + 2 * p.n_heads + 64),
+                   cpu::attn_decode_scratch_floats(group),
+                   cpu::attention_block_scratch_floats(p, kv_row_width)});
 }
 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
@@ -48,8 +50,27 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const size_t per_thread = attention_scratch_floats(p, width);
   const auto tile_step =
       cpu::active_isa() == cpu::Isa::kAvx2 ? cpu::attn_tile_avx2 : cpu::attn_tile_scalar;
+  const cpu::AttnDecodeFn direct = cpu::attn_decode_kernel(kv.type(), hd);
   auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
+    // Work units: whole tokens when there are enough of them, else the KV heads of each token
+    // split across threads (decode).
+    const bool by_token = n >= nt;
+    const int64_t h0 = by_token ? 0 : p.n_kv_heads * ti / nt;
+    const int64_t h1 = by_token ? p.n_kv_heads : p.n_kv_heads * (ti + 1) / nt;
+    if (direct != nullptr) {
+      for (int64_t t = by_token ? ti : 0; t < n && h0 < h1; t += by_token ? nt : 1) {
+        const int32_t hi = pos[t];
+        const int32_t lo =
+            p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+        for (int64_t kvh = h0; kvh < h1; ++kvh) {
+          const int64_t off = t * q_width + kvh * group * hd;
+          direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
+                  kv.row_stride(), kvh * hd, hi - lo + 1, hd, group, p.scale, s, out + off});
+        }
+      }
+      return;
+    }
     float* kt = s;
     float* vt = kt + kTile * width;
     float* tmp = vt + kTile * width;
@@ -57,11 +78,6 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     float* acc = sc + group * kTile;
     float* mx = acc + p.n_heads * hd;
     float* sum = mx + p.n_heads;
-    // Work units: whole tokens when there are enough of them, else the KV heads of each token
-    // split across threads (decode).
-    const bool by_token = n >= nt;
-    const int64_t h0 = by_token ? 0 : p.n_kv_heads * ti / nt;
-    const int64_t h1 = by_token ? p.n_kv_heads : p.n_kv_heads * (ti + 1) / nt;
     for (int64_t t = by_token ? ti : 0; t < n; t += by_token ? nt : 1) {
       if (h0 >= h1) break;
       const int32_t hi = pos[t];
