@@ -29,7 +29,7 @@ size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) 
   const int64_t group = p.n_heads / p.n_kv_heads;
   return std::max({static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
                                        p.n_heads * p.head_dim + 2 * p.n_heads + 64),
-                   cpu::attn_decode_scratch_floats(group),
+                   cpu::attn_decode_scratch_floats(p.n_heads),
                    cpu::attention_block_scratch_floats(p, kv_row_width)});
 }
 
@@ -63,11 +63,9 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
         const int32_t hi = pos[t];
         const int32_t lo =
             p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
-        for (int64_t kvh = h0; kvh < h1; ++kvh) {
-          const int64_t off = t * q_width + kvh * group * hd;
-          direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
-                  kv.row_stride(), kvh * hd, hi - lo + 1, hd, group, p.scale, s, out + off});
-        }
+        const int64_t off = t * q_width + h0 * group * hd;
+        direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
+                kv.row_stride(), h0, h1, hi - lo + 1, hd, group, p.scale, s, out + off});
       }
       return;
     }
