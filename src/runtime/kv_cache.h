@@ -41,8 +41,12 @@ class KvCache {
 
   // Raw rows for kernels that read the cache type directly: the row of position `pos` (the
   // positions of one sequence are consecutive rows, row_stride() bytes apart).
-  const uint8_t* k_row(int64_t layer, int seq, int32_t pos) const { return row_ptr(0, layer, seq, pos); }
-  const uint8_t* v_row(int64_t layer, int seq, int32_t pos) const { return row_ptr(1, layer, seq, pos); }
+  const uint8_t* k_row(int64_t layer, int seq, int32_t pos) const {
+    return row_ptr(0, layer, seq, pos);
+  }
+  const uint8_t* v_row(int64_t layer, int seq, int32_t pos) const {
+    return row_ptr(1, layer, seq, pos);
+  }
   size_t row_stride() const { return row_bytes_; }
 
   int32_t len(int seq) const { return len_[seq]; }
