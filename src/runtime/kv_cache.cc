@@ -22,7 +22,7 @@ KvCache::KvCache(int64_t n_layers, int n_seq, int64_t n_ctx, int64_t n_kv_heads,
       len_(n_seq, 0) {
   NEXUS_CHECK(type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0,
               "[kv_cache] unsupported cache type " + std::string(dtype_name(type)));
-  row_bytes_ = nexus::row_bytes(type, width_);
+  row_bytes_ = row_bytes(type, width_);
   deq_ = cpu::kernels(type).dequantize;
   total_bytes_ = row_bytes_ * 2 * n_layers * n_seq * n_ctx;
   mem_ = aligned_shared(total_bytes_, MemCategory::kKvCache);
@@ -48,7 +48,7 @@ void KvCache::load(int kv, int64_t layer, int seq, int32_t p0, int32_t count, in
                    float* out, float* tmp) const {
   const int64_t bs = traits(type_).block_size;
   const bool aligned = head_dim_ % bs == 0;
-  const size_t head_off = nexus::row_bytes(type_, aligned ? head * head_dim_ : 0);
+  const size_t head_off = row_bytes(type_, aligned ? head * head_dim_ : 0);
   for (int32_t i = 0; i < count; ++i) {
     const uint8_t* row = row_ptr(kv, layer, seq, p0 + i);
     if (aligned) {

@@ -39,11 +39,15 @@ class KvCache {
   void load_k_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const;
   void load_v_rows(int64_t layer, int seq, int32_t p0, int32_t count, float* out) const;
 
-  // The stored row of keys / values at `pos` (row_bytes() bytes of the cache type), for kernels
-  // that read F32/F16 rows in place.
-  const uint8_t* k_row(int64_t layer, int seq, int32_t pos) const { return row_ptr(0, layer, seq, pos); }
-  const uint8_t* v_row(int64_t layer, int seq, int32_t pos) const { return row_ptr(1, layer, seq, pos); }
-  size_t row_bytes() const { return row_bytes_; }
+  // Raw rows for kernels that read the cache type directly: the row of position `pos` (the
+  // positions of one sequence are consecutive rows, row_stride() bytes apart).
+  const uint8_t* k_row(int64_t layer, int seq, int32_t pos) const {
+    return row_ptr(0, layer, seq, pos);
+  }
+  const uint8_t* v_row(int64_t layer, int seq, int32_t pos) const {
+    return row_ptr(1, layer, seq, pos);
+  }
+  size_t row_stride() const { return row_bytes_; }
 
   int32_t len(int seq) const { return len_[seq]; }
   void set_len(int seq, int32_t n) { len_[seq] = n; }

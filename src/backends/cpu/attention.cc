@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 
 #include "backends/cpu/attention_block.h"
+#include "backends/cpu/attention_decode.h"
 #include "backends/cpu/attention_tile.h"
 #include "backends/cpu/quant.h"
 #include "ops/attention_naive.h"
@@ -26,9 +27,10 @@ constexpr int64_t kNarrowHead = 32;
 
 size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) {
   const int64_t group = p.n_heads / p.n_kv_heads;
-  return std::max(static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
-                                      p.n_heads * p.head_dim + 2 * p.n_heads + 64),
-                  cpu::attention_block_scratch_floats(p, kv_row_width));
+  return std::max({static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
+                                       p.n_heads * p.head_dim + 2 * p.n_heads + 64),
+                   cpu::attn_decode_scratch_floats(p.n_heads),
+                   cpu::attention_block_scratch_floats(p, kv_row_width)});
 }
 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
@@ -45,18 +47,28 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const int64_t q_width = p.n_heads * hd;
   const int64_t width = kv.row_width();
   const bool narrow = hd < kNarrowHead;
-  // F32/F16 caches are read in place by the AVX2 group kernel (no f32 copy of the tile).
-  const bool avx2 = cpu::active_isa() == cpu::Isa::kAvx2;
-  const auto direct = !avx2 || hd % 8 != 0 || group > 64 ? nullptr
-                      : kv.type() == DType::kF16      ? cpu::attn_tile_kv_f16_avx2
-                      : kv.type() == DType::kF32      ? cpu::attn_tile_kv_f32_avx2
-                                                      : nullptr;
-  const size_t elem = direct == nullptr ? 0 : traits(kv.type()).block_bytes;  // 4 or 2
   const size_t per_thread = attention_scratch_floats(p, width);
   const auto tile_step =
       cpu::active_isa() == cpu::Isa::kAvx2 ? cpu::attn_tile_avx2 : cpu::attn_tile_scalar;
+  const cpu::AttnDecodeFn direct = cpu::attn_decode_kernel(kv.type(), hd);
   auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
+    // Work units: whole tokens when there are enough of them, else the KV heads of each token
+    // split across threads (decode).
+    const bool by_token = n >= nt;
+    const int64_t h0 = by_token ? 0 : p.n_kv_heads * ti / nt;
+    const int64_t h1 = by_token ? p.n_kv_heads : p.n_kv_heads * (ti + 1) / nt;
+    if (direct != nullptr) {
+      for (int64_t t = by_token ? ti : 0; t < n && h0 < h1; t += by_token ? nt : 1) {
+        const int32_t hi = pos[t];
+        const int32_t lo =
+            p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+        const int64_t off = t * q_width + h0 * group * hd;
+        direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
+                kv.row_stride(), h0, h1, hi - lo + 1, hd, group, p.scale, s, out + off});
+      }
+      return;
+    }
     float* kt = s;
     float* vt = kt + kTile * width;
     float* tmp = vt + kTile * width;
@@ -64,11 +76,6 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     float* acc = sc + group * kTile;
     float* mx = acc + p.n_heads * hd;
     float* sum = mx + p.n_heads;
-    // Work units: whole tokens when there are enough of them, else the KV heads of each token
-    // split across threads (decode).
-    const bool by_token = n >= nt;
-    const int64_t h0 = by_token ? 0 : p.n_kv_heads * ti / nt;
-    const int64_t h1 = by_token ? p.n_kv_heads : p.n_kv_heads * (ti + 1) / nt;
     for (int64_t t = by_token ? ti : 0; t < n; t += by_token ? nt : 1) {
       if (h0 >= h1) break;
       const int32_t hi = pos[t];
@@ -79,17 +86,6 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
       std::fill(sum + h0 * group, sum + h1 * group, 0.0f);
       for (int32_t j0 = lo; j0 <= hi; j0 += kTile) {
         const int32_t cnt = std::min(kTile, hi - j0 + 1);
-        if (direct != nullptr) {
-          const uint8_t* k0 = kv.k_row(layer, seq[t], j0);
-          const uint8_t* v0 = kv.v_row(layer, seq[t], j0);
-          for (int64_t kvh = h0; kvh < h1; ++kvh) {
-            const int64_t h = kvh * group;
-            const size_t off = static_cast<size_t>(kvh * hd) * elem;
-            direct({q + t * q_width + h * hd, k0 + off, v0 + off, kv.row_bytes(), cnt, hd,
-                    static_cast<int>(group), p.scale, sc, kTile, acc + h * hd, mx + h, sum + h});
-          }
-          continue;
-        }
         if (narrow) {
           kv.load_k_rows(layer, seq[t], j0, cnt, kt);
           kv.load_v_rows(layer, seq[t], j0, cnt, vt);
