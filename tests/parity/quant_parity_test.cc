@@ -3,6 +3,9 @@
 // bounds, and vec_dot against double-precision dots of the dequantized rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -251,6 +254,34 @@ TEST_P(QuantParity, VecDotWRowsMatchesVecDotExactly) {
         for (int r = 0; r < nr; ++r)
           EXPECT_EQ(out[r], k.vec_dot(n, w.data() + r * ws, x.data()))
               << dtype_name(t) << " n=" << n << " nr=" << nr << " row " << r;
+      }
+    }
+  }
+}
+
+// F32 rows of 512 values or more are decoded in four-row passes (one accumulator per row): equal
+// to vec_dot to f32 rounding, at the sizes around the switch and with a tail.
+TEST(QuantParityF32, LongRowDecodeMatchesVecDot) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const cpu::TypeKernels& k = cpu::kernels(DType::kF32, isa);
+    if (k.vec_dot_wrows == nullptr) continue;
+    for (int64_t n : {504, 511, 512, 768, 1029}) {
+      const size_t ws = row_bytes(DType::kF32, n);
+      std::vector<uint8_t> w(ws * cpu::kMaxWeightRows);
+      for (int r = 0; r < cpu::kMaxWeightRows; ++r) {
+        const auto f = random_floats(n, 940 + r);
+        std::memcpy(w.data() + r * ws, f.data(), ws);
+      }
+      const auto xf = random_floats(n, 950);
+      for (int nr = 1; nr <= cpu::kMaxWeightRows; ++nr) {
+        float out[cpu::kMaxWeightRows];
+        k.vec_dot_wrows(n, w.data(), ws, xf.data(), nr, out);
+        for (int r = 0; r < nr; ++r) {
+          const float want = k.vec_dot(n, w.data() + r * ws, xf.data());
+          EXPECT_NEAR(out[r], want, 1e-5 * (1.0 + std::sqrt(static_cast<double>(n))))
+              << "n=" << n << " nr=" << nr << " row " << r;
+        }
       }
     }
   }

@@ -44,16 +44,6 @@ void gemm_rows_tiled(const GemmProblem& p, VecDotTileFn tile, int64_t r0, int64_
 
 void gemm_rows(const GemmProblem& p, int64_t r0, int64_t r1) {
   const TypeKernels& k = kernels(p.w_type);
-  if (p.w_type == DType::kF32 && p.n_tokens == 1 && active_isa() == Isa::kAvx2) {
-    // Decode with F32 weights: four rows per pass over the activation.
-    const auto* x = reinterpret_cast<const float*>(p.x);
-    const size_t stride = p.w_stride / sizeof(float);
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4)
-      dot4_f32_avx2(p.k, reinterpret_cast<const float*>(p.w + r * p.w_stride), stride, x, p.y + r);
-    for (; r < r1; ++r) p.y[r] = k.vec_dot(p.k, p.w + r * p.w_stride, p.x);
-    return;
-  }
   if (p.n_tokens == 1 && k.vec_dot_wrows != nullptr) {
     // Decode with block weights: one activation block load serves up to kMaxWeightRows rows.
     for (int64_t r = r0; r < r1; r += kMaxWeightRows) {

@@ -76,7 +76,8 @@ NEXUS_DECLARE_DOT(q8_k, avx2)
   void vec_dot_rows_##t##_##isa(int64_t n, const void* w, const void* x, size_t x_stride, int nx, \
                                 float* out);
 // One activation row with nr (1..kMaxWeightRows) weight rows w_stride bytes apart, out[r] for
-// weight row r; bit-identical to nr separate vec_dot calls (dot_multi_avx2.cc).
+// weight row r; bit-identical to nr separate vec_dot calls (dot_multi_avx2.cc), except F32 rows
+// of 512 values or more, which sum in four-row passes (equal to f32 rounding).
 #define NEXUS_DECLARE_DOT_WROWS(t, isa)                                                            \
   void vec_dot_wrows_##t##_##isa(int64_t n, const void* w, size_t w_stride, const void* x, int nr, \
                                  float* out);
@@ -90,6 +91,7 @@ NEXUS_DECLARE_DOT_TILE(f16, avx2)
 NEXUS_DECLARE_DOT_TILE(q8_0, avx2)
 NEXUS_DECLARE_DOT_TILE(q4_k, avx2)
 NEXUS_DECLARE_DOT_TILE(q6_k, avx2)
+NEXUS_DECLARE_DOT_WROWS(f32, avx2)
 NEXUS_DECLARE_DOT_WROWS(f16, avx2)
 NEXUS_DECLARE_DOT_WROWS(q4_0, avx2)
 NEXUS_DECLARE_DOT_WROWS(q8_0, avx2)
