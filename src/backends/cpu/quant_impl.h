@@ -77,7 +77,7 @@ NEXUS_DECLARE_DOT(q8_k, avx2)
                                 float* out);
 // One activation row with nr (1..kMaxWeightRows) weight rows w_stride bytes apart, out[r] for
 // weight row r; bit-identical to nr separate vec_dot calls (dot_multi_avx2.cc), except F32 rows
-// of 512 values or more, which sum in four-row passes (equal to f32 rounding).
+// under 256 or of 512 values and more, which sum in four-row passes (equal to f32 rounding).
 #define NEXUS_DECLARE_DOT_WROWS(t, isa)                                                            \
   void vec_dot_wrows_##t##_##isa(int64_t n, const void* w, size_t w_stride, const void* x, int nr, \
                                  float* out);
