@@ -137,15 +137,16 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
   }
   // One problem per weight; activations converted once per distinct dot type.
   cpu::GemmProblem probs[kMaxGroup];
+  DType dots[kMaxGroup];
   int64_t first_unit[kMaxGroup + 1] = {0};
   int64_t work = 0;
   for (int i = 0; i < count; ++i) {
     const Tensor& w = *outs[i].w;
-    const DType dot = dot_type(w.dtype());
+    const DType dot = dots[i] = dot_type(w.dtype());
     size_t x_stride = 0;
     const uint8_t* xq = nullptr;
     for (int j = 0; j < i && xq == nullptr; ++j)
-      if (dot_type(outs[j].w->dtype()) == dot) xq = probs[j].x, x_stride = probs[j].x_stride;
+      if (dots[j] == dot) xq = probs[j].x, x_stride = probs[j].x_stride;
     if (xq == nullptr) xq = convert_activations(dot, x, n_tokens, k, pool, scratch, &x_stride);
     probs[i] = {w.dtype(), w.row(0), w.row_stride(), k, xq, x_stride, n_tokens, outs[i].y, w.dim(0)};
     first_unit[i + 1] = first_unit[i] + (w.dim(0) + kUnitRows - 1) / kUnitRows;

@@ -131,7 +131,13 @@ const TypeKernels& kernels(DType t, Isa isa) {
   return lookup(t, isa);
 }
 
-const TypeKernels& kernels(DType t) { return lookup(t, active_isa()); }
+const TypeKernels& kernels(DType t) {
+  // The hot path (every matmul asks): the active table is looked up once.
+  static const Table& active = table(active_isa());
+  const auto id = static_cast<size_t>(t);
+  if (id < kMaxTypeId && active[id].vec_dot != nullptr) return active[id];
+  return lookup(t, active_isa());  // throws with the type's name
+}
 
 bool has_kernels(DType t) {
   const auto id = static_cast<size_t>(t);
