@@ -171,11 +171,13 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 template <int NR, int NX>
 void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  // Byte shuffles giving 8 copies of scale g then 8 of scale g + 1, for g = 0, 2, ..., 14.
-  __m128i pick[8];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k)
-    pick[k] = _mm_set_epi64x(0x0101010101010101ll * (2 * k + 1), 0x0101010101010101ll * (2 * k));
+  // In-lane shuffles of int16 scales s0..s7 (or s8..s15) held in both lanes: pick[k] gives 8
+  // copies of scale 2k in the low lane and 8 of scale 2k + 1 in the high lane.
+  __m256i pick[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+    pick[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 3) + 4 * k + 2)),
+                               _mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 1) + 4 * k)));
   __m256 acc[NR][NX];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
@@ -188,6 +190,9 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
       const BlockQ6_K& a = row_blocks<BlockQ6_K>(w, ws, r)[i];
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      // s0..s7 in both lanes (groups of the first half), s8..s15 in both (the second half).
+      const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
       __m256i sumi[NX];
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
@@ -213,7 +218,7 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
         for (int k = 0; k < 4; ++k) {
           // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
-          const __m256i scales = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, pick[4 * h + k]));
+          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick[k]);
 #pragma GCC unroll 8
           for (int j = 0; j < NX; ++j) {
             const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
