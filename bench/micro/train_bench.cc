@@ -58,8 +58,11 @@ void BM_TrainAttentionBackward(benchmark::State& state) {
       dp(attention_backward_scratch(kAttn.t));
   std::vector<float> dq(n * w), dk(n * w), dv(n * w);
   kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
-  const auto fn =
-      state.range(0) ? kern::attn_backward_group_avx2 : kern::attn_backward_group_scalar;
+  // 0 scalar, 1 AVX2 loops, 2 OpenBLAS GEMMs (one thread, as attention_backward runs them).
+  const auto fn = state.range(0) == 2   ? kern::attn_backward_group_blas
+                  : state.range(0) == 1 ? kern::attn_backward_group_avx2
+                                        : kern::attn_backward_group_scalar;
+  if (state.range(0) == 2) openblas_set_num_threads(1);
   for (auto _ : state)
     fn(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(), v.data(),
        kAttn, 0, 0, dp.data());
@@ -67,7 +70,7 @@ void BM_TrainAttentionBackward(benchmark::State& state) {
       benchmark::Counter(2.0 * 4 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionBackward)->Arg(0)->Arg(1);
+BENCHMARK(BM_TrainAttentionBackward)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_TrainCrossEntropyRow(benchmark::State& state) {
   if (skip_without_avx2(state)) return;

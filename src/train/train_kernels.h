@@ -24,6 +24,11 @@ void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* do
 void attn_backward_group_avx2(float* dq, float* dk, float* dv, const float* dout, const float* att,
                               const float* q, const float* k, const float* v, const AttnShape& s,
                               int64_t b, int64_t kh, float* dp);
+// The same as OpenBLAS GEMMs (train_attention_blas.cc; any head_dim; `dp` holds t * t floats).
+// The caller runs OpenBLAS on one thread (several groups run at once on the pool's threads).
+void attn_backward_group_blas(float* dq, float* dk, float* dv, const float* dout,
+                              const float* att, const float* q, const float* k, const float* v,
+                              const AttnShape& s, int64_t b, int64_t kh, float* dp);
 inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && head_dim <= 64; }
 
 // Cross-entropy of one row of v logits against `target`: returns lse - row[target] and overwrites

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/quant.h"
@@ -123,6 +125,7 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
   });
 }
 
+
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.attention", 4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
@@ -138,19 +141,40 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
 
 int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
 
+
+namespace {
+constexpr int64_t kBlasAttnMinT = 32;
+// NEXUS_TRAIN_ATTN=loops keeps the register kernels for every length (A/B measurements).
+bool blas_attention() {
+  static const bool on = [] {
+    const char* e = std::getenv("NEXUS_TRAIN_ATTN");
+    return e == nullptr || std::string(e) != "loops";
+  }();
+  return on;
+}
+}  // namespace
+
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.attention_bwd", 8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
+  // Sequences of kBlasAttnMinT tokens and more: GEMMs (OpenBLAS on one thread per group, the
+  // groups over the pool's threads), restored to its thread count afterwards.
+  const bool blas = blas_attention() && s.t >= kBlasAttnMinT;
+  const int blas_threads = blas ? openblas_get_num_threads() : 0;
+  if (blas) openblas_set_num_threads(1);
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
     float* dp = scratch + thread * attention_backward_scratch(s.t);
-    if (simd)
+    if (blas)
+      kern::attn_backward_group_blas(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
+    else if (simd)
       kern::attn_backward_group_avx2(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
     else
       kern::attn_backward_group_scalar(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
   });
+  if (blas) openblas_set_num_threads(blas_threads);
 }
 
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n, ThreadPool* pool) {

@@ -1,6 +1,6 @@
 // The AVX2 training kernels (train/train_kernels.h) against their scalar references at odd sizes:
 // attention per head (every supported head size, GQA, sequence lengths around the 4-key and 8-lane
-// blocks), the fused cross-entropy row (vocabulary sizes around the 8-lane and 256-value blocks,
+// blocks; the OpenBLAS backward against the scalar one), the fused cross-entropy row (vocabulary sizes around the 8-lane and 256-value blocks,
 // extreme logits), SwiGLU (large |gate| where exp saturates) and GELU (saturated and tiny inputs).
 #include <gtest/gtest.h>
 
@@ -63,6 +63,43 @@ TEST(TrainKernelsParity, AttentionForwardAndBackward) {
       EXPECT_LE(rel_diff(dq[1], dq[0]), 1e-5);
       EXPECT_LE(rel_diff(dk[1], dk[0]), 1e-5);
       EXPECT_LE(rel_diff(dv[1], dv[0]), 1e-5);
+    }
+  }
+}
+
+// The GEMM backward (OpenBLAS, any head size) against the scalar one on the same saved
+// probabilities: GQA groups 1-3, head sizes 8-80, lengths around 32 (where attention_backward
+// switches to it) and up to 70.
+TEST(TrainKernelsParity, AttentionBackwardBlas) {
+  for (int64_t hd : {8, 20, 48, 64, 80}) {
+    for (int64_t t : {1, 5, 31, 32, 70}) {
+      for (int64_t kv_heads : {1, 2, 6}) {
+        const AttnShape s{2, t, 6, kv_heads, hd};
+        const int64_t n = s.b * s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+        const auto q = randn(n * qw, 11 + t, 2.0f), k = randn(n * kvw, 12 + t, 2.0f);
+        const auto v = randn(n * kvw, 13 + t), dout = randn(n * qw, 14 + t);
+        std::vector<float> out(n * qw), att(s.b * s.n_heads * t * t, -1.0f), dq[2], dk[2], dv[2],
+            dp(attention_backward_scratch(t));
+        for (int64_t b = 0; b < s.b; ++b)
+          for (int64_t h = 0; h < s.n_heads; ++h)
+            kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(),
+                                           s, b, h);
+        for (int blas = 0; blas < 2; ++blas) {
+          dq[blas].assign(n * qw, 0.5f);  // backward accumulates: start from non-zero values
+          dk[blas].assign(n * kvw, -0.25f);
+          dv[blas].assign(n * kvw, 0.5f);
+          for (int64_t b = 0; b < s.b; ++b)
+            for (int64_t kh = 0; kh < s.n_kv_heads; ++kh)
+              (blas ? kern::attn_backward_group_blas : kern::attn_backward_group_scalar)(
+                  dq[blas].data(), dk[blas].data(), dv[blas].data(), dout.data(), att.data(),
+                  q.data(), k.data(), v.data(), s, b, kh, dp.data());
+        }
+        SCOPED_TRACE("hd " + std::to_string(hd) + " t " + std::to_string(t) + " kv heads " +
+                     std::to_string(kv_heads));
+        EXPECT_LE(rel_diff(dq[1], dq[0]), 1e-5);
+        EXPECT_LE(rel_diff(dk[1], dk[0]), 1e-5);
+        EXPECT_LE(rel_diff(dv[1], dv[0]), 1e-5);
+      }
     }
   }
 }
