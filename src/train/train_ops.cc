@@ -144,11 +144,12 @@ int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
 
 namespace {
 constexpr int64_t kBlasAttnMinT = 32;
-// NEXUS_TRAIN_ATTN=loops keeps the register kernels for every length (A/B measurements).
+// NEXUS_TRAIN_ATTN=blas selects the GEMM backward (opt-in: whole-step A/B runs were mixed, f32
+// +0.4-5% and bf16 -5-7% on L15M, see docs/TRAINING.md); the register kernels are the default.
 bool blas_attention() {
   static const bool on = [] {
     const char* e = std::getenv("NEXUS_TRAIN_ATTN");
-    return e == nullptr || std::string(e) != "loops";
+    return e != nullptr && std::string(e) == "blas";
   }();
   return on;
 }
@@ -159,8 +160,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         float* scratch, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.attention_bwd", 8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
-  // Sequences of kBlasAttnMinT tokens and more: GEMMs (OpenBLAS on one thread per group, the
-  // groups over the pool's threads), restored to its thread count afterwards.
+  // With NEXUS_TRAIN_ATTN=blas, sequences of kBlasAttnMinT tokens and more: GEMMs (OpenBLAS on
+  // one thread per group, the groups over the pool's threads), restored to its thread count
+  // afterwards.
   const bool blas = blas_attention() && s.t >= kBlasAttnMinT;
   const int blas_threads = blas ? openblas_get_num_threads() : 0;
   if (blas) openblas_set_num_threads(1);
