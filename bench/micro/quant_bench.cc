@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -108,15 +109,26 @@ void BM_Matmul(benchmark::State& state) {
 // Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
 // rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
 // vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token); == 2 (Q4_0
-// only): the same matrix repacked to Q4_0x8 (backends/cpu/repack.h) through its AVX2 kernel, what
-// matmul runs on weights repacked at load. Weight bytes/s against the machine's per-core bandwidth
-// is the figure of merit.
+// and Q4_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 (backends/cpu/repack.h) through its AVX2
+// kernel, what matmul runs on weights repacked at load. Weight bytes/s against the machine's
+// per-core bandwidth is the figure of merit.
+struct RepackedKernels {
+  void (*repack)(const void*, void*, int64_t, int64_t);
+  void (*gemm)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
+};
+std::optional<RepackedKernels> repacked_kernels(DType t) {
+  if (t == DType::kQ4_0) return RepackedKernels{cpu::repack_q4_0x8, cpu::gemm_q4_0x8_avx2};
+  if (t == DType::kQ4_K) return RepackedKernels{cpu::repack_q4_kx8, cpu::gemm_q4_kx8_avx2};
+  return std::nullopt;
+}
+
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const bool multi = state.range(1) != 0;
   const bool repacked = state.range(1) == 2;
-  if (repacked && t != DType::kQ4_0) {
-    state.SkipWithError("only Q4_0 has a repacked layout");
+  const std::optional<RepackedKernels> rk = repacked_kernels(t);
+  if (repacked && !rk) {
+    state.SkipWithError("no repacked layout for this type");
     return;
   }
   const cpu::TypeKernels& k = cpu::kernels(t);
@@ -138,13 +150,12 @@ void BM_DecodeRows(benchmark::State& state) {
   std::vector<float> y(kRows);
   if (repacked) {
     std::vector<uint8_t> packed(w.size());
-    cpu::repack_q4_0x8(w.data(), packed.data(), kRows, kK);
+    rk->repack(w.data(), packed.data(), kRows, kK);
     w.swap(packed);
   }
   for (auto _ : state) {
     if (repacked) {
-      cpu::gemm_q4_0x8_avx2(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1,
-                            y.data(), kRows);
+      rk->gemm(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1, y.data(), kRows);
     } else if (multi) {
       for (int64_t r = 0; r < kRows; r += cpu::kMaxWeightRows)
         k.vec_dot_wrows(kK, w.data() + r * rb, rb, x.data(), cpu::kMaxWeightRows, y.data() + r);
@@ -236,6 +247,9 @@ BENCHMARK(BM_DecodeRows)
     ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 65536})
     ->Args({static_cast<int64_t>(DType::kQ4_0), 1, 512})
     ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 512})
+    ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 65536})
+    ->Args({static_cast<int64_t>(DType::kQ4_K), 1, 512})
+    ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 512})
     ->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})

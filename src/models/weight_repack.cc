@@ -22,14 +22,18 @@ constexpr size_t kHugePage = 2u << 20;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// The decision. Q4_0 matrices of at least one group of rows are repacked to Q4_0x8; in such a
-// model, loaded from a file mapping, the output head of another type is copied as it is into the
-// same huge pages (Q06B Q4_0 with its Q6_K head copied: +3% tg128, fewer TLB misses on the
-// largest matrix; not measured for other models, which keep it mapped). Everything else stays a
-// view of the file.
-bool wants_q4_0x8(const Tensor& t) {
-  return !t.empty() && t.dtype() == DType::kQ4_0 && t.rank() == 2 && t.dim(0) >= cpu::kRepackRows;
+// The decision. Q4_0 and Q4_K matrices of at least one group of rows are repacked to Q4_0x8 and
+// Q4_Kx8; in such a model, loaded from a file mapping, the output head of another type is copied
+// as it is into the same huge pages (Q06B Q4_0 with its Q6_K head copied: +3% tg128, fewer TLB
+// misses on the largest matrix; not measured for other models, which keep it mapped). Everything
+// else stays a view of the file. kF32 means "not repacked".
+DType repacked_type(const Tensor& t) {
+  if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return DType::kF32;
+  if (t.dtype() == DType::kQ4_0) return DType::kQ4_0x8;
+  if (t.dtype() == DType::kQ4_K) return DType::kQ4_Kx8;
+  return DType::kF32;
 }
+bool wants_repack(const Tensor& t) { return repacked_type(t) != DType::kF32; }
 bool wants_copy(const Tensor& t, bool is_head) { return is_head && !t.empty() && t.rank() == 2; }
 
 // Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
@@ -61,12 +65,12 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
   size_t total = 0;
-  bool any_q4_0 = false;
-  for (Tensor* t : slots) any_q4_0 = any_q4_0 || wants_q4_0x8(*t);
-  if (!any_q4_0) return st;
+  bool any = false;
+  for (Tensor* t : slots) any = any || wants_repack(*t);
+  if (!any) return st;
   for (Tensor* t : slots) {
     const bool copy = release_source && wants_copy(*t, t == &w.output);
-    if (!(wants_q4_0x8(*t) || copy) || offset_of.count(t->data())) continue;
+    if (!(wants_repack(*t) || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
     total += round_up(t->nbytes(), kAlignment);
@@ -86,8 +90,11 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
     for (Tensor* t : order) {
       const size_t off = offset_of.at(t->data());
       if (static_cast<int>(off * n_threads / total) != id) continue;
-      if (wants_q4_0x8(*t))
+      const DType to = repacked_type(*t);
+      if (to == DType::kQ4_0x8)
         cpu::repack_q4_0x8(t->data(), base + off, t->dim(0), t->dim(1));
+      else if (to == DType::kQ4_Kx8)
+        cpu::repack_q4_kx8(t->data(), base + off, t->dim(0), t->dim(1));
       else
         std::memcpy(base + off, t->data(), t->nbytes());
       if (release_source) part[id].released += release_pages(t->data(), t->nbytes());
@@ -106,7 +113,7 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   }
   std::map<const void*, Tensor> done;
   for (Tensor* t : order)
-    done[t->data()] = Tensor(wants_q4_0x8(*t) ? DType::kQ4_0x8 : t->dtype(), t->shape(),
+    done[t->data()] = Tensor(wants_repack(*t) ? repacked_type(*t) : t->dtype(), t->shape(),
                              base + offset_of.at(t->data()), mem);
   for (Tensor* t : slots)
     if (auto it = done.find(t->data()); it != done.end()) *t = it->second;

@@ -12,7 +12,7 @@ namespace nexus {
 void embed_rows(const Tensor& table, std::span<const int32_t> ids, float* out) {
   NEXUS_CHECK(table.rank() == 2,
               "[embed_rows] table must be 2-D {vocab, dim}, got " + table.shape_str());
-  NEXUS_CHECK(cpu::has_kernels(table.dtype()) || table.dtype() == DType::kQ4_0x8,
+  NEXUS_CHECK(cpu::has_kernels(table.dtype()) || cpu::is_repacked(table.dtype()),
               "[embed_rows] unsupported table dtype " + std::string(dtype_name(table.dtype())));
   const int64_t vocab = table.dim(0);
   const int64_t dim = table.dim(1);

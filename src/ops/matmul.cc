@@ -20,9 +20,10 @@ constexpr int64_t kMinRowsPerThread = 4;
 // the barrier costs about as much as ~50k multiply-adds (measured on stories260K's 64x64 layers).
 constexpr int64_t kMinParallelWork = 64 * 1024;
 
-// The activation type of a weight dtype; Q4_0x8 is Q4_0 reordered (backends/cpu/repack.h).
-DType dot_type(DType w) { return w == DType::kQ4_0x8 ? DType::kQ8_0 : cpu::vec_dot_type(w); }
-bool computable(DType w) { return w == DType::kQ4_0x8 || cpu::has_kernels(w); }
+// The activation type of a weight dtype; Q4_0x8 and Q4_Kx8 are Q4_0 and Q4_K reordered
+// (backends/cpu/repack.h).
+DType dot_type(DType w) { return cpu::vec_dot_type(cpu::base_type(w)); }
+bool computable(DType w) { return cpu::is_repacked(w) || cpu::has_kernels(w); }
 
 void check_args(const Tensor& w, const float* x, int64_t n_tokens, const float* y) {
   NEXUS_CHECK(w.rank() == 2, "[matmul] weight must be 2-D {rows, k}, got " + w.shape_str());
@@ -61,15 +62,15 @@ const uint8_t* convert_activations(DType dot, const float* x, int64_t n_tokens, 
   return buf;
 }
 
-// Rows of the smallest piece of work a thread takes: one Q4_0x8 group, or eight rows of any
-// other type (a whole multi-row kernel pass).
+// Rows of the smallest piece of work a thread takes: one group of a repacked layout, or eight rows
+// of any other type (a whole multi-row kernel pass).
 constexpr int64_t kUnitRows = cpu::kRepackRows;
 constexpr int kMaxGroup = 4;
 
-// Rows [r0, r1) of one problem; for Q4_0x8, r0 is a multiple of kUnitRows.
+// Rows [r0, r1) of one problem; for a repacked layout, r0 is a multiple of kUnitRows.
 void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
-  if (p.w_type == DType::kQ4_0x8)
-    cpu::gemm_rows_q4_0x8(p, p.y_stride, r0, r1);
+  if (cpu::is_repacked(p.w_type))
+    cpu::gemm_rows_repacked(p, p.y_stride, r0, r1);
   else
     cpu::gemm_rows(p, r0, r1);
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,6 +93,52 @@ TEST(WeightRepack, LogitsAreUnchanged) {
     for (int n : {1, 3, 20})
       EXPECT_EQ(run(*plain, n, threads), run(*packed, n, threads))
           << n << " tokens, " << threads << " threads";
+}
+
+// A Q4_K_M llama whose matrices fit the 256-element super-blocks: every Q4_K matrix becomes
+// Q4_Kx8 (the Q6_K ones stay as they are), and the logits stay within f32 rounding of the plain
+// layout's (the Q4_Kx8 kernel sums each super-block exactly and rounds once per super-block,
+// vec_dot_q4_k per lane); the 20-token prefill reads the same dequantized rows, so it is exact.
+TEST(WeightRepack, Q4_KMatricesAreRepackedAndLogitsStayClose) {
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=256,layers=2,heads=4,ffn=512,vocab=300").value();
+  o.type = ModelFileType::kQ4_K_M;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_q4_k_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(write_random_model(o, p).is_ok());
+  setenv("NEXUS_REPACK", "0", 1);
+  auto plain = Model::load(p);
+  unsetenv("NEXUS_REPACK");
+  auto packed = Model::load(p);
+  ASSERT_TRUE(plain && packed);
+  int q4k = 0;
+  const ModelWeights& a = plain.value()->weights();
+  const ModelWeights& b = packed.value()->weights();
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const LayerWeights& la = a.layers[i];
+    const LayerWeights& lb = b.layers[i];
+    const Tensor* ta[] = {&la.wq, &la.wk, &la.wv, &la.wo, &la.w_gate, &la.w_up, &la.w_down};
+    const Tensor* tb[] = {&lb.wq, &lb.wk, &lb.wv, &lb.wo, &lb.w_gate, &lb.w_up, &lb.w_down};
+    for (int j = 0; j < 7; ++j) {
+      if (ta[j]->dtype() == DType::kQ4_K) {
+        EXPECT_EQ(tb[j]->dtype(), DType::kQ4_Kx8) << "layer " << i << " tensor " << j;
+        ++q4k;
+      } else {
+        EXPECT_EQ(tb[j]->dtype(), ta[j]->dtype()) << "layer " << i << " tensor " << j;
+      }
+    }
+  }
+  EXPECT_GE(q4k, 8);
+  for (int n : {1, 3}) {
+    const auto x = run(*plain.value(), n, 2), y = run(*packed.value(), n, 2);
+    ASSERT_EQ(x.size(), y.size());
+    float scale = 0.0f;
+    for (float v : x) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4f * scale) << n << " tokens";
+  }
+  const auto x = run(*plain.value(), 20, 2), y = run(*packed.value(), 20, 2);
+  EXPECT_TRUE(std::equal(x.begin(), x.end() - 300, y.begin())) << "prefill logits differ";
+  std::remove(p.c_str());
 }
 
 // A head of another type (here Q8_0: the tiny rows do not fit Q6_K) is copied, not converted,

@@ -1,5 +1,6 @@
-// Q4_0x8 layout (see repack.h): repacking, row unpacking, the scalar reference kernel and the
-// gemm_rows driver that picks the AVX2 or the scalar kernel.
+// Q4_0x8 layout (see repack.h): repacking, row unpacking and the scalar reference kernel; and for
+// every repacked layout, row dequantization and the gemm_rows driver that picks the AVX2 or the
+// scalar kernel.
 #include "backends/cpu/repack.h"
 
 #include <algorithm>
@@ -77,17 +78,29 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
   }
 }
 
+bool is_repacked(DType t) { return t == DType::kQ4_0x8 || t == DType::kQ4_Kx8; }
+
+DType base_type(DType t) {
+  if (t == DType::kQ4_0x8) return DType::kQ4_0;
+  if (t == DType::kQ4_Kx8) return DType::kQ4_K;
+  return t;
+}
+
 void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
                            float* out) {
-  if (t != DType::kQ4_0x8) {
+  if (!is_repacked(t)) {
     dequantize_row(t, w + static_cast<size_t>(r) * row_bytes(t, k), out, k);
     return;
   }
   // Grown once per thread to the longest row seen.
-  thread_local std::vector<BlockQ4_0> row;
-  if (row.size() < static_cast<size_t>(k / kQK)) row.resize(k / kQK);
-  unpack_row_q4_0x8(w, rows, k, r, row.data());
-  dequantize_row(DType::kQ4_0, row.data(), out, k);
+  thread_local std::vector<uint8_t> row;
+  const DType base = base_type(t);
+  if (row.size() < row_bytes(base, k)) row.resize(row_bytes(base, k));
+  if (t == DType::kQ4_0x8)
+    unpack_row_q4_0x8(w, rows, k, r, row.data());
+  else
+    unpack_row_q4_kx8(w, rows, k, r, row.data());
+  dequantize_row(base, row.data(), out, k);
 }
 
 void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
@@ -120,22 +133,24 @@ void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
   }
 }
 
-void gemm_rows_q4_0x8(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1) {
+void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1) {
   const int64_t full = rows / kRepackRows * kRepackRows;
-  NEXUS_CHECK(p.w_type == DType::kQ4_0x8 && r0 % kRepackRows == 0 && r0 <= r1 && r1 <= rows &&
+  NEXUS_CHECK(is_repacked(p.w_type) && r0 % kRepackRows == 0 && r0 <= r1 && r1 <= rows &&
                   (r1 >= full || r1 % kRepackRows == 0),
-              "[gemm_rows_q4_0x8] rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+              "[gemm_rows_repacked] rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
                   ") do not start and end on a group of 8 (matrix of " + std::to_string(rows) +
-                  " rows)");
+                  " rows, " + std::string(dtype_name(p.w_type)) + ")");
   const int64_t g1 = std::min(r1, full);
   if (r0 < g1) {
     const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
-    const auto kernel = active_isa() == Isa::kAvx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref;
+    const bool avx2 = active_isa() == Isa::kAvx2;
+    const auto kernel = p.w_type == DType::kQ4_0x8 ? (avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref)
+                                                   : (avx2 ? gemm_q4_kx8_avx2 : gemm_q4_kx8_ref);
     kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
   }
   if (r1 > full) {
     GemmProblem tail = p;
-    tail.w_type = DType::kQ4_0;
+    tail.w_type = base_type(p.w_type);
     gemm_rows(tail, std::max(r0, full), r1);
   }
 }

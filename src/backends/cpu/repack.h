@@ -1,5 +1,7 @@
-// Q4_0x8: Q4_0 weight matrices repacked once at load so the decode kernel reads eight rows with
-// plain 32-byte loads. Same bytes as Q4_0, reordered; the tensor keeps its {rows, k} shape and
+// Load-time repacked weight layouts, eight rows interleaved so the decode kernels read eight rows
+// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8 and Q4_Kx8.
+//
+// Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor keeps its {rows, k} shape and
 // DType::kQ4_0x8.
 //
 // Layout (rb = k / 32 * 18 bytes, the Q4_0 row size): rows are taken in groups of eight. Group g
@@ -12,6 +14,20 @@
 // Why this shape: one 32-byte load feeds two rows into the AVX2 kernel (row p in the low lane,
 // p + 4 in the high lane), which after the lane reduction leaves rows 0..7 in lane order, so the
 // eight scales are one 16-byte load and one conversion (dot_q4_0x8_avx2.cc).
+//
+// Q4_Kx8: Q4_K matrices, the same bytes reordered (DType::kQ4_Kx8, {rows, k}, k % 256 == 0). Group
+// g (rows 8g .. 8g + 7) fills [8g * rb, (8g + 8) * rb), rb = k / 256 * 144, super-block column by
+// column; column i (elements 256i .. 256i + 255) is 1152 bytes:
+//   bytes    0-  15: the eight rows' f16 d;    bytes 16-31: their f16 dmin;
+//   bytes   32- 127: the 12 packed scale bytes as three 32-byte words: word w (bytes 4w..4w+3 of
+//                    the row's scales) of row r at 32 + 32w + 4r;
+//   bytes  128-1151: codes, 32 bytes per (chunk c < 4, half e < 2, pair p < 4) at
+//                    128 + 32 * ((2c + e) * 4 + p): row p's qs[32c + 16e .. +15], then row p + 4's.
+// Q4_K nibble order is kept: qs byte 32c + l holds element 64c + l (low nibble, sub-block 2c) and
+// 64c + 32 + l (high, sub-block 2c + 1). Why: the scale words of eight rows decode to 6-bit scales
+// and mins with eight-lane integer ops, one shuffle turns them into the madd multipliers of a
+// sub-block for all eight rows, and the sums come out one row per lane as in Q4_0x8
+// (dot_q4_kx8_avx2.cc). The tail rows keep the plain Q4_K layout.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +48,7 @@ void repack_q4_0x8(const void* src, void* dst, int64_t rows, int64_t k);
 void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
 
 // Row r of a weight matrix {rows, k} stored at w (row stride row_bytes(t, k)) as f32, for every
-// computable type and Q4_0x8: lookups and panel expansion go through here so they read any layout.
+// computable type and the repacked ones: lookups and panel expansion go through here so they read any layout.
 void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
                            float* out);
 
@@ -45,8 +61,24 @@ void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// gemm_rows for a Q4_0x8 problem (p.w_type == kQ4_0x8, p.w_stride the Q4_0 row size, `rows` the
-// matrix's row count): rows [r0, r1), r0 a multiple of 8. Tail rows go to the Q4_0 kernels.
-void gemm_rows_q4_0x8(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1);
+// Q4_Kx8 counterparts. The kernels compute per (row, token) and super-block the exact int32 sums
+// S = sum sc * q * y and M = sum m * (Q8_K group sums), then acc = fma(S, d * d_y, acc) and
+// macc = fma(M, dmin * d_y, macc), output acc - macc: scalar and AVX2 are bit-identical to each
+// other (not to vec_dot_q4_k, which rounds per lane).
+void repack_q4_kx8(const void* src, void* dst, int64_t rows, int64_t k);
+void unpack_row_q4_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
+void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
+// True for the repacked layouts (Q4_0x8, Q4_Kx8); base_type gives the file type they reorder.
+bool is_repacked(DType t);
+DType base_type(DType t);
+
+// gemm_rows for a repacked problem (p.w_type Q4_0x8 or Q4_Kx8, p.w_stride the base type's row
+// size, `rows` the matrix's row count): rows [r0, r1), r0 a multiple of 8. Tail rows go to the
+// base type's kernels.
+void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1);
 
 }  // namespace nexus::cpu

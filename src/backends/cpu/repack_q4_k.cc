@@ -1,0 +1,126 @@
+// Q4_Kx8 layout (see repack.h): repacking, row unpacking, the scalar reference kernel and the
+// gemm_rows driver that picks the AVX2 or the scalar kernel.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/blocks.h"
+#include "backends/cpu/quant.h"
+#include "backends/cpu/repack.h"
+#include "nexus/status.h"
+
+namespace nexus::cpu {
+namespace {
+
+constexpr size_t kRowBlock = sizeof(BlockQ4_K);                // 144
+constexpr size_t kColumnBytes = kRepackRows * kRowBlock;         // 1152 per super-block column
+constexpr size_t kDminOffset = kRepackRows * sizeof(Half);       // 16
+constexpr size_t kScalesOffset = 2 * kRepackRows * sizeof(Half);  // 32
+constexpr size_t kCodesOffset = kScalesOffset + kRepackRows * kKScaleBytes;  // 128
+
+// Byte offset, within a column, of scale word w (0..2) of row r.
+constexpr size_t scale_offset(int w, int64_t r) {
+  return kScalesOffset + static_cast<size_t>(w) * 32 + static_cast<size_t>(r) * 4;
+}
+// Byte offset, within a column, of row r's code bytes 32c + 16e .. 32c + 16e + 15.
+constexpr size_t code_offset(int c, int e, int64_t r) {
+  return kCodesOffset + static_cast<size_t>((2 * c + e) * 4 + r % 4) * 32 +
+         static_cast<size_t>(r / 4) * 16;
+}
+
+void check_shape(const char* what, int64_t rows, int64_t k) {
+  NEXUS_CHECK(rows >= 0 && k >= 0 && k % kQKK == 0,
+              std::string("[") + what + "] Q4_Kx8 matrix " + std::to_string(rows) + "x" +
+                  std::to_string(k) + ": k must be a multiple of 256");
+}
+
+// Writes super-block i of row `lane` (a BlockQ4_K) into its column.
+void put_block(const BlockQ4_K& b, int64_t lane, uint8_t* col) {
+  std::memcpy(col + lane * sizeof(Half), &b.d, sizeof(Half));
+  std::memcpy(col + kDminOffset + lane * sizeof(Half), &b.dmin, sizeof(Half));
+  for (int w = 0; w < 3; ++w) std::memcpy(col + scale_offset(w, lane), b.scales + 4 * w, 4);
+  for (int c = 0; c < 4; ++c)
+    for (int e = 0; e < 2; ++e) std::memcpy(col + code_offset(c, e, lane), b.qs + 32 * c + 16 * e, 16);
+}
+
+void get_block(const uint8_t* col, int64_t lane, BlockQ4_K* b) {
+  std::memcpy(&b->d, col + lane * sizeof(Half), sizeof(Half));
+  std::memcpy(&b->dmin, col + kDminOffset + lane * sizeof(Half), sizeof(Half));
+  for (int w = 0; w < 3; ++w) std::memcpy(b->scales + 4 * w, col + scale_offset(w, lane), 4);
+  for (int c = 0; c < 4; ++c)
+    for (int e = 0; e < 2; ++e) std::memcpy(b->qs + 32 * c + 16 * e, col + code_offset(c, e, lane), 16);
+}
+
+}  // namespace
+
+void repack_q4_kx8(const void* src, void* dst, int64_t rows, int64_t k) {
+  check_shape("repack_q4_kx8", rows, k);
+  const int64_t nb = k / kQKK;
+  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const int64_t full = rows / kRepackRows * kRepackRows;
+  for (int64_t g = 0; g < full; g += kRepackRows)
+    for (int64_t r = 0; r < kRepackRows; ++r) {
+      const auto* row = reinterpret_cast<const BlockQ4_K*>(s + static_cast<size_t>(g + r) * rb);
+      uint8_t* group = d + static_cast<size_t>(g) * rb;
+      for (int64_t i = 0; i < nb; ++i) put_block(row[i], r, group + i * kColumnBytes);
+    }
+  std::memcpy(d + static_cast<size_t>(full) * rb, s + static_cast<size_t>(full) * rb,
+              static_cast<size_t>(rows - full) * rb);
+}
+
+void unpack_row_q4_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* out) {
+  check_shape("unpack_row_q4_kx8", rows, k);
+  NEXUS_CHECK(r >= 0 && r < rows, "[unpack_row_q4_kx8] row " + std::to_string(r) +
+                                      " out of range for " + std::to_string(rows) + " rows");
+  const int64_t nb = k / kQKK;
+  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
+  const auto* base = static_cast<const uint8_t*>(w);
+  if (r >= rows / kRepackRows * kRepackRows) {
+    std::memcpy(out, base + static_cast<size_t>(r) * rb, rb);
+    return;
+  }
+  const uint8_t* group = base + static_cast<size_t>(r - r % kRepackRows) * rb;
+  auto* o = static_cast<BlockQ4_K*>(out);
+  for (int64_t i = 0; i < nb; ++i) get_block(group + i * kColumnBytes, r % kRepackRows, &o[i]);
+}
+
+void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  const int64_t nb = k / kQKK;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const auto* b = reinterpret_cast<const BlockQ8_K*>(x + static_cast<size_t>(t) * x_stride);
+      for (int64_t r = 0; r < kRepackRows; ++r) {
+        // The AVX2 kernel's arithmetic: exact int32 sums per super-block of sc * q * y (S) and of
+        // m * (group sums) (M), then two f32 accumulators with one FMA each.
+        float acc = 0.0f, macc = 0.0f;
+        for (int64_t i = 0; i < nb; ++i) {
+          BlockQ4_K a;
+          get_block(group + i * kColumnBytes, r, &a);
+          int32_t s = 0, m = 0;
+          for (int j = 0; j < 8; ++j) {
+            uint8_t sc, mn;
+            unpack_scale_min_k4(j, a.scales, &sc, &mn);
+            const int c = j / 2, hi = j % 2;
+            int32_t sub = 0;
+            for (int l = 0; l < 32; ++l) {
+              const int q = hi ? a.qs[32 * c + l] >> 4 : a.qs[32 * c + l] & 0x0F;
+              sub += q * b[i].qs[32 * j + l];
+            }
+            s += sc * sub;
+            m += mn * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+          }
+          acc = std::fma(static_cast<float>(s), f16_to_f32(a.d) * b[i].d, acc);
+          macc = std::fma(static_cast<float>(m), f16_to_f32(a.dmin) * b[i].d, macc);
+        }
+        y[t * y_stride + g * kRepackRows + r] = acc - macc;
+      }
+    }
+  }
+}
+
+}  // namespace nexus::cpu
