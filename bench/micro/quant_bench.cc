@@ -109,7 +109,7 @@ void BM_Matmul(benchmark::State& state) {
 // Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
 // rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
 // vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token); == 2 (Q4_0
-// and Q4_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 (backends/cpu/repack.h) through its AVX2
+// Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2
 // kernel, what matmul runs on weights repacked at load. Weight bytes/s against the machine's
 // per-core bandwidth is the figure of merit.
 struct RepackedKernels {
@@ -119,6 +119,7 @@ struct RepackedKernels {
 std::optional<RepackedKernels> repacked_kernels(DType t) {
   if (t == DType::kQ4_0) return RepackedKernels{cpu::repack_q4_0x8, cpu::gemm_q4_0x8_avx2};
   if (t == DType::kQ4_K) return RepackedKernels{cpu::repack_q4_kx8, cpu::gemm_q4_kx8_avx2};
+  if (t == DType::kQ6_K) return RepackedKernels{cpu::repack_q6_kx8, cpu::gemm_q6_kx8_avx2};
   return std::nullopt;
 }
 
@@ -250,6 +251,9 @@ BENCHMARK(BM_DecodeRows)
     ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 65536})
     ->Args({static_cast<int64_t>(DType::kQ4_K), 1, 512})
     ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 512})
+    ->Args({static_cast<int64_t>(DType::kQ6_K), 2, 65536})
+    ->Args({static_cast<int64_t>(DType::kQ6_K), 1, 512})
+    ->Args({static_cast<int64_t>(DType::kQ6_K), 2, 512})
     ->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})

@@ -17,10 +17,11 @@ struct RepackStats {
 // True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).
 bool repack_enabled();
 
-// Replaces every Q4_0 (Q4_K) matrix in `w` by a Q4_0x8 (Q4_Kx8) copy (backends/cpu/repack.h): the layer
+// Replaces every Q4_0 / Q4_K / Q6_K matrix in `w` by a Q4_0x8 / Q4_Kx8 / Q6_Kx8 copy
+// (backends/cpu/repack.h): the layer
 // projections, the output head and the token table (embed_rows reads the repacked layout, so a
 // tied table is repacked once and shared); with `release_source`, an output head of another type
-// is copied unchanged (a tied table with it). A model without Q4_0 or Q4_K matrices is left as it is. The
+// is copied unchanged (a tied table with it). A model without such matrices is left as it is. The
 // copies live in one allocation (2 MiB aligned and advised for transparent huge pages). With
 // `release_source` the weights are views of a read-only file mapping: after each copy the source's
 // whole pages are dropped (madvise MADV_DONTNEED; they would be read again from the file if

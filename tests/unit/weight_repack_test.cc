@@ -95,11 +95,11 @@ TEST(WeightRepack, LogitsAreUnchanged) {
           << n << " tokens, " << threads << " threads";
 }
 
-// A Q4_K_M llama whose matrices fit the 256-element super-blocks: every Q4_K matrix becomes
-// Q4_Kx8 (the Q6_K ones stay as they are), and the logits stay within f32 rounding of the plain
-// layout's (the Q4_Kx8 kernel sums each super-block exactly and rounds once per super-block,
-// vec_dot_q4_k per lane); the 20-token prefill reads the same dequantized rows, so it is exact.
-TEST(WeightRepack, Q4_KMatricesAreRepackedAndLogitsStayClose) {
+// A Q4_K_M llama whose matrices fit the 256-element super-blocks: every Q4_K (Q6_K) matrix
+// becomes Q4_Kx8 (Q6_Kx8), and the logits stay within f32 rounding of the plain layout's (the
+// repacked kernels sum each super-block exactly and round once per super-block, vec_dot per
+// lane); the 20-token prefill reads the same dequantized rows, so it is exact.
+TEST(WeightRepack, KQuantMatricesAreRepackedAndLogitsStayClose) {
   GenModelOptions o;
   o.shape = parse_model_shape("custom:dim=256,layers=2,heads=4,ffn=512,vocab=300").value();
   o.type = ModelFileType::kQ4_K_M;
@@ -111,7 +111,7 @@ TEST(WeightRepack, Q4_KMatricesAreRepackedAndLogitsStayClose) {
   unsetenv("NEXUS_REPACK");
   auto packed = Model::load(p);
   ASSERT_TRUE(plain && packed);
-  int q4k = 0;
+  int q4k = 0, q6k = 0;
   const ModelWeights& a = plain.value()->weights();
   const ModelWeights& b = packed.value()->weights();
   for (size_t i = 0; i < a.layers.size(); ++i) {
@@ -123,12 +123,18 @@ TEST(WeightRepack, Q4_KMatricesAreRepackedAndLogitsStayClose) {
       if (ta[j]->dtype() == DType::kQ4_K) {
         EXPECT_EQ(tb[j]->dtype(), DType::kQ4_Kx8) << "layer " << i << " tensor " << j;
         ++q4k;
+      } else if (ta[j]->dtype() == DType::kQ6_K) {
+        EXPECT_EQ(tb[j]->dtype(), DType::kQ6_Kx8) << "layer " << i << " tensor " << j;
+        ++q6k;
       } else {
         EXPECT_EQ(tb[j]->dtype(), ta[j]->dtype()) << "layer " << i << " tensor " << j;
       }
     }
   }
   EXPECT_GE(q4k, 8);
+  EXPECT_GE(q6k, 2);
+  EXPECT_EQ(b.output.dtype(), DType::kQ6_Kx8);  // the tied Q6_K table, repacked once
+  EXPECT_EQ(b.output.data(), b.tok_embd.data());
   for (int n : {1, 3}) {
     const auto x = run(*plain.value(), n, 2), y = run(*packed.value(), n, 2);
     ASSERT_EQ(x.size(), y.size());

@@ -1,5 +1,5 @@
 // Load-time repacked weight layouts, eight rows interleaved so the decode kernels read eight rows
-// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8 and Q4_Kx8.
+// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q4_Kx8 and Q6_Kx8.
 //
 // Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor keeps its {rows, k} shape and
 // DType::kQ4_0x8.
@@ -28,6 +28,18 @@
 // and mins with eight-lane integer ops, one shuffle turns them into the madd multipliers of a
 // sub-block for all eight rows, and the sums come out one row per lane as in Q4_0x8
 // (dot_q4_kx8_avx2.cc). The tail rows keep the plain Q4_K layout.
+//
+// Q6_Kx8: Q6_K matrices likewise (DType::kQ6_Kx8); column i is 1680 bytes (rb = k / 256 * 210):
+//   bytes    0-  15: the eight rows' f16 d;
+//   bytes   16- 143: the int8 scales in pairs: scales 2q, 2q + 1 of row r at 16 + 16q + 2r;
+//   bytes  144-1167: ql, 32 bytes per (half h, piece a, sixteenth e) at
+//                    144 + 32 * (((2h + a) * 2 + e) * 4 + p): row p's ql[64h + 32a + 16e .. +15],
+//                    then row p + 4's;
+//   bytes 1168-1679: qh, 32 bytes per (h, e) at 1168 + 32 * ((2h + e) * 4 + p): row p's
+//                    qh[32h + 16e .. +15], then row p + 4's.
+// A 16-byte half-lane then holds 16 consecutive elements of one row that share one scale, and a
+// widened scale pair is both the multiplier source (one in-lane shuffle per pair of rows) and,
+// one row per 32-bit lane, the madd operand of the -32 offset (dot_q6_kx8_avx2.cc).
 #pragma once
 
 #include <cstddef>
@@ -72,11 +84,22 @@ void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// True for the repacked layouts (Q4_0x8, Q4_Kx8); base_type gives the file type they reorder.
+// Q6_Kx8 counterparts: per (row, token) and super-block the exact int32
+// S = sum_g sc[g] * sum q * y - 32 * sum_g sc[g] * bsums[g] (codes q = 0..63), then
+// acc = fma(S, d * d_y, acc); scalar and AVX2 bit-identical.
+void repack_q6_kx8(const void* src, void* dst, int64_t rows, int64_t k);
+void unpack_row_q6_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
+void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
+// True for the repacked layouts (Q4_0x8, Q4_Kx8, Q6_Kx8); base_type gives the file type they
+// reorder.
 bool is_repacked(DType t);
 DType base_type(DType t);
 
-// gemm_rows for a repacked problem (p.w_type Q4_0x8 or Q4_Kx8, p.w_stride the base type's row
+// gemm_rows for a repacked problem (p.w_type Q4_0x8, Q4_Kx8 or Q6_Kx8, p.w_stride the base type's row
 // size, `rows` the matrix's row count): rows [r0, r1), r0 a multiple of 8. Tail rows go to the
 // base type's kernels.
 void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1);

@@ -1,0 +1,332 @@
+// Q4_Kx8 and Q6_Kx8 (load-time repacked K-quants, backends/cpu/repack.h): the byte layouts against
+// the header, round trips, scalar and AVX2 kernels bit-identical to each other and within f32
+// rounding of a double-precision dot of the dequantized rows, the largest integer sums, and every
+// consumer (matmul at 1-17 tokens and 1-3 threads, the BLAS prefill path, embed_rows).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/blocks.h"
+#include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/repack.h"
+#include "core/allocator.h"
+#include "core/thread_pool.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "quant_test_util.h"
+
+namespace nexus {
+namespace {
+
+using cpu::Isa;
+using test::random_floats;
+
+constexpr size_t kBlock = 144;  // bytes of a Q4_K super-block
+
+std::vector<uint8_t> quantized_rows(DType t, int64_t rows, int64_t k, uint32_t seed) {
+  const size_t rb = row_bytes(t, k);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::quantize_row(t, random_floats(k, seed + static_cast<uint32_t>(r)).data(), w.data() + r * rb,
+                      k);
+  return w;
+}
+
+// One repacked K-quant layout and its functions.
+struct Layout {
+  DType base, packed;
+  void (*repack)(const void*, void*, int64_t, int64_t);
+  void (*unpack)(const void*, int64_t, int64_t, int64_t, void*);
+  void (*ref)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
+  void (*avx2)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
+};
+const Layout kLayouts[] = {
+    {DType::kQ4_K, DType::kQ4_Kx8, cpu::repack_q4_kx8, cpu::unpack_row_q4_kx8, cpu::gemm_q4_kx8_ref,
+     cpu::gemm_q4_kx8_avx2},
+    {DType::kQ6_K, DType::kQ6_Kx8, cpu::repack_q6_kx8, cpu::unpack_row_q6_kx8, cpu::gemm_q6_kx8_ref,
+     cpu::gemm_q6_kx8_avx2},
+};
+
+std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, int64_t rows,
+                              int64_t k) {
+  std::vector<uint8_t> p(w.size());
+  l.repack(w.data(), p.data(), rows, k);
+  return p;
+}
+
+const std::vector<int64_t> kRowCounts = {8, 13, 16, 37};
+const std::vector<int64_t> kKs = {256, 768, 2048};
+
+// Every byte lands where repack.h says, computed here from the formula, not from the code's helpers.
+TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
+  for (int64_t rows : kRowCounts) {
+    for (int64_t k : kKs) {
+      const size_t rb = row_bytes(DType::kQ4_K, k);
+      const auto w = test::random_blocks(DType::kQ4_K, rows * k, 7);
+      const auto p = repacked(kLayouts[0], w, rows, k);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < k / 256; ++i) {
+          const uint8_t* src = w.data() + r * rb + i * kBlock;
+          if (r >= rows / 8 * 8) {
+            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * kBlock, src, kBlock), 0) << "tail " << r;
+            continue;
+          }
+          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 1152;
+          const int64_t l = r % 8;
+          ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
+          ASSERT_EQ(std::memcmp(col + 16 + 2 * l, src + 2, 2), 0) << "dmin row " << r;
+          for (int w4 = 0; w4 < 3; ++w4)
+            ASSERT_EQ(std::memcmp(col + 32 + 32 * w4 + 4 * l, src + 4 + 4 * w4, 4), 0)
+                << "scales row " << r;
+          for (int c = 0; c < 4; ++c)
+            for (int e = 0; e < 2; ++e)
+              ASSERT_EQ(std::memcmp(col + 128 + 32 * ((2 * c + e) * 4 + l % 4) + 16 * (l / 4),
+                                    src + 16 + 32 * c + 16 * e, 16),
+                        0)
+                  << "codes row " << r << " chunk " << c << " half " << e;
+        }
+      }
+    }
+  }
+}
+
+// Q6_Kx8 likewise (BlockQ6_K: ql at 0, qh at 128, scales at 192, d at 208).
+TEST(RepackQ6_Kx8, LayoutFollowsTheHeader) {
+  constexpr size_t kQ6 = 210;
+  for (int64_t rows : kRowCounts) {
+    for (int64_t k : kKs) {
+      const size_t rb = row_bytes(DType::kQ6_K, k);
+      const auto w = test::random_blocks(DType::kQ6_K, rows * k, 7);
+      const auto p = repacked(kLayouts[1], w, rows, k);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < k / 256; ++i) {
+          const uint8_t* src = w.data() + r * rb + i * kQ6;
+          if (r >= rows / 8 * 8) {
+            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * kQ6, src, kQ6), 0) << "tail " << r;
+            continue;
+          }
+          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 1680;
+          const int64_t l = r % 8;
+          ASSERT_EQ(std::memcmp(col + 2 * l, src + 208, 2), 0) << "d row " << r;
+          for (int q = 0; q < 8; ++q)
+            ASSERT_EQ(std::memcmp(col + 16 + 16 * q + 2 * l, src + 192 + 2 * q, 2), 0)
+                << "scales row " << r << " pair " << q;
+          for (int h = 0; h < 2; ++h)
+            for (int e = 0; e < 2; ++e) {
+              for (int a = 0; a < 2; ++a)
+                ASSERT_EQ(std::memcmp(col + 144 + 32 * (((2 * h + a) * 2 + e) * 4 + l % 4) +
+                                          16 * (l / 4),
+                                      src + 64 * h + 32 * a + 16 * e, 16),
+                          0)
+                    << "ql row " << r;
+              ASSERT_EQ(std::memcmp(col + 1168 + 32 * ((2 * h + e) * 4 + l % 4) + 16 * (l / 4),
+                                    src + 128 + 32 * h + 16 * e, 16),
+                        0)
+                  << "qh row " << r;
+            }
+        }
+      }
+    }
+  }
+}
+
+TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
+  for (const Layout& l : kLayouts) {
+    const std::string name(dtype_name(l.packed));
+    for (int64_t rows : kRowCounts) {
+      for (int64_t k : kKs) {
+        const size_t rb = row_bytes(l.base, k);
+        const auto w = test::random_blocks(l.base, rows * k, 11);
+        const auto p = repacked(l, w, rows, k);
+        std::vector<uint8_t> row(rb);
+        std::vector<float> a(k), b(k);
+        for (int64_t r = 0; r < rows; ++r) {
+          l.unpack(p.data(), rows, k, r, row.data());
+          ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, rb), 0) << name << " row " << r;
+          cpu::dequantize_row(l.base, w.data() + r * rb, a.data(), k);
+          cpu::dequantize_matrix_row(l.packed, p.data(), rows, k, r, b.data());
+          ASSERT_EQ(std::memcmp(a.data(), b.data(), k * sizeof(float)), 0) << name << " row " << r;
+        }
+      }
+    }
+    std::vector<uint8_t> w(8 * row_bytes(l.base, 256)), out(row_bytes(l.base, 256));
+    EXPECT_THROW(l.unpack(w.data(), 8, 256, 8, out.data()), Error) << name;
+    EXPECT_THROW(l.repack(w.data(), out.data(), 8, 288), Error) << name;
+  }
+}
+
+// Scalar and AVX2 kernels: bit-identical to each other for 1-7 tokens (passes of 4 + 3), and each
+// output within f32 accumulation error of the double dot of the dequantized row and activation.
+TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
+  for (const Layout& l : kLayouts) {
+    const std::string name(dtype_name(l.packed));
+    for (int64_t k : kKs) {
+      for (bool random_bits : {false, true}) {
+        constexpr int64_t kRowsN = 24;
+        const size_t rb = row_bytes(l.base, k), xs = row_bytes(DType::kQ8_K, k);
+        const auto w = random_bits ? test::random_blocks(l.base, kRowsN * k, 5)
+                                   : quantized_rows(l.base, kRowsN, k, 100);
+        const auto p = repacked(l, w, kRowsN, k);
+        for (int64_t n : {1, 2, 3, 4, 5, 7}) {
+          const auto x = random_bits ? test::random_blocks(DType::kQ8_K, n * k, 9)
+                                     : quantized_rows(DType::kQ8_K, n, k, 200);
+          std::vector<float> ref(n * kRowsN, -1.0f), simd(n * kRowsN, -2.0f);
+          l.ref(k, p.data(), kRowsN / 8, x.data(), xs, n, ref.data(), kRowsN);
+          if (cpu::isa_supported(Isa::kAvx2)) {
+            l.avx2(k, p.data(), kRowsN / 8, x.data(), xs, n, simd.data(), kRowsN);
+            for (size_t i = 0; i < ref.size(); ++i)
+              ASSERT_EQ(simd[i], ref[i]) << name << " k=" << k << " n=" << n << " output " << i
+                                         << (random_bits ? " random bits" : "");
+          }
+          std::vector<float> wf(k), xf(k);
+          for (int64_t t = 0; t < n; ++t) {
+            cpu::dequantize_row(DType::kQ8_K, x.data() + t * xs, xf.data(), k);
+            for (int64_t r = 0; r < kRowsN; ++r) {
+              cpu::dequantize_row(l.base, w.data() + r * rb, wf.data(), k);
+              const test::DotRef d = test::dot_ref(wf.data(), xf.data(), k);
+              // The dequantized weights round d * sc (and dmin * m) to f32 first; the kernels do
+              // not, so allow a few ulps of the magnitude on top of the accumulation error.
+              const double tol = 2e-6 * d.abs + 1e-30;
+              ASSERT_NEAR(ref[t * kRowsN + r], d.dot, tol)
+                  << name << " k=" << k << " n=" << n << " token " << t << " row " << r
+                  << (random_bits ? " random bits" : "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Codes 15 against activations of -128 or 127 with scales and mins 63 give the largest int16
+// partial sums (16 products of 15 * 128 = 30720) and int32 sums the AVX2 kernel forms; with d = dmin
+// = 1 and d_y = 1 the results are exact integers.
+TEST(RepackQ4_Kx8, LargestSums) {
+  constexpr int64_t kN = 512;
+  const size_t rb = row_bytes(DType::kQ4_K, kN), xs = row_bytes(DType::kQ8_K, kN);
+  for (int y_code : {127, -128}) {
+    for (int mn : {0, 63}) {
+      std::vector<uint8_t> w(rb * 8), x(xs);
+      for (int64_t b = 0; b < kN / 256 * 8; ++b) {
+        auto* blk = reinterpret_cast<cpu::BlockQ4_K*>(w.data() + b * kBlock);
+        blk->d = 0x3C00, blk->dmin = 0x3C00;  // 1.0
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; ++j) sc[j] = 63, m[j] = static_cast<uint8_t>(mn);
+        cpu::pack_scales_mins_k4(sc, m, blk->scales);
+        std::memset(blk->qs, 0xFF, sizeof(blk->qs));
+      }
+      for (int64_t b = 0; b < kN / 256; ++b) {
+        auto* blk = reinterpret_cast<cpu::BlockQ8_K*>(x.data() + b * sizeof(cpu::BlockQ8_K));
+        blk->d = 1.0f;
+        std::memset(blk->qs, y_code & 0xFF, sizeof(blk->qs));
+        for (int g = 0; g < 16; ++g) blk->bsums[g] = static_cast<int16_t>(16 * y_code);
+      }
+      const auto p = repacked(kLayouts[0], w, 8, kN);
+      const float want = static_cast<float>(kN * 63 * 15 * y_code - kN * mn * y_code);
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+        if (!cpu::isa_supported(isa)) continue;
+        float y[8];
+        (isa == Isa::kAvx2 ? cpu::gemm_q4_kx8_avx2 : cpu::gemm_q4_kx8_ref)(kN, p.data(), 1, x.data(),
+                                                                            xs, 1, y, 8);
+        for (int r = 0; r < 8; ++r)
+          EXPECT_EQ(y[r], want) << "y=" << y_code << " m=" << mn << " row " << r;
+      }
+    }
+  }
+}
+
+// Q6_K codes 0 or 63 against activations of -128 or 127 with scales -128 or 127: the largest
+// maddubs pairs (2 * 63 * 128) and int32 sums; with d = 1 and d_y = 1 the results are exact.
+TEST(RepackQ6_Kx8, LargestSums) {
+  constexpr int64_t kN = 512;
+  const size_t rb = row_bytes(DType::kQ6_K, kN), xs = row_bytes(DType::kQ8_K, kN);
+  for (int code : {0, 63}) {
+    for (int y_code : {127, -128}) {
+      for (int sc : {127, -128}) {
+        std::vector<uint8_t> w(rb * 8), x(xs);
+        for (int64_t b = 0; b < kN / 256 * 8; ++b) {
+          auto* blk = reinterpret_cast<cpu::BlockQ6_K*>(w.data() + b * 210);
+          std::memset(blk->ql, code == 63 ? 0xFF : 0x00, sizeof(blk->ql));
+          std::memset(blk->qh, code == 63 ? 0xFF : 0x00, sizeof(blk->qh));
+          for (int8_t& s : blk->scales) s = static_cast<int8_t>(sc);
+          blk->d = 0x3C00;  // 1.0
+        }
+        for (int64_t b = 0; b < kN / 256; ++b) {
+          auto* blk = reinterpret_cast<cpu::BlockQ8_K*>(x.data() + b * sizeof(cpu::BlockQ8_K));
+          blk->d = 1.0f;
+          std::memset(blk->qs, y_code & 0xFF, sizeof(blk->qs));
+          for (int g = 0; g < 16; ++g) blk->bsums[g] = static_cast<int16_t>(16 * y_code);
+        }
+        const auto p = repacked(kLayouts[1], w, 8, kN);
+        const float want = static_cast<float>(int64_t{kN} * (code - 32) * y_code * sc);
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+          if (!cpu::isa_supported(isa)) continue;
+          float y[8];
+          (isa == Isa::kAvx2 ? cpu::gemm_q6_kx8_avx2 : cpu::gemm_q6_kx8_ref)(kN, p.data(), 1,
+                                                                              x.data(), xs, 1, y, 8);
+          for (int r = 0; r < 8; ++r)
+            EXPECT_EQ(y[r], want) << "code=" << code << " y=" << y_code << " sc=" << sc << " row "
+                                  << r;
+        }
+      }
+    }
+  }
+}
+
+// matmul on a repacked tensor against the original: decode (1 token) and batched decode (3 and
+// 8) within f32 rounding, the BLAS prefill path (17 tokens, the same dequantized panels) and
+// embed_rows exactly; tails and 1-3 threads included.
+TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
+  for (const Layout& l : kLayouts) {
+    const std::string name(dtype_name(l.packed));
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (int64_t rows : {8, 37, 64, 133}) {
+        constexpr int64_t k = 512;
+        auto w = quantized_rows(l.base, rows, k, 300);
+        auto p = repacked(l, w, rows, k);
+        const Tensor tw(l.base, {rows, k}, w.data());
+        const Tensor tp(l.packed, {rows, k}, p.data());
+        for (int64_t n : {1, 3, 8, 17}) {
+          const auto x = random_floats(n * k, 400);
+          std::vector<float> a(n * rows), b(n * rows);
+          Arena s1(matmul_scratch_bytes(tw, n) + 64, MemCategory::kScratch);
+          Arena s2(matmul_scratch_bytes(tp, n) + 64, MemCategory::kScratch);
+          matmul(tw, x.data(), n, a.data(), pool, s1);
+          matmul(tp, x.data(), n, b.data(), pool, s2);
+          if (n >= cpu::kBlasMinTokens) {
+            ASSERT_EQ(a, b) << name << " rows=" << rows << " tokens=" << n << " threads=" << threads;
+            continue;
+          }
+          float scale = 0.0f;
+          for (float v : a) scale = std::max(scale, std::fabs(v));
+          for (size_t i = 0; i < a.size(); ++i)
+            ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << name << " rows=" << rows << " tokens=" << n
+                                                    << " threads=" << threads << " i=" << i;
+        }
+        const std::vector<int32_t> ids = {0, static_cast<int32_t>(rows - 1), 5, 3};
+        std::vector<float> ea(ids.size() * k), eb(ids.size() * k);
+        embed_rows(tw, ids, ea.data());
+        embed_rows(tp, ids, eb.data());
+        EXPECT_EQ(ea, eb) << name << " rows=" << rows;
+      }
+    }
+  }
+}
+
+TEST(RepackK, IsNotAFileType) {
+  for (const Layout& l : kLayouts) {
+    EXPECT_EQ(traits(l.packed).block_bytes, traits(l.base).block_bytes);
+    EXPECT_EQ(traits(l.packed).block_size, traits(l.base).block_size);
+    EXPECT_FALSE(dtype_traits(static_cast<uint32_t>(l.packed)).has_value());
+  }
+  EXPECT_FALSE(dtype_from_name("q4_kx8").has_value());
+  EXPECT_FALSE(dtype_from_name("q6_kx8").has_value());
+}
+
+}  // namespace
+}  // namespace nexus
