@@ -23,10 +23,12 @@ constexpr size_t kHugePage = 2u << 20;
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // The decision. Q4_0, Q4_K and Q6_K matrices of at least one group of rows are repacked to
-// Q4_0x8, Q4_Kx8 and Q6_Kx8; in such a model, loaded from a file mapping, the output head of another type is copied
-// as it is into the same huge pages (Q06B Q4_0 with its Q6_K head copied: +3% tg128, fewer TLB
-// misses on the largest matrix; not measured for other models, which keep it mapped). Everything
-// else stays a view of the file. kF32 means "not repacked".
+// Q4_0x8, Q4_Kx8 and Q6_Kx8. In a model loaded from a file mapping every other matrix is copied
+// as it is into the same huge pages: on this VM the file mapping's 4 KiB pages cost a TLB miss
+// per page walked (tg64 with and without the copy, alternating: Q06B F32 7.7-7.9 -> 12.6-12.7
+// t/s, F16 19.0-19.2 -> 24.1-24.2, Q8_0 37.2-37.9 -> 43.7-44.1; L110M F16 +5%). The token table
+// alone (untied) is read a few rows per token and stays a view of the file. kF32 means "not
+// repacked".
 DType repacked_type(const Tensor& t) {
   if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return DType::kF32;
   if (t.dtype() == DType::kQ4_0) return DType::kQ4_0x8;
@@ -35,7 +37,7 @@ DType repacked_type(const Tensor& t) {
   return DType::kF32;
 }
 bool wants_repack(const Tensor& t) { return repacked_type(t) != DType::kF32; }
-bool wants_copy(const Tensor& t, bool is_head) { return is_head && !t.empty() && t.rank() == 2; }
+bool is_matrix(const Tensor& t) { return !t.empty() && t.rank() == 2; }
 
 // Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
 size_t release_pages(const void* p, size_t n) {
@@ -66,11 +68,9 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
   size_t total = 0;
-  bool any = false;
-  for (Tensor* t : slots) any = any || wants_repack(*t);
-  if (!any) return st;
   for (Tensor* t : slots) {
-    const bool copy = release_source && wants_copy(*t, t == &w.output);
+    if (t == &w.tok_embd && w.tok_embd.data() != w.output.data()) continue;  // lookups only
+    const bool copy = release_source && is_matrix(*t);
     if (!(wants_repack(*t) || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);

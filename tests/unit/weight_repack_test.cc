@@ -172,8 +172,10 @@ TEST(WeightRepack, OtherHeadTypesAreCopiedUnchanged) {
   std::remove(p.c_str());
 }
 
-// Without Q4_0 matrices nothing is copied: every weight stays a view of the mapped file.
-TEST(WeightRepack, ModelsWithoutQ4_0AreLeftMapped) {
+// A model without repackable matrices, loaded from its file: every matrix is copied unchanged
+// into the huge-page allocation (same bytes, same logits), the untied token table stays a view of
+// the file, and NEXUS_REPACK=0 leaves everything mapped.
+TEST(WeightRepack, FileMatricesAreCopiedAndTheTokenTableStaysMapped) {
   GenModelOptions o;
   o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
   o.type = ModelFileType::kQ8_0;
@@ -182,9 +184,27 @@ TEST(WeightRepack, ModelsWithoutQ4_0AreLeftMapped) {
   ASSERT_TRUE(write_random_model(o, p).is_ok());
   auto m = Model::load(p);
   ASSERT_TRUE(m) << m.status().message();
+  setenv("NEXUS_REPACK", "0", 1);
+  auto plain = Model::load(p);
+  unsetenv("NEXUS_REPACK");
+  ASSERT_TRUE(plain) << plain.status().message();
   const GgufFile& g = m.value()->gguf();
-  EXPECT_EQ(m.value()->weights().output.data(), g.find_tensor("output.weight")->data);
-  EXPECT_EQ(m.value()->weights().layers[0].wq.data(), g.find_tensor("blk.0.attn_q.weight")->data);
+  const ModelWeights& w = m.value()->weights();
+  EXPECT_EQ(w.tok_embd.data(), g.find_tensor("token_embd.weight")->data);
+  for (const auto& [t, name] : {std::pair{&w.output, "output.weight"},
+                                {&w.layers[0].wq, "blk.0.attn_q.weight"},
+                                {&w.layers[0].w_down, "blk.0.ffn_down.weight"}}) {
+    const GgufTensorInfo* ti = g.find_tensor(name);
+    EXPECT_NE(t->data(), ti->data) << name;
+    EXPECT_EQ(t->dtype(), DType::kQ8_0) << name;
+    auto bytes = read_file(p);
+    ASSERT_TRUE(bytes);
+    EXPECT_EQ(std::memcmp(t->data(), bytes->data() + g.data_offset() + ti->offset, ti->nbytes), 0)
+        << name;
+  }
+  const GgufFile& gp = plain.value()->gguf();
+  EXPECT_EQ(plain.value()->weights().output.data(), gp.find_tensor("output.weight")->data);
+  EXPECT_EQ(run(*plain.value(), 3, 2), run(*m.value(), 3, 2));
   std::remove(p.c_str());
 }
 
