@@ -1,6 +1,7 @@
 // nexus_membw: memory read bandwidth, the ceiling of token generation. T threads each sum their
 // slice of one large buffer (AVX2 loads, 4 independent accumulators); the best of N passes counts.
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -65,11 +66,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nexus_membw: error: buffer too small for %d threads\n", threads);
     return 1;
   }
-  uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, slice * threads));
+  // 2 MiB aligned and advised for transparent huge pages, like the weights nexus decodes from
+  // (models/weight_repack.cc): with 4 KiB pages the page walks would be measured too.
+  constexpr size_t kHuge = 2u << 20;
+  const size_t bytes_alloc = (slice * threads + kHuge - 1) / kHuge * kHuge;
+  uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(kHuge, bytes_alloc));
   if (buf == nullptr) {
     std::fprintf(stderr, "nexus_membw: error: cannot allocate %d MiB\n", size_mib);
     return 1;
   }
+  madvise(buf, bytes_alloc, MADV_HUGEPAGE);
   std::vector<uint64_t> sums(threads);
   // First touch by the thread that reads the slice (NUMA-local pages), then the timed passes.
   nexus::bench::timed_passes(threads, 1,
