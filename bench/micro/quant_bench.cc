@@ -107,11 +107,11 @@ void BM_Matmul(benchmark::State& state) {
 }
 
 // Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
-// rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot per row (the one-row kernel); == 1:
-// vec_dot_wrows over kMaxWeightRows rows at a time (what matmul uses for one token); == 2 (Q4_0
-// Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2
-// kernel, what matmul runs on weights repacked at load. Weight bytes/s against the machine's
-// per-core bandwidth is the figure of merit.
+// rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot
+// per row (the one-row kernel); == 1: vec_dot_wrows over kMaxWeightRows rows at a time (what matmul
+// uses for one token); == 2 (Q4_0 Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 / Q6_Kx8
+// (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights repacked at load.
+// Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
 struct RepackedKernels {
   void (*repack)(const void*, void*, int64_t, int64_t);
   void (*gemm)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
@@ -167,8 +167,9 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  state.SetLabel(std::string(dtype_name(t)) +
-                 (repacked ? " x8 repacked" : multi ? " wrows" : " vec_dot"));
+  state.SetLabel(std::string(dtype_name(t)) + (repacked ? " x8 repacked"
+                                               : multi  ? " wrows"
+                                                        : " vec_dot"));
 }
 
 // Batched-decode kernel lab: 8 tokens against a 3072 x 1024 weight (Q06B's FFN up projection),

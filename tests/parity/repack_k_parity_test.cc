@@ -4,8 +4,8 @@
 // consumer (matmul at 1-17 tokens and 1-3 threads, the BLAS prefill path, embed_rows).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -31,8 +31,8 @@ std::vector<uint8_t> quantized_rows(DType t, int64_t rows, int64_t k, uint32_t s
   const size_t rb = row_bytes(t, k);
   std::vector<uint8_t> w(rb * rows);
   for (int64_t r = 0; r < rows; ++r)
-    cpu::quantize_row(t, random_floats(k, seed + static_cast<uint32_t>(r)).data(), w.data() + r * rb,
-                      k);
+    cpu::quantize_row(t, random_floats(k, seed + static_cast<uint32_t>(r)).data(),
+                      w.data() + r * rb, k);
   return w;
 }
 
@@ -61,7 +61,8 @@ std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, in
 const std::vector<int64_t> kRowCounts = {8, 13, 16, 37};
 const std::vector<int64_t> kKs = {256, 768, 2048};
 
-// Every byte lands where repack.h says, computed here from the formula, not from the code's helpers.
+// Every byte lands where repack.h says, computed here from the formula, not from the code's
+// helpers.
 TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
   for (int64_t rows : kRowCounts) {
     for (int64_t k : kKs) {
@@ -118,10 +119,10 @@ TEST(RepackQ6_Kx8, LayoutFollowsTheHeader) {
           for (int h = 0; h < 2; ++h)
             for (int e = 0; e < 2; ++e) {
               for (int a = 0; a < 2; ++a)
-                ASSERT_EQ(std::memcmp(col + 144 + 32 * (((2 * h + a) * 2 + e) * 4 + l % 4) +
-                                          16 * (l / 4),
-                                      src + 64 * h + 32 * a + 16 * e, 16),
-                          0)
+                ASSERT_EQ(
+                    std::memcmp(col + 144 + 32 * (((2 * h + a) * 2 + e) * 4 + l % 4) + 16 * (l / 4),
+                                src + 64 * h + 32 * a + 16 * e, 16),
+                    0)
                     << "ql row " << r;
               ASSERT_EQ(std::memcmp(col + 1168 + 32 * ((2 * h + e) * 4 + l % 4) + 16 * (l / 4),
                                     src + 128 + 32 * h + 16 * e, 16),
@@ -203,8 +204,8 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
 }
 
 // Codes 15 against activations of -128 or 127 with scales and mins 63 give the largest int16
-// partial sums (16 products of 15 * 128 = 30720) and int32 sums the AVX2 kernel forms; with d = dmin
-// = 1 and d_y = 1 the results are exact integers.
+// partial sums (16 products of 15 * 128 = 30720) and int32 sums the AVX2 kernel forms; with d =
+// dmin = 1 and d_y = 1 the results are exact integers.
 TEST(RepackQ4_Kx8, LargestSums) {
   constexpr int64_t kN = 512;
   const size_t rb = row_bytes(DType::kQ4_K, kN), xs = row_bytes(DType::kQ8_K, kN);
@@ -230,8 +231,8 @@ TEST(RepackQ4_Kx8, LargestSums) {
       for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
         if (!cpu::isa_supported(isa)) continue;
         float y[8];
-        (isa == Isa::kAvx2 ? cpu::gemm_q4_kx8_avx2 : cpu::gemm_q4_kx8_ref)(kN, p.data(), 1, x.data(),
-                                                                            xs, 1, y, 8);
+        (isa == Isa::kAvx2 ? cpu::gemm_q4_kx8_avx2 : cpu::gemm_q4_kx8_ref)(kN, p.data(), 1,
+                                                                           x.data(), xs, 1, y, 8);
         for (int r = 0; r < 8; ++r)
           EXPECT_EQ(y[r], want) << "y=" << y_code << " m=" << mn << " row " << r;
       }
@@ -267,7 +268,7 @@ TEST(RepackQ6_Kx8, LargestSums) {
           if (!cpu::isa_supported(isa)) continue;
           float y[8];
           (isa == Isa::kAvx2 ? cpu::gemm_q6_kx8_avx2 : cpu::gemm_q6_kx8_ref)(kN, p.data(), 1,
-                                                                              x.data(), xs, 1, y, 8);
+                                                                             x.data(), xs, 1, y, 8);
           for (int r = 0; r < 8; ++r)
             EXPECT_EQ(y[r], want) << "code=" << code << " y=" << y_code << " sc=" << sc << " row "
                                   << r;
@@ -299,14 +300,15 @@ TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
           matmul(tw, x.data(), n, a.data(), pool, s1);
           matmul(tp, x.data(), n, b.data(), pool, s2);
           if (n >= cpu::kBlasMinTokens) {
-            ASSERT_EQ(a, b) << name << " rows=" << rows << " tokens=" << n << " threads=" << threads;
+            ASSERT_EQ(a, b) << name << " rows=" << rows << " tokens=" << n
+                            << " threads=" << threads;
             continue;
           }
           float scale = 0.0f;
           for (float v : a) scale = std::max(scale, std::fabs(v));
           for (size_t i = 0; i < a.size(); ++i)
             ASSERT_NEAR(a[i], b[i], 1e-5f * scale) << name << " rows=" << rows << " tokens=" << n
-                                                    << " threads=" << threads << " i=" << i;
+                                                   << " threads=" << threads << " i=" << i;
         }
         const std::vector<int32_t> ids = {0, static_cast<int32_t>(rows - 1), 5, 3};
         std::vector<float> ea(ids.size() * k), eb(ids.size() * k);

@@ -79,13 +79,12 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
     for (size_t o = 0; o < kColumnBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
     const __m256 mw = _mm256_permutevar8x32_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + 16))),
-        to_min_order);
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + 16))), to_min_order);
     const __m256i u0 = load256(col + 32), u1 = load256(col + 64), u2 = load256(col + 96);
     // Each row's 32-bit lane: scales (mins) of sub-blocks 0-3 in sc_lo (mn_lo), 4-7 in sc_hi.
     const __m256i sc_lo = _mm256_and_si256(u0, m6);
-    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, m4),
-                                          _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+    const __m256i sc_hi =
+        _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
     const __m256i mn_lo = _mm256_and_si256(u1, m6);
     const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
                                           _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
@@ -115,18 +114,21 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
       for (int t = 0; t < NX; ++t) {
         const int8_t* yq = reinterpret_cast<const BlockQ8_K*>(x + t * x_stride)[i].qs + 64 * c;
         sum[t] = _mm256_add_epi32(sum[t], sub_block<0>(v, bcast128(yq), bcast128(yq + 16), s0));
-        sum[t] = _mm256_add_epi32(sum[t],
-                                  sub_block<4>(v, bcast128(yq + 32), bcast128(yq + 48), s1));
+        sum[t] =
+            _mm256_add_epi32(sum[t], sub_block<4>(v, bcast128(yq + 32), bcast128(yq + 48), s1));
       }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {
       const BlockQ8_K& b = reinterpret_cast<const BlockQ8_K*>(x + t * x_stride)[i];
-      const __m128i bp = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8)));
+      const __m128i bp =
+          _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.bsums + 8)));
       const __m256i bb = _mm256_broadcastsi128_si256(bp);
-      const __m256i x1 = _mm256_hadd_epi32(_mm256_madd_epi16(mr01, bb), _mm256_madd_epi16(mr23, bb));
-      const __m256i y1 = _mm256_hadd_epi32(_mm256_madd_epi16(mr45, bb), _mm256_madd_epi16(mr67, bb));
+      const __m256i x1 =
+          _mm256_hadd_epi32(_mm256_madd_epi16(mr01, bb), _mm256_madd_epi16(mr23, bb));
+      const __m256i y1 =
+          _mm256_hadd_epi32(_mm256_madd_epi16(mr45, bb), _mm256_madd_epi16(mr67, bb));
       const __m256i mins = _mm256_hadd_epi32(x1, y1);  // rows 0, 2, 4, 6, 1, 3, 5, 7
       const __m256 dy = _mm256_set1_ps(b.d);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[t]), _mm256_mul_ps(dw, dy), acc[t]);

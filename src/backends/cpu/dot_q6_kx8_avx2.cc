@@ -85,17 +85,17 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
           for (int t = 0; t < NX; ++t)
             y[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
                 reinterpret_cast<const BlockQ8_K*>(x + t * x_stride)[i].qs + 16 * grp)));
-          // One pair of rows at a time keeps the working set in registers.
+            // One pair of rows at a time keeps the working set in registers.
 #pragma GCC unroll 4
           for (int p = 0; p < 4; ++p) {
             const __m256i lo = load256(col + kLowOffset + 32 * (((2 * h + a) * 2 + e) * 4 + p));
             const __m256i hi = load256(col + kHighOffset + 32 * ((2 * h + e) * 4 + p));
-            const __m256i nib = kq < 2 ? _mm256_and_si256(lo, m4)
-                                       : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
+            const __m256i nib =
+                kq < 2 ? _mm256_and_si256(lo, m4) : _mm256_and_si256(_mm256_srli_epi16(lo, 4), m4);
             // qh bits 2kq, 2kq + 1 to bits 4-5 of the byte (16-bit shifts; the mask drops what
             // crossed a byte boundary).
-            const __m256i hb = shift <= 4 ? _mm256_slli_epi16(hi, 4 - shift)
-                                          : _mm256_srli_epi16(hi, shift - 4);
+            const __m256i hb =
+                shift <= 4 ? _mm256_slli_epi16(hi, 4 - shift) : _mm256_srli_epi16(hi, shift - 4);
             const __m256i code = _mm256_or_si256(nib, _mm256_and_si256(hb, m30));
             const __m256i sp = _mm256_shuffle_epi8(sc, scale_pick(p, e));
 #pragma GCC unroll 4
@@ -116,8 +116,8 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
       const __m256i rows = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[t][0], pair[t][1]),
                                              _mm256_hadd_epi32(pair[t][2], pair[t][3]));
       const __m256i s = _mm256_sub_epi32(rows, _mm256_slli_epi32(off[t], 5));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(b.d)),
-                               acc[t]);
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(b.d)), acc[t]);
     }
   }
 #pragma GCC unroll 4

@@ -13,9 +13,9 @@
 namespace nexus::cpu {
 namespace {
 
-constexpr size_t kRowBlock = sizeof(BlockQ4_K);                // 144
-constexpr size_t kColumnBytes = kRepackRows * kRowBlock;         // 1152 per super-block column
-constexpr size_t kDminOffset = kRepackRows * sizeof(Half);       // 16
+constexpr size_t kRowBlock = sizeof(BlockQ4_K);                   // 144
+constexpr size_t kColumnBytes = kRepackRows * kRowBlock;          // 1152 per super-block column
+constexpr size_t kDminOffset = kRepackRows * sizeof(Half);        // 16
 constexpr size_t kScalesOffset = 2 * kRepackRows * sizeof(Half);  // 32
 constexpr size_t kCodesOffset = kScalesOffset + kRepackRows * kKScaleBytes;  // 128
 
@@ -41,7 +41,8 @@ void put_block(const BlockQ4_K& b, int64_t lane, uint8_t* col) {
   std::memcpy(col + kDminOffset + lane * sizeof(Half), &b.dmin, sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(col + scale_offset(w, lane), b.scales + 4 * w, 4);
   for (int c = 0; c < 4; ++c)
-    for (int e = 0; e < 2; ++e) std::memcpy(col + code_offset(c, e, lane), b.qs + 32 * c + 16 * e, 16);
+    for (int e = 0; e < 2; ++e)
+      std::memcpy(col + code_offset(c, e, lane), b.qs + 32 * c + 16 * e, 16);
 }
 
 void get_block(const uint8_t* col, int64_t lane, BlockQ4_K* b) {
@@ -49,7 +50,8 @@ void get_block(const uint8_t* col, int64_t lane, BlockQ4_K* b) {
   std::memcpy(&b->dmin, col + kDminOffset + lane * sizeof(Half), sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(b->scales + 4 * w, col + scale_offset(w, lane), 4);
   for (int c = 0; c < 4; ++c)
-    for (int e = 0; e < 2; ++e) std::memcpy(b->qs + 32 * c + 16 * e, col + code_offset(c, e, lane), 16);
+    for (int e = 0; e < 2; ++e)
+      std::memcpy(b->qs + 32 * c + 16 * e, col + code_offset(c, e, lane), 16);
 }
 
 }  // namespace

@@ -12,10 +12,10 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kRowBlock = sizeof(BlockQ6_K);                  // 210
-constexpr size_t kColumnBytes = kRepackRows * kRowBlock;           // 1680 per super-block column
-constexpr size_t kScalesOffset = kRepackRows * sizeof(Half);       // 16
-constexpr size_t kLowOffset = kScalesOffset + kRepackRows * 16;    // 144
-constexpr size_t kHighOffset = kLowOffset + kRepackRows * 128;     // 1168
+constexpr size_t kColumnBytes = kRepackRows * kRowBlock;         // 1680 per super-block column
+constexpr size_t kScalesOffset = kRepackRows * sizeof(Half);     // 16
+constexpr size_t kLowOffset = kScalesOffset + kRepackRows * 16;  // 144
+constexpr size_t kHighOffset = kLowOffset + kRepackRows * 128;   // 1168
 
 // Offsets within a column: row r's scales 2q and 2q + 1; its ql bytes 64h + 32a + 16e .. +15;
 // its qh bytes 32h + 16e .. +15.
