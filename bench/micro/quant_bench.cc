@@ -106,11 +106,12 @@ void BM_Matmul(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(t)));
 }
 
-// Decode kernel lab: one activation row against a weight matrix larger than the L3 cache (65536
-// rows of 1024; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot
+// Decode kernel lab: one activation row against a large weight matrix (65536 rows of 1024: out of
+// a 32 MiB L3; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot
 // per row (the one-row kernel); == 1: vec_dot_wrows over kMaxWeightRows rows at a time (what matmul
-// uses for one token); == 2 (Q4_0 Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q4_Kx8 / Q6_Kx8
-// (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights repacked at load.
+// uses for one token); == 2 (Q4_0, Q8_0, Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q8_0x8 /
+// Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights
+// repacked at load.
 // Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
 struct RepackedKernels {
   void (*repack)(const void*, void*, int64_t, int64_t);
@@ -118,6 +119,7 @@ struct RepackedKernels {
 };
 std::optional<RepackedKernels> repacked_kernels(DType t) {
   if (t == DType::kQ4_0) return RepackedKernels{cpu::repack_q4_0x8, cpu::gemm_q4_0x8_avx2};
+  if (t == DType::kQ8_0) return RepackedKernels{cpu::repack_q8_0x8, cpu::gemm_q8_0x8_avx2};
   if (t == DType::kQ4_K) return RepackedKernels{cpu::repack_q4_kx8, cpu::gemm_q4_kx8_avx2};
   if (t == DType::kQ6_K) return RepackedKernels{cpu::repack_q6_kx8, cpu::gemm_q6_kx8_avx2};
   return std::nullopt;
@@ -249,6 +251,9 @@ BENCHMARK(BM_DecodeRows)
     ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 65536})
     ->Args({static_cast<int64_t>(DType::kQ4_0), 1, 512})
     ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 512})
+    ->Args({static_cast<int64_t>(DType::kQ8_0), 2, 65536})
+    ->Args({static_cast<int64_t>(DType::kQ8_0), 1, 512})
+    ->Args({static_cast<int64_t>(DType::kQ8_0), 2, 512})
     ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 65536})
     ->Args({static_cast<int64_t>(DType::kQ4_K), 1, 512})
     ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 512})

@@ -17,7 +17,7 @@ struct RepackStats {
 // True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).
 bool repack_enabled();
 
-// Replaces every Q4_0 / Q4_K / Q6_K matrix in `w` by a Q4_0x8 / Q4_Kx8 / Q6_Kx8 copy
+// Replaces every Q4_0 / Q8_0 / Q4_K / Q6_K matrix in `w` by a Q4_0x8 / Q8_0x8 / Q4_Kx8 / Q6_Kx8 copy
 // (backends/cpu/repack.h): the layer projections and the output head (embed_rows reads the
 // repacked layouts, so a tied token table is repacked once and shared). With `release_source`
 // every other matrix is copied unchanged too. An untied token table is never touched (lookups

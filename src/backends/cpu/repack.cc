@@ -79,11 +79,12 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 }
 
 bool is_repacked(DType t) {
-  return t == DType::kQ4_0x8 || t == DType::kQ4_Kx8 || t == DType::kQ6_Kx8;
+  return t == DType::kQ4_0x8 || t == DType::kQ8_0x8 || t == DType::kQ4_Kx8 || t == DType::kQ6_Kx8;
 }
 
 DType base_type(DType t) {
   if (t == DType::kQ4_0x8) return DType::kQ4_0;
+  if (t == DType::kQ8_0x8) return DType::kQ8_0;
   if (t == DType::kQ4_Kx8) return DType::kQ4_K;
   if (t == DType::kQ6_Kx8) return DType::kQ6_K;
   return t;
@@ -101,6 +102,8 @@ void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, i
   if (row.size() < row_bytes(base, k)) row.resize(row_bytes(base, k));
   if (t == DType::kQ4_0x8)
     unpack_row_q4_0x8(w, rows, k, r, row.data());
+  else if (t == DType::kQ8_0x8)
+    unpack_row_q8_0x8(w, rows, k, r, row.data());
   else if (t == DType::kQ4_Kx8)
     unpack_row_q4_kx8(w, rows, k, r, row.data());
   else
@@ -149,9 +152,12 @@ void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t 
   if (r0 < g1) {
     const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
     const bool avx2 = active_isa() == Isa::kAvx2;
-    const auto kernel = p.w_type == DType::kQ4_0x8   ? (avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref)
-                        : p.w_type == DType::kQ4_Kx8 ? (avx2 ? gemm_q4_kx8_avx2 : gemm_q4_kx8_ref)
-                                                     : (avx2 ? gemm_q6_kx8_avx2 : gemm_q6_kx8_ref);
+    using Kernel = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t,
+                            float*, int64_t);
+    Kernel kernel = avx2 ? gemm_q6_kx8_avx2 : gemm_q6_kx8_ref;
+    if (p.w_type == DType::kQ4_0x8) kernel = avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref;
+    if (p.w_type == DType::kQ8_0x8) kernel = avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8_ref;
+    if (p.w_type == DType::kQ4_Kx8) kernel = avx2 ? gemm_q4_kx8_avx2 : gemm_q4_kx8_ref;
     kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
   }
   if (r1 > full) {

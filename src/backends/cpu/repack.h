@@ -1,5 +1,5 @@
 // Load-time repacked weight layouts, eight rows interleaved so the decode kernels read eight rows
-// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q4_Kx8 and Q6_Kx8.
+// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8.
 //
 // Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor keeps its {rows, k} shape and
 // DType::kQ4_0x8.
@@ -14,6 +14,11 @@
 // Why this shape: one 32-byte load feeds two rows into the AVX2 kernel (row p in the low lane,
 // p + 4 in the high lane), which after the lane reduction leaves rows 0..7 in lane order, so the
 // eight scales are one 16-byte load and one conversion (dot_q4_0x8_avx2.cc).
+//
+// Q8_0x8: Q8_0 matrices likewise (DType::kQ8_0x8); block column i is 272 bytes: the eight f16 d,
+// then eight 32-byte vectors, vector 2p + e = row p's codes 16e .. 16e + 15, then row p + 4's.
+// The kernel (dot_q8_0x8_avx2.cc) shares the scale conversion, the multiply by d_y, the FMA and
+// the lane reduction between eight rows instead of paying them per row.
 //
 // Q4_Kx8: Q4_K matrices, the same bytes reordered (DType::kQ4_Kx8, {rows, k}, k % 256 == 0). Group
 // g (rows 8g .. 8g + 7) fills [8g * rb, (8g + 8) * rb), rb = k / 256 * 144, super-block column by
@@ -73,6 +78,15 @@ void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q4_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
+// Q8_0x8 counterparts: the exact int32 block sum per (row, token), then acc = fma(S, d * d_y,
+// acc); scalar and AVX2 bit-identical to each other.
+void repack_q8_0x8(const void* src, void* dst, int64_t rows, int64_t k);
+void unpack_row_q8_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
+void gemm_q8_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
 // Q4_Kx8 counterparts. The kernels compute per (row, token) and super-block the exact int32 sums
 // S = sum sc * q * y and M = sum m * (Q8_K group sums), then acc = fma(S, d * d_y, acc) and
 // macc = fma(M, dmin * d_y, macc), output acc - macc: scalar and AVX2 are bit-identical to each
@@ -94,12 +108,12 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// True for the repacked layouts (Q4_0x8, Q4_Kx8, Q6_Kx8); base_type gives the file type they
+// True for the repacked layouts (Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8); base_type gives the file type they
 // reorder.
 bool is_repacked(DType t);
 DType base_type(DType t);
 
-// gemm_rows for a repacked problem (p.w_type Q4_0x8, Q4_Kx8 or Q6_Kx8, p.w_stride the base type's row
+// gemm_rows for a repacked problem (p.w_type one of them, p.w_stride the base type's row
 // size, `rows` the matrix's row count): rows [r0, r1), r0 a multiple of 8. Tail rows go to the
 // base type's kernels.
 void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1);

@@ -1,7 +1,8 @@
-// Q4_Kx8 and Q6_Kx8 (load-time repacked K-quants, backends/cpu/repack.h): the byte layouts against
-// the header, round trips, scalar and AVX2 kernels bit-identical to each other and within f32
-// rounding of a double-precision dot of the dequantized rows, the largest integer sums, and every
-// consumer (matmul at 1-17 tokens and 1-3 threads, the BLAS prefill path, embed_rows).
+// Q8_0x8, Q4_Kx8 and Q6_Kx8 (load-time repacked layouts, backends/cpu/repack.h; Q4_0x8 has its
+// own file): the byte layouts against the header, round trips, scalar and AVX2 kernels
+// bit-identical to each other and within f32 rounding of a double-precision dot of the dequantized
+// rows, the largest integer sums, and every consumer (matmul at 1-17 tokens and 1-3 threads, the
+// BLAS prefill path, embed_rows).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +50,8 @@ const Layout kLayouts[] = {
      cpu::gemm_q4_kx8_avx2},
     {DType::kQ6_K, DType::kQ6_Kx8, cpu::repack_q6_kx8, cpu::unpack_row_q6_kx8, cpu::gemm_q6_kx8_ref,
      cpu::gemm_q6_kx8_avx2},
+    {DType::kQ8_0, DType::kQ8_0x8, cpu::repack_q8_0x8, cpu::unpack_row_q8_0x8, cpu::gemm_q8_0x8_ref,
+     cpu::gemm_q8_0x8_avx2},
 };
 
 std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, int64_t rows,
@@ -156,7 +159,7 @@ TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
     }
     std::vector<uint8_t> w(8 * row_bytes(l.base, 256)), out(row_bytes(l.base, 256));
     EXPECT_THROW(l.unpack(w.data(), 8, 256, 8, out.data()), Error) << name;
-    EXPECT_THROW(l.repack(w.data(), out.data(), 8, 288), Error) << name;
+    EXPECT_THROW(l.repack(w.data(), out.data(), 8, 200), Error) << name;
   }
 }
 
@@ -168,13 +171,19 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
     for (int64_t k : kKs) {
       for (bool random_bits : {false, true}) {
         constexpr int64_t kRowsN = 24;
-        const size_t rb = row_bytes(l.base, k), xs = row_bytes(DType::kQ8_K, k);
+        const DType xt = cpu::vec_dot_type(l.base);
+        const size_t rb = row_bytes(l.base, k), xs = row_bytes(xt, k);
         const auto w = random_bits ? test::random_blocks(l.base, kRowsN * k, 5)
                                    : quantized_rows(l.base, kRowsN, k, 100);
         const auto p = repacked(l, w, kRowsN, k);
         for (int64_t n : {1, 2, 3, 4, 5, 7}) {
-          const auto x = random_bits ? test::random_blocks(DType::kQ8_K, n * k, 9)
-                                     : quantized_rows(DType::kQ8_K, n, k, 200);
+          auto x = random_bits ? test::random_blocks(xt, n * k, 9) : quantized_rows(xt, n, k, 200);
+          // Q8_0 activations are -127..127 (the sign trick cannot negate -128; the quantizer
+          // never writes it).
+          if (xt == DType::kQ8_0)
+            for (size_t b = 0; b < x.size(); b += 34)
+              for (size_t i = b + 2; i < b + 34; ++i)
+                if (x[i] == 0x80) x[i] = 0x81;
           std::vector<float> ref(n * kRowsN, -1.0f), simd(n * kRowsN, -2.0f);
           l.ref(k, p.data(), kRowsN / 8, x.data(), xs, n, ref.data(), kRowsN);
           if (cpu::isa_supported(Isa::kAvx2)) {
@@ -185,7 +194,7 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
           }
           std::vector<float> wf(k), xf(k);
           for (int64_t t = 0; t < n; ++t) {
-            cpu::dequantize_row(DType::kQ8_K, x.data() + t * xs, xf.data(), k);
+            cpu::dequantize_row(xt, x.data() + t * xs, xf.data(), k);
             for (int64_t r = 0; r < kRowsN; ++r) {
               cpu::dequantize_row(l.base, w.data() + r * rb, wf.data(), k);
               const test::DotRef d = test::dot_ref(wf.data(), xf.data(), k);
@@ -278,6 +287,63 @@ TEST(RepackQ6_Kx8, LargestSums) {
   }
 }
 
+// Q8_0x8: every byte where repack.h says (BlockQ8_0: d at 0, codes at 2).
+TEST(RepackQ8_0x8, LayoutFollowsTheHeader) {
+  for (int64_t rows : kRowCounts) {
+    for (int64_t k : {32, 96, 1024}) {
+      const size_t rb = row_bytes(DType::kQ8_0, k);
+      const auto w = test::random_blocks(DType::kQ8_0, rows * k, 7);
+      const auto p = repacked(kLayouts[2], w, rows, k);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < k / 32; ++i) {
+          const uint8_t* src = w.data() + r * rb + i * 34;
+          if (r >= rows / 8 * 8) {
+            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * 34, src, 34), 0) << "tail " << r;
+            continue;
+          }
+          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 272;
+          const int64_t l = r % 8;
+          ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
+          for (int e = 0; e < 2; ++e)
+            ASSERT_EQ(
+                std::memcmp(col + 16 + 32 * (2 * (l % 4) + e) + 16 * (l / 4), src + 2 + 16 * e, 16),
+                0)
+                << "codes row " << r << " half " << e;
+        }
+      }
+    }
+  }
+}
+
+// Weight codes -128 (which the sign trick takes as magnitude 128) or 127 against activations of
+// -127 or 127: the largest maddubs pairs (2 * 128 * 127); with d = d_y = 1 the dots are exact.
+TEST(RepackQ8_0x8, LargestSums) {
+  constexpr int64_t kN = 64;
+  const size_t rb = row_bytes(DType::kQ8_0, kN);
+  for (int w_code : {-128, 127}) {
+    for (int y_code : {-127, 127}) {
+      std::vector<uint8_t> w(rb * 8), x(rb);
+      for (int64_t b = 0; b < kN / 32 * 8; ++b) {
+        w[b * 34] = 0x00, w[b * 34 + 1] = 0x3C;  // 1.0
+        std::memset(&w[b * 34 + 2], w_code & 0xFF, 32);
+      }
+      for (int64_t b = 0; b < kN / 32; ++b) {
+        x[b * 34] = 0x00, x[b * 34 + 1] = 0x3C;
+        std::memset(&x[b * 34 + 2], y_code & 0xFF, 32);
+      }
+      const auto p = repacked(kLayouts[2], w, 8, kN);
+      for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+        if (!cpu::isa_supported(isa)) continue;
+        float y[8];
+        (isa == Isa::kAvx2 ? cpu::gemm_q8_0x8_avx2 : cpu::gemm_q8_0x8_ref)(kN, p.data(), 1,
+                                                                           x.data(), rb, 1, y, 8);
+        for (int r = 0; r < 8; ++r)
+          EXPECT_EQ(y[r], static_cast<float>(kN * w_code * y_code)) << "row " << r;
+      }
+    }
+  }
+}
+
 // matmul on a repacked tensor against the original: decode (1 token) and batched decode (3 and
 // 8) within f32 rounding, the BLAS prefill path (17 tokens, the same dequantized panels) and
 // embed_rows exactly; tails and 1-3 threads included.
@@ -328,6 +394,7 @@ TEST(RepackK, IsNotAFileType) {
   }
   EXPECT_FALSE(dtype_from_name("q4_kx8").has_value());
   EXPECT_FALSE(dtype_from_name("q6_kx8").has_value());
+  EXPECT_FALSE(dtype_from_name("q8_0x8").has_value());
 }
 
 }  // namespace
