@@ -13,17 +13,15 @@
 // super-block, so the two are bit-identical.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/repack_x8.h"
 #include "backends/cpu/simd_avx2.h"
 
 namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
-constexpr int kMaxTokens = 4;
 // Bytes ahead of the current column that are prefetched (a thread's groups are one stream).
 constexpr size_t kPrefetchAhead = 2048;
 
@@ -145,18 +143,9 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 
 void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  const int64_t nb = k / kQKK;
-  using Fn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*, int64_t);
-  static constexpr Fn kFns[] = {group_tokens<1>, group_tokens<2>, group_tokens<3>, group_tokens<4>};
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    // The group (8 rows) stays in L1/L2 across the token passes.
-    for (int64_t t = 0; t < n_tokens; t += kMaxTokens) {
-      const int nx = static_cast<int>(std::min<int64_t>(kMaxTokens, n_tokens - t));
-      kFns[nx - 1](nb, group, x + static_cast<size_t>(t) * x_stride, x_stride,
-                   y + t * y_stride + g * 8, y_stride);
-    }
-  }
+  static constexpr X8GroupFn kFns[] = {group_tokens<1>, group_tokens<2>, group_tokens<3>,
+                                       group_tokens<4>};
+  gemm_x8_groups(kFns, k / kQKK, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace nexus::cpu

@@ -13,10 +13,9 @@
 // gemm_q6_kx8_ref performs the same exact integer sums and the same FMA: bit-identical.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/repack_x8.h"
 #include "backends/cpu/simd_avx2.h"
 
 namespace nexus::cpu {
@@ -24,7 +23,6 @@ namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ6_K);  // 1680
 constexpr size_t kLowOffset = 144, kHighOffset = 1168;
-constexpr int kMaxTokens = 4;
 constexpr size_t kPrefetchAhead = 2048;
 
 inline __m256i load256(const uint8_t* p) {
@@ -128,17 +126,9 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  const int64_t nb = k / kQKK;
-  using Fn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*, int64_t);
-  static constexpr Fn kFns[] = {group_tokens<1>, group_tokens<2>, group_tokens<3>, group_tokens<4>};
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    for (int64_t t = 0; t < n_tokens; t += kMaxTokens) {
-      const int nx = static_cast<int>(std::min<int64_t>(kMaxTokens, n_tokens - t));
-      kFns[nx - 1](nb, group, x + static_cast<size_t>(t) * x_stride, x_stride,
-                   y + t * y_stride + g * 8, y_stride);
-    }
-  }
+  static constexpr X8GroupFn kFns[] = {group_tokens<1>, group_tokens<2>, group_tokens<3>,
+                                       group_tokens<4>};
+  gemm_x8_groups(kFns, k / kQKK, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride);
 }
 
 }  // namespace nexus::cpu

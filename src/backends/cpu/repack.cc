@@ -10,6 +10,7 @@
 
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/quant.h"
+#include "backends/cpu/repack_x8.h"
 #include "nexus/status.h"
 
 namespace nexus::cpu {
@@ -25,57 +26,26 @@ constexpr size_t code_offset(int64_t r) {
          static_cast<size_t>(r / 4) * kCodeBytes;
 }
 
-void check_shape(const char* what, int64_t rows, int64_t k) {
-  NEXUS_CHECK(rows >= 0 && k >= 0 && k % kQK == 0,
-              std::string("[") + what + "] Q4_0x8 matrix " + std::to_string(rows) + "x" +
-                  std::to_string(k) + ": k must be a multiple of 32");
+void put_block(const uint8_t* block, int64_t lane, uint8_t* col) {
+  std::memcpy(col + lane * sizeof(Half), block, sizeof(Half));
+  std::memcpy(col + code_offset(lane), block + sizeof(Half), kCodeBytes);
 }
+
+void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
+  std::memcpy(block, col + lane * sizeof(Half), sizeof(Half));
+  std::memcpy(block + sizeof(Half), col + code_offset(lane), kCodeBytes);
+}
+
+constexpr X8Layout kLayout = {"Q4_0x8", kQK, sizeof(BlockQ4_0), put_block, get_block};
 
 }  // namespace
 
 void repack_q4_0x8(const void* src, void* dst, int64_t rows, int64_t k) {
-  check_shape("repack_q4_0x8", rows, k);
-  const int64_t nb = k / kQK;
-  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
-  const int64_t full = rows / kRepackRows * kRepackRows;
-  for (int64_t g = 0; g < full; g += kRepackRows) {
-    const uint8_t* gs = s + static_cast<size_t>(g) * rb;
-    uint8_t* gd = d + static_cast<size_t>(g) * rb;
-    for (int64_t i = 0; i < nb; ++i) {
-      uint8_t* col = gd + static_cast<size_t>(i) * kColumnBytes;
-      for (int64_t r = 0; r < kRepackRows; ++r) {
-        const auto* b = reinterpret_cast<const BlockQ4_0*>(gs + static_cast<size_t>(r) * rb) + i;
-        std::memcpy(col + r * sizeof(Half), &b->d, sizeof(Half));
-        std::memcpy(col + code_offset(r), b->qs, kCodeBytes);
-      }
-    }
-  }
-  // The tail keeps the plain layout.
-  std::memcpy(d + static_cast<size_t>(full) * rb, s + static_cast<size_t>(full) * rb,
-              static_cast<size_t>(rows - full) * rb);
+  repack_x8(kLayout, "repack_q4_0x8", src, dst, rows, k);
 }
 
 void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out) {
-  check_shape("unpack_row_q4_0x8", rows, k);
-  NEXUS_CHECK(r >= 0 && r < rows, "[unpack_row_q4_0x8] row " + std::to_string(r) +
-                                      " out of range for " + std::to_string(rows) + " rows");
-  const int64_t nb = k / kQK;
-  const size_t rb = static_cast<size_t>(nb) * sizeof(BlockQ4_0);
-  const auto* base = static_cast<const uint8_t*>(w);
-  if (r >= rows / kRepackRows * kRepackRows) {
-    std::memcpy(out, base + static_cast<size_t>(r) * rb, rb);
-    return;
-  }
-  const uint8_t* group = base + static_cast<size_t>(r - r % kRepackRows) * rb;
-  const int64_t lane = r % kRepackRows;
-  auto* o = static_cast<BlockQ4_0*>(out);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
-    std::memcpy(&o[i].d, col + lane * sizeof(Half), sizeof(Half));
-    std::memcpy(o[i].qs, col + code_offset(lane), kCodeBytes);
-  }
+  unpack_row_x8(kLayout, "unpack_row_q4_0x8", w, rows, k, r, out);
 }
 
 bool is_repacked(DType t) {

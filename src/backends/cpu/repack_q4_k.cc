@@ -1,14 +1,12 @@
-// Q4_Kx8 layout (see repack.h): repacking, row unpacking, the scalar reference kernel and the
-// gemm_rows driver that picks the AVX2 or the scalar kernel.
-#include <algorithm>
+// Q4_Kx8 layout (see repack.h): where a row's super-block goes in a column (the rest of repacking
+// is repack_x8.cc) and the scalar reference kernel.
 #include <cmath>
 #include <cstring>
-#include <string>
 
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
-#include "nexus/status.h"
+#include "backends/cpu/repack_x8.h"
 
 namespace nexus::cpu {
 namespace {
@@ -29,14 +27,10 @@ constexpr size_t code_offset(int c, int e, int64_t r) {
          static_cast<size_t>(r / 4) * 16;
 }
 
-void check_shape(const char* what, int64_t rows, int64_t k) {
-  NEXUS_CHECK(rows >= 0 && k >= 0 && k % kQKK == 0,
-              std::string("[") + what + "] Q4_Kx8 matrix " + std::to_string(rows) + "x" +
-                  std::to_string(k) + ": k must be a multiple of 256");
-}
-
-// Writes super-block i of row `lane` (a BlockQ4_K) into its column.
-void put_block(const BlockQ4_K& b, int64_t lane, uint8_t* col) {
+// One row's super-block into its column, and back.
+void put_block(const uint8_t* block, int64_t lane, uint8_t* col) {
+  BlockQ4_K b;
+  std::memcpy(&b, block, sizeof(b));
   std::memcpy(col + lane * sizeof(Half), &b.d, sizeof(Half));
   std::memcpy(col + kDminOffset + lane * sizeof(Half), &b.dmin, sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(col + scale_offset(w, lane), b.scales + 4 * w, 4);
@@ -45,7 +39,8 @@ void put_block(const BlockQ4_K& b, int64_t lane, uint8_t* col) {
       std::memcpy(col + code_offset(c, e, lane), b.qs + 32 * c + 16 * e, 16);
 }
 
-void get_block(const uint8_t* col, int64_t lane, BlockQ4_K* b) {
+void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
+  auto* b = reinterpret_cast<BlockQ4_K*>(block);
   std::memcpy(&b->d, col + lane * sizeof(Half), sizeof(Half));
   std::memcpy(&b->dmin, col + kDminOffset + lane * sizeof(Half), sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(b->scales + 4 * w, col + scale_offset(w, lane), 4);
@@ -54,39 +49,16 @@ void get_block(const uint8_t* col, int64_t lane, BlockQ4_K* b) {
       std::memcpy(b->qs + 32 * c + 16 * e, col + code_offset(c, e, lane), 16);
 }
 
+constexpr X8Layout kLayout = {"Q4_Kx8", kQKK, kRowBlock, put_block, get_block};
+
 }  // namespace
 
 void repack_q4_kx8(const void* src, void* dst, int64_t rows, int64_t k) {
-  check_shape("repack_q4_kx8", rows, k);
-  const int64_t nb = k / kQKK;
-  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
-  const int64_t full = rows / kRepackRows * kRepackRows;
-  for (int64_t g = 0; g < full; g += kRepackRows)
-    for (int64_t r = 0; r < kRepackRows; ++r) {
-      const auto* row = reinterpret_cast<const BlockQ4_K*>(s + static_cast<size_t>(g + r) * rb);
-      uint8_t* group = d + static_cast<size_t>(g) * rb;
-      for (int64_t i = 0; i < nb; ++i) put_block(row[i], r, group + i * kColumnBytes);
-    }
-  std::memcpy(d + static_cast<size_t>(full) * rb, s + static_cast<size_t>(full) * rb,
-              static_cast<size_t>(rows - full) * rb);
+  repack_x8(kLayout, "repack_q4_kx8", src, dst, rows, k);
 }
 
 void unpack_row_q4_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* out) {
-  check_shape("unpack_row_q4_kx8", rows, k);
-  NEXUS_CHECK(r >= 0 && r < rows, "[unpack_row_q4_kx8] row " + std::to_string(r) +
-                                      " out of range for " + std::to_string(rows) + " rows");
-  const int64_t nb = k / kQKK;
-  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
-  const auto* base = static_cast<const uint8_t*>(w);
-  if (r >= rows / kRepackRows * kRepackRows) {
-    std::memcpy(out, base + static_cast<size_t>(r) * rb, rb);
-    return;
-  }
-  const uint8_t* group = base + static_cast<size_t>(r - r % kRepackRows) * rb;
-  auto* o = static_cast<BlockQ4_K*>(out);
-  for (int64_t i = 0; i < nb; ++i) get_block(group + i * kColumnBytes, r % kRepackRows, &o[i]);
+  unpack_row_x8(kLayout, "unpack_row_q4_kx8", w, rows, k, r, out);
 }
 
 void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
@@ -102,7 +74,7 @@ void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
         float acc = 0.0f, macc = 0.0f;
         for (int64_t i = 0; i < nb; ++i) {
           BlockQ4_K a;
-          get_block(group + i * kColumnBytes, r, &a);
+          get_block(group + i * kColumnBytes, r, reinterpret_cast<uint8_t*>(&a));
           int32_t s = 0, m = 0;
           for (int j = 0; j < 8; ++j) {
             uint8_t sc, mn;

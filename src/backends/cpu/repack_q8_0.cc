@@ -1,12 +1,12 @@
-// Q8_0x8 layout (see repack.h): repacking, row unpacking and the scalar reference kernel.
+// Q8_0x8 layout (see repack.h): where a row's block goes in a column (the rest of repacking is
+// repack_x8.cc) and the scalar reference kernel.
 #include <cmath>
 #include <cstring>
-#include <string>
 
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
-#include "nexus/status.h"
+#include "backends/cpu/repack_x8.h"
 
 namespace nexus::cpu {
 namespace {
@@ -20,54 +20,28 @@ constexpr size_t code_offset(int e, int64_t r) {
   return kCodesOffset + 32 * static_cast<size_t>(2 * (r % 4) + e) + 16 * static_cast<size_t>(r / 4);
 }
 
-void check_shape(const char* what, int64_t rows, int64_t k) {
-  NEXUS_CHECK(rows >= 0 && k >= 0 && k % kQK == 0,
-              std::string("[") + what + "] Q8_0x8 matrix " + std::to_string(rows) + "x" +
-                  std::to_string(k) + ": k must be a multiple of 32");
+void put_block(const uint8_t* block, int64_t lane, uint8_t* col) {
+  std::memcpy(col + lane * sizeof(Half), block, sizeof(Half));
+  for (int e = 0; e < 2; ++e)
+    std::memcpy(col + code_offset(e, lane), block + sizeof(Half) + 16 * e, 16);
 }
+
+void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
+  std::memcpy(block, col + lane * sizeof(Half), sizeof(Half));
+  for (int e = 0; e < 2; ++e)
+    std::memcpy(block + sizeof(Half) + 16 * e, col + code_offset(e, lane), 16);
+}
+
+constexpr X8Layout kLayout = {"Q8_0x8", kQK, kRowBlock, put_block, get_block};
 
 }  // namespace
 
 void repack_q8_0x8(const void* src, void* dst, int64_t rows, int64_t k) {
-  check_shape("repack_q8_0x8", rows, k);
-  const int64_t nb = k / kQK;
-  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
-  const int64_t full = rows / kRepackRows * kRepackRows;
-  for (int64_t g = 0; g < full; g += kRepackRows)
-    for (int64_t r = 0; r < kRepackRows; ++r) {
-      const auto* row = reinterpret_cast<const BlockQ8_0*>(s + static_cast<size_t>(g + r) * rb);
-      uint8_t* group = d + static_cast<size_t>(g) * rb;
-      for (int64_t i = 0; i < nb; ++i) {
-        uint8_t* col = group + i * kColumnBytes;
-        std::memcpy(col + r * sizeof(Half), &row[i].d, sizeof(Half));
-        for (int e = 0; e < 2; ++e) std::memcpy(col + code_offset(e, r), row[i].qs + 16 * e, 16);
-      }
-    }
-  std::memcpy(d + static_cast<size_t>(full) * rb, s + static_cast<size_t>(full) * rb,
-              static_cast<size_t>(rows - full) * rb);
+  repack_x8(kLayout, "repack_q8_0x8", src, dst, rows, k);
 }
 
 void unpack_row_q8_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out) {
-  check_shape("unpack_row_q8_0x8", rows, k);
-  NEXUS_CHECK(r >= 0 && r < rows, "[unpack_row_q8_0x8] row " + std::to_string(r) +
-                                      " out of range for " + std::to_string(rows) + " rows");
-  const int64_t nb = k / kQK;
-  const size_t rb = static_cast<size_t>(nb) * kRowBlock;
-  const auto* base = static_cast<const uint8_t*>(w);
-  if (r >= rows / kRepackRows * kRepackRows) {
-    std::memcpy(out, base + static_cast<size_t>(r) * rb, rb);
-    return;
-  }
-  const uint8_t* group = base + static_cast<size_t>(r - r % kRepackRows) * rb;
-  const int64_t lane = r % kRepackRows;
-  auto* o = static_cast<BlockQ8_0*>(out);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = group + i * kColumnBytes;
-    std::memcpy(&o[i].d, col + lane * sizeof(Half), sizeof(Half));
-    for (int e = 0; e < 2; ++e) std::memcpy(o[i].qs + 16 * e, col + code_offset(e, lane), 16);
-  }
+  unpack_row_x8(kLayout, "unpack_row_q8_0x8", w, rows, k, r, out);
 }
 
 void gemm_q8_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
