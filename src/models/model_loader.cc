@@ -137,7 +137,12 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
     }
   }
   // Faster in-memory layouts for some matmul weights (which ones is decided there).
-  repack_weights(w, file_mapped);
+  MappedSource source;
+  if (file_mapped && !f.tensors().empty()) {
+    const GgufTensorInfo& t = f.tensors().front();
+    source = {f.path(), t.data - f.data_offset() - t.offset};
+  }
+  repack_weights(w, source.base != nullptr ? &source : nullptr);
   return m;
 }
 

@@ -1,10 +1,12 @@
 // repack_weights: which tensors are repacked at load (see weight_repack.h) and the copying.
 #include "models/weight_repack.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +44,17 @@ DType repacked_type(const Tensor& t) {
 bool wants_repack(const Tensor& t) { return repacked_type(t) != DType::kF32; }
 bool is_matrix(const Tensor& t) { return !t.empty() && t.rank() == 2; }
 
+// n bytes at file offset off into dst; false on any error or a short file.
+bool read_at(int fd, uint8_t* dst, size_t n, size_t off) {
+  while (n > 0) {
+    const ssize_t got = pread(fd, dst, n, static_cast<off_t>(off));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    dst += got, off += static_cast<size_t>(got), n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
 // Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
 size_t release_pages(const void* p, size_t n) {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -60,7 +73,8 @@ bool repack_enabled() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-RepackStats repack_weights(ModelWeights& w, bool release_source) {
+RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
+  const bool release_source = source != nullptr;
   RepackStats st;
   if (!repack_enabled()) return st;
   std::vector<Tensor*> slots = {&w.tok_embd, &w.output};
@@ -90,6 +104,9 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   const int n_threads =
       static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 4u));
   std::vector<RepackStats> part(n_threads);
+  std::vector<std::vector<uint8_t>> bounce(n_threads);
+  // Read the file itself when it can be opened (else the mapping is read).
+  const int fd = source != nullptr ? open(source->path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
   auto work = [&](int id) {
     for (Tensor* t : order) {
       const size_t off = offset_of.at(t->data());
@@ -105,19 +122,30 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
                                                   cpu::kRepackRows * cpu::kRepackRows);
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = std::min(chunk, rows - r0);
+        const size_t bytes = static_cast<size_t>(n) * rb;
         const auto* src = static_cast<const uint8_t*>(t->data()) + r0 * rb;
         uint8_t* dst = base + off + r0 * rb;
+        // From the file: straight into the copy, or into a bounce buffer to be repacked.
+        const uint8_t* from = src;
+        if (fd >= 0) {
+          uint8_t* into = to == DType::kF32 ? dst : bounce[id].data();
+          if (to != DType::kF32 && bounce[id].size() < bytes) {
+            bounce[id].resize(bytes);
+            into = bounce[id].data();
+          }
+          if (read_at(fd, into, bytes, static_cast<size_t>(src - source->base))) from = into;
+        }
         if (to == DType::kQ4_0x8)
-          cpu::repack_q4_0x8(src, dst, n, k);
+          cpu::repack_q4_0x8(from, dst, n, k);
         else if (to == DType::kQ8_0x8)
-          cpu::repack_q8_0x8(src, dst, n, k);
+          cpu::repack_q8_0x8(from, dst, n, k);
         else if (to == DType::kQ4_Kx8)
-          cpu::repack_q4_kx8(src, dst, n, k);
+          cpu::repack_q4_kx8(from, dst, n, k);
         else if (to == DType::kQ6_Kx8)
-          cpu::repack_q6_kx8(src, dst, n, k);
-        else
-          std::memcpy(dst, src, static_cast<size_t>(n) * rb);
-        if (release_source) part[id].released += release_pages(src, static_cast<size_t>(n) * rb);
+          cpu::repack_q6_kx8(from, dst, n, k);
+        else if (from != dst)
+          std::memcpy(dst, from, bytes);
+        if (release_source) part[id].released += release_pages(src, bytes);
       }
       part[id].tensors += 1;
       part[id].bytes += t->nbytes();
@@ -127,6 +155,7 @@ RepackStats repack_weights(ModelWeights& w, bool release_source) {
   for (int id = 1; id < n_threads; ++id) threads.emplace_back(work, id);
   work(0);
   for (std::thread& th : threads) th.join();
+  if (fd >= 0) close(fd);
   for (const RepackStats& p : part) {
     st.tensors += p.tensors;
     st.bytes += p.bytes;

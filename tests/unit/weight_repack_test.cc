@@ -220,7 +220,9 @@ TEST(WeightRepack, ReleasedPagesStillReadTheFile) {
   ModelWeights w;
   w.tok_embd = f->tensor(*ti);
   w.output = w.tok_embd;
-  const RepackStats st = repack_weights(w, /*release_source=*/true);
+  const GgufTensorInfo& first = f->tensors().front();
+  const MappedSource source{q4_model_path(), first.data - f->data_offset() - first.offset};
+  const RepackStats st = repack_weights(w, &source);
   EXPECT_EQ(st.tensors, 1);
   EXPECT_EQ(st.bytes, ti->nbytes);
   EXPECT_GT(st.released, 0u);
