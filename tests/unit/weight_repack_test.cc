@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/repack.h"
 #include "io/gguf.h"
 #include "io/mapped_file.h"
 #include "models/random_model.h"
@@ -231,6 +232,17 @@ TEST(WeightRepack, ReleasedPagesStillReadTheFile) {
   ASSERT_TRUE(bytes);
   const size_t off = f->data_offset() + ti->offset;
   EXPECT_EQ(std::memcmp(ti->data, bytes->data() + off, ti->nbytes), 0);
+  // The repacked copy read with pread equals one read through the mapping (a source file that
+  // cannot be opened falls back to it) and one made from the file's bytes in memory.
+  ModelWeights v;
+  v.tok_embd = f->tensor(*ti);
+  v.output = v.tok_embd;
+  const MappedSource missing{"/nonexistent/nexus.gguf", source.base};
+  repack_weights(v, &missing);
+  std::vector<uint8_t> want(ti->nbytes);
+  cpu::repack_q4_0x8(bytes->data() + off, want.data(), ti->shape[0], ti->shape[1]);
+  EXPECT_EQ(std::memcmp(w.tok_embd.data(), want.data(), want.size()), 0);
+  EXPECT_EQ(std::memcmp(v.tok_embd.data(), want.data(), want.size()), 0);
 }
 
 }  // namespace
