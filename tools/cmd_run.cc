@@ -106,7 +106,7 @@ int run_main(int argc, char** argv) {
   std::fprintf(stderr,
                "\nprompt: %lld tokens, %.1f tokens/s | generated: %lld tokens, %.1f tokens/s | "
                "stop: %s | seed: %llu | threads: %d\n"
-               "memory: peak RSS %.1f MiB (weights mapped: %.1f MiB, KV cache %.1f MiB, "
+               "memory: peak RSS %.1f MiB (weights %.1f MiB, KV cache %.1f MiB, "
                "activations+scratch %.1f MiB)\n",
                static_cast<long long>(s.n_prompt),
                s.prefill_seconds > 0 ? s.n_prompt / s.prefill_seconds : 0.0,
