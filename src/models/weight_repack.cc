@@ -133,7 +133,13 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
             bounce[id].resize(bytes);
             into = bounce[id].data();
           }
-          if (read_at(fd, into, bytes, static_cast<size_t>(src - source->base))) from = into;
+          // The ends of the chunk must match the mapping: a file replaced on disk since it was
+          // mapped is not read (the mapping is, two page faults a chunk for the check).
+          const size_t edge = std::min<size_t>(64, bytes);
+          if (read_at(fd, into, bytes, static_cast<size_t>(src - source->base)) &&
+              std::memcmp(into, src, edge) == 0 &&
+              std::memcmp(into + bytes - edge, src + bytes - edge, edge) == 0)
+            from = into;
         }
         if (to == DType::kQ4_0x8)
           cpu::repack_q4_0x8(from, dst, n, k);

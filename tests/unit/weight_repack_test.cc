@@ -245,5 +245,35 @@ TEST(WeightRepack, ReleasedPagesStillReadTheFile) {
   EXPECT_EQ(std::memcmp(v.tok_embd.data(), want.data(), want.size()), 0);
 }
 
+// A file replaced on disk after it was mapped: the copy still holds the mapped (old) bytes.
+TEST(WeightRepack, AFileReplacedAfterMappingIsNotRead) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "nexus_repack_swap_" + std::to_string(getpid()) + ".gguf";
+  const std::string other = path + ".other";
+  GenModelOptions o;
+  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
+  o.type = ModelFileType::kF16;
+  ASSERT_TRUE(write_random_model(o, path).is_ok());
+  o.seed = 99;
+  ASSERT_TRUE(write_random_model(o, other).is_ok());
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f) << f.status().message();
+  auto old_bytes = read_file(path);
+  ASSERT_TRUE(old_bytes);
+  ASSERT_EQ(std::rename(other.c_str(), path.c_str()), 0);  // the mapping keeps the old inode
+  const GgufTensorInfo* ti = f->find_tensor("output.weight");
+  ASSERT_NE(ti, nullptr);
+  ModelWeights w;
+  w.output = f->tensor(*ti);
+  const GgufTensorInfo& first = f->tensors().front();
+  const MappedSource source{path, first.data - f->data_offset() - first.offset};
+  repack_weights(w, &source);
+  EXPECT_NE(w.output.data(), ti->data);
+  EXPECT_EQ(
+      std::memcmp(w.output.data(), old_bytes->data() + f->data_offset() + ti->offset, ti->nbytes),
+      0);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace nexus
