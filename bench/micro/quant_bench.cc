@@ -5,7 +5,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -113,24 +112,12 @@ void BM_Matmul(benchmark::State& state) {
 // Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights
 // repacked at load.
 // Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
-struct RepackedKernels {
-  void (*repack)(const void*, void*, int64_t, int64_t);
-  void (*gemm)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
-};
-std::optional<RepackedKernels> repacked_kernels(DType t) {
-  if (t == DType::kQ4_0) return RepackedKernels{cpu::repack_q4_0x8, cpu::gemm_q4_0x8_avx2};
-  if (t == DType::kQ8_0) return RepackedKernels{cpu::repack_q8_0x8, cpu::gemm_q8_0x8_avx2};
-  if (t == DType::kQ4_K) return RepackedKernels{cpu::repack_q4_kx8, cpu::gemm_q4_kx8_avx2};
-  if (t == DType::kQ6_K) return RepackedKernels{cpu::repack_q6_kx8, cpu::gemm_q6_kx8_avx2};
-  return std::nullopt;
-}
-
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const bool multi = state.range(1) != 0;
   const bool repacked = state.range(1) == 2;
-  const std::optional<RepackedKernels> rk = repacked_kernels(t);
-  if (repacked && !rk) {
+  const cpu::RepackedLayout* rk = cpu::layout_of_base(t);
+  if (repacked && rk == nullptr) {
     state.SkipWithError("no repacked layout for this type");
     return;
   }
@@ -158,7 +145,7 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   for (auto _ : state) {
     if (repacked) {
-      rk->gemm(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1, y.data(), kRows);
+      rk->avx2(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1, y.data(), kRows);
     } else if (multi) {
       for (int64_t r = 0; r < kRows; r += cpu::kMaxWeightRows)
         k.vec_dot_wrows(kK, w.data() + r * rb, rb, x.data(), cpu::kMaxWeightRows, y.data() + r);

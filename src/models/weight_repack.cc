@@ -31,17 +31,11 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 // copied as it is into the same huge pages: on this VM the file mapping's 4 KiB pages cost a TLB
 // miss per page walked (tg64 with and without the copy, alternating: Q06B F32 7.7-7.9 -> 12.6-12.7
 // t/s, F16 19.0-19.2 -> 24.1-24.2, Q8_0 37.2-37.9 -> 43.7-44.1; L110M F16 +5%). The token table
-// alone (untied) is read a few rows per token and stays a view of the file. kF32 means "not
-// repacked".
-DType repacked_type(const Tensor& t) {
-  if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return DType::kF32;
-  if (t.dtype() == DType::kQ4_0) return DType::kQ4_0x8;
-  if (t.dtype() == DType::kQ8_0) return DType::kQ8_0x8;
-  if (t.dtype() == DType::kQ4_K) return DType::kQ4_Kx8;
-  if (t.dtype() == DType::kQ6_K) return DType::kQ6_Kx8;
-  return DType::kF32;
+// alone (untied) is read a few rows per token and stays a view of the file. Null: not repacked.
+const cpu::RepackedLayout* repack_layout(const Tensor& t) {
+  if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return nullptr;
+  return cpu::layout_of_base(t.dtype());
 }
-bool wants_repack(const Tensor& t) { return repacked_type(t) != DType::kF32; }
 bool is_matrix(const Tensor& t) { return !t.empty() && t.rank() == 2; }
 
 // n bytes at file offset off into dst; false on any error or a short file.
@@ -88,7 +82,7 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   for (Tensor* t : slots) {
     if (t == &w.tok_embd && w.tok_embd.data() != w.output.data()) continue;  // lookups only
     const bool copy = release_source && is_matrix(*t);
-    if (!(wants_repack(*t) || copy) || offset_of.count(t->data())) continue;
+    if (!(repack_layout(*t) != nullptr || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
     total += round_up(t->nbytes(), kAlignment);
@@ -114,7 +108,7 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
       // In chunks of whole row groups, each chunk's source pages dropped right after it is
       // copied: the peak resident memory stays the model's size, not the model plus the largest
       // tensor (L15M F32 with its 37 MB head: 103 MiB whole-tensor, the file's 61 MB chunked).
-      const DType to = repacked_type(*t);
+      const cpu::RepackedLayout* layout = repack_layout(*t);
       const int64_t rows = t->dim(0), k = t->dim(1);
       const size_t rb = t->nbytes() / static_cast<size_t>(rows);
       const int64_t chunk =
@@ -128,9 +122,9 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
         // From the file: straight into the copy, or into a bounce buffer to be repacked.
         const uint8_t* from = src;
         if (fd >= 0) {
-          uint8_t* into = to == DType::kF32 ? dst : bounce[id].data();
-          if (to != DType::kF32 && bounce[id].size() < bytes) {
-            bounce[id].resize(bytes);
+          uint8_t* into = dst;
+          if (layout != nullptr) {
+            if (bounce[id].size() < bytes) bounce[id].resize(bytes);
             into = bounce[id].data();
           }
           // The ends of the chunk must match the mapping: a file replaced on disk since it was
@@ -141,14 +135,8 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
               std::memcmp(into + bytes - edge, src + bytes - edge, edge) == 0)
             from = into;
         }
-        if (to == DType::kQ4_0x8)
-          cpu::repack_q4_0x8(from, dst, n, k);
-        else if (to == DType::kQ8_0x8)
-          cpu::repack_q8_0x8(from, dst, n, k);
-        else if (to == DType::kQ4_Kx8)
-          cpu::repack_q4_kx8(from, dst, n, k);
-        else if (to == DType::kQ6_Kx8)
-          cpu::repack_q6_kx8(from, dst, n, k);
+        if (layout != nullptr)
+          layout->repack(from, dst, n, k);
         else if (from != dst)
           std::memcpy(dst, from, bytes);
         if (release_source) part[id].released += release_pages(src, bytes);
@@ -168,9 +156,11 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
     st.released += p.released;
   }
   std::map<const void*, Tensor> done;
-  for (Tensor* t : order)
-    done[t->data()] = Tensor(wants_repack(*t) ? repacked_type(*t) : t->dtype(), t->shape(),
+  for (Tensor* t : order) {
+    const cpu::RepackedLayout* layout = repack_layout(*t);
+    done[t->data()] = Tensor(layout != nullptr ? layout->packed : t->dtype(), t->shape(),
                              base + offset_of.at(t->data()), mem);
+  }
   for (Tensor* t : slots)
     if (auto it = done.find(t->data()); it != done.end()) *t = it->second;
   return st;

@@ -37,22 +37,13 @@ std::vector<uint8_t> quantized_rows(DType t, int64_t rows, int64_t k, uint32_t s
   return w;
 }
 
-// One repacked K-quant layout and its functions.
-struct Layout {
-  DType base, packed;
-  void (*repack)(const void*, void*, int64_t, int64_t);
-  void (*unpack)(const void*, int64_t, int64_t, int64_t, void*);
-  void (*ref)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
-  void (*avx2)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, float*, int64_t);
-};
-const Layout kLayouts[] = {
-    {DType::kQ4_K, DType::kQ4_Kx8, cpu::repack_q4_kx8, cpu::unpack_row_q4_kx8, cpu::gemm_q4_kx8_ref,
-     cpu::gemm_q4_kx8_avx2},
-    {DType::kQ6_K, DType::kQ6_Kx8, cpu::repack_q6_kx8, cpu::unpack_row_q6_kx8, cpu::gemm_q6_kx8_ref,
-     cpu::gemm_q6_kx8_avx2},
-    {DType::kQ8_0, DType::kQ8_0x8, cpu::repack_q8_0x8, cpu::unpack_row_q8_0x8, cpu::gemm_q8_0x8_ref,
-     cpu::gemm_q8_0x8_avx2},
-};
+using Layout = cpu::RepackedLayout;
+// The layouts this file tests, from the one table (Q4_0x8 has its own file, with exact vec_dot
+// parity).
+const Layout& kQ4_K = *cpu::layout_of_base(DType::kQ4_K);
+const Layout& kQ6_K = *cpu::layout_of_base(DType::kQ6_K);
+const Layout& kQ8_0 = *cpu::layout_of_base(DType::kQ8_0);
+const Layout* const kLayouts[] = {&kQ4_K, &kQ6_K, &kQ8_0};
 
 std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, int64_t rows,
                               int64_t k) {
@@ -71,7 +62,7 @@ TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
     for (int64_t k : kKs) {
       const size_t rb = row_bytes(DType::kQ4_K, k);
       const auto w = test::random_blocks(DType::kQ4_K, rows * k, 7);
-      const auto p = repacked(kLayouts[0], w, rows, k);
+      const auto p = repacked(kQ4_K, w, rows, k);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t i = 0; i < k / 256; ++i) {
           const uint8_t* src = w.data() + r * rb + i * kBlock;
@@ -105,7 +96,7 @@ TEST(RepackQ6_Kx8, LayoutFollowsTheHeader) {
     for (int64_t k : kKs) {
       const size_t rb = row_bytes(DType::kQ6_K, k);
       const auto w = test::random_blocks(DType::kQ6_K, rows * k, 7);
-      const auto p = repacked(kLayouts[1], w, rows, k);
+      const auto p = repacked(kQ6_K, w, rows, k);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t i = 0; i < k / 256; ++i) {
           const uint8_t* src = w.data() + r * rb + i * kQ6;
@@ -139,7 +130,8 @@ TEST(RepackQ6_Kx8, LayoutFollowsTheHeader) {
 }
 
 TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
-  for (const Layout& l : kLayouts) {
+  for (const Layout* lp : kLayouts) {
+    const Layout& l = *lp;
     const std::string name(dtype_name(l.packed));
     for (int64_t rows : kRowCounts) {
       for (int64_t k : kKs) {
@@ -149,7 +141,7 @@ TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
         std::vector<uint8_t> row(rb);
         std::vector<float> a(k), b(k);
         for (int64_t r = 0; r < rows; ++r) {
-          l.unpack(p.data(), rows, k, r, row.data());
+          l.unpack_row(p.data(), rows, k, r, row.data());
           ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, rb), 0) << name << " row " << r;
           cpu::dequantize_row(l.base, w.data() + r * rb, a.data(), k);
           cpu::dequantize_matrix_row(l.packed, p.data(), rows, k, r, b.data());
@@ -158,7 +150,7 @@ TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
       }
     }
     std::vector<uint8_t> w(8 * row_bytes(l.base, 256)), out(row_bytes(l.base, 256));
-    EXPECT_THROW(l.unpack(w.data(), 8, 256, 8, out.data()), Error) << name;
+    EXPECT_THROW(l.unpack_row(w.data(), 8, 256, 8, out.data()), Error) << name;
     EXPECT_THROW(l.repack(w.data(), out.data(), 8, 200), Error) << name;
   }
 }
@@ -166,7 +158,8 @@ TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
 // Scalar and AVX2 kernels: bit-identical to each other for 1-7 tokens (passes of 4 + 3), and each
 // output within f32 accumulation error of the double dot of the dequantized row and activation.
 TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
-  for (const Layout& l : kLayouts) {
+  for (const Layout* lp : kLayouts) {
+    const Layout& l = *lp;
     const std::string name(dtype_name(l.packed));
     for (int64_t k : kKs) {
       for (bool random_bits : {false, true}) {
@@ -235,7 +228,7 @@ TEST(RepackQ4_Kx8, LargestSums) {
         std::memset(blk->qs, y_code & 0xFF, sizeof(blk->qs));
         for (int g = 0; g < 16; ++g) blk->bsums[g] = static_cast<int16_t>(16 * y_code);
       }
-      const auto p = repacked(kLayouts[0], w, 8, kN);
+      const auto p = repacked(kQ4_K, w, 8, kN);
       const float want = static_cast<float>(kN * 63 * 15 * y_code - kN * mn * y_code);
       for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
         if (!cpu::isa_supported(isa)) continue;
@@ -271,7 +264,7 @@ TEST(RepackQ6_Kx8, LargestSums) {
           std::memset(blk->qs, y_code & 0xFF, sizeof(blk->qs));
           for (int g = 0; g < 16; ++g) blk->bsums[g] = static_cast<int16_t>(16 * y_code);
         }
-        const auto p = repacked(kLayouts[1], w, 8, kN);
+        const auto p = repacked(kQ6_K, w, 8, kN);
         const float want = static_cast<float>(int64_t{kN} * (code - 32) * y_code * sc);
         for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
           if (!cpu::isa_supported(isa)) continue;
@@ -293,7 +286,7 @@ TEST(RepackQ8_0x8, LayoutFollowsTheHeader) {
     for (int64_t k : {32, 96, 1024}) {
       const size_t rb = row_bytes(DType::kQ8_0, k);
       const auto w = test::random_blocks(DType::kQ8_0, rows * k, 7);
-      const auto p = repacked(kLayouts[2], w, rows, k);
+      const auto p = repacked(kQ8_0, w, rows, k);
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t i = 0; i < k / 32; ++i) {
           const uint8_t* src = w.data() + r * rb + i * 34;
@@ -331,7 +324,7 @@ TEST(RepackQ8_0x8, LargestSums) {
         x[b * 34] = 0x00, x[b * 34 + 1] = 0x3C;
         std::memset(&x[b * 34 + 2], y_code & 0xFF, 32);
       }
-      const auto p = repacked(kLayouts[2], w, 8, kN);
+      const auto p = repacked(kQ8_0, w, 8, kN);
       for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
         if (!cpu::isa_supported(isa)) continue;
         float y[8];
@@ -348,7 +341,8 @@ TEST(RepackQ8_0x8, LargestSums) {
 // 8) within f32 rounding, the BLAS prefill path (17 tokens, the same dequantized panels) and
 // embed_rows exactly; tails and 1-3 threads included.
 TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
-  for (const Layout& l : kLayouts) {
+  for (const Layout* lp : kLayouts) {
+    const Layout& l = *lp;
     const std::string name(dtype_name(l.packed));
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
@@ -386,11 +380,24 @@ TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
   }
 }
 
-TEST(RepackK, IsNotAFileType) {
-  for (const Layout& l : kLayouts) {
-    EXPECT_EQ(traits(l.packed).block_bytes, traits(l.base).block_bytes);
-    EXPECT_EQ(traits(l.packed).block_size, traits(l.base).block_size);
-    EXPECT_FALSE(dtype_traits(static_cast<uint32_t>(l.packed)).has_value());
+// Every layout of the table: an in-memory type of its base's block shape that no file can
+// name, found both ways, and nothing else is repacked.
+TEST(RepackK, TheTableOfLayouts) {
+  EXPECT_EQ(cpu::repacked_layouts().size(), 4u);
+  for (const Layout& l : cpu::repacked_layouts()) {
+    const std::string name(dtype_name(l.packed));
+    EXPECT_EQ(traits(l.packed).block_bytes, traits(l.base).block_bytes) << name;
+    EXPECT_EQ(traits(l.packed).block_size, traits(l.base).block_size) << name;
+    EXPECT_FALSE(dtype_traits(static_cast<uint32_t>(l.packed)).has_value()) << name;
+    EXPECT_EQ(cpu::layout_of_packed(l.packed), &l) << name;
+    EXPECT_EQ(cpu::layout_of_base(l.base), &l) << name;
+    EXPECT_TRUE(cpu::is_repacked(l.packed)) << name;
+    EXPECT_EQ(cpu::base_type(l.packed), l.base) << name;
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ5_K, DType::kQ4_1}) {
+    EXPECT_EQ(cpu::layout_of_base(t), nullptr) << dtype_name(t);
+    EXPECT_FALSE(cpu::is_repacked(t)) << dtype_name(t);
+    EXPECT_EQ(cpu::base_type(t), t) << dtype_name(t);
   }
   EXPECT_FALSE(dtype_from_name("q4_kx8").has_value());
   EXPECT_FALSE(dtype_from_name("q6_kx8").has_value());

@@ -48,37 +48,51 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
   unpack_row_x8(kLayout, "unpack_row_q4_0x8", w, rows, k, r, out);
 }
 
-bool is_repacked(DType t) {
-  return t == DType::kQ4_0x8 || t == DType::kQ8_0x8 || t == DType::kQ4_Kx8 || t == DType::kQ6_Kx8;
+std::span<const RepackedLayout> repacked_layouts() {
+  static constexpr RepackedLayout kLayouts[] = {
+      {DType::kQ4_0x8, DType::kQ4_0, repack_q4_0x8, unpack_row_q4_0x8, gemm_q4_0x8_ref,
+       gemm_q4_0x8_avx2},
+      {DType::kQ8_0x8, DType::kQ8_0, repack_q8_0x8, unpack_row_q8_0x8, gemm_q8_0x8_ref,
+       gemm_q8_0x8_avx2},
+      {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,
+       gemm_q4_kx8_avx2},
+      {DType::kQ6_Kx8, DType::kQ6_K, repack_q6_kx8, unpack_row_q6_kx8, gemm_q6_kx8_ref,
+       gemm_q6_kx8_avx2},
+  };
+  return kLayouts;
 }
 
+const RepackedLayout* layout_of_packed(DType packed) {
+  for (const RepackedLayout& l : repacked_layouts())
+    if (l.packed == packed) return &l;
+  return nullptr;
+}
+
+const RepackedLayout* layout_of_base(DType base) {
+  for (const RepackedLayout& l : repacked_layouts())
+    if (l.base == base) return &l;
+  return nullptr;
+}
+
+bool is_repacked(DType t) { return layout_of_packed(t) != nullptr; }
+
 DType base_type(DType t) {
-  if (t == DType::kQ4_0x8) return DType::kQ4_0;
-  if (t == DType::kQ8_0x8) return DType::kQ8_0;
-  if (t == DType::kQ4_Kx8) return DType::kQ4_K;
-  if (t == DType::kQ6_Kx8) return DType::kQ6_K;
-  return t;
+  const RepackedLayout* l = layout_of_packed(t);
+  return l != nullptr ? l->base : t;
 }
 
 void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
                            float* out) {
-  if (!is_repacked(t)) {
+  const RepackedLayout* l = layout_of_packed(t);
+  if (l == nullptr) {
     dequantize_row(t, w + static_cast<size_t>(r) * row_bytes(t, k), out, k);
     return;
   }
   // Grown once per thread to the longest row seen.
   thread_local std::vector<uint8_t> row;
-  const DType base = base_type(t);
-  if (row.size() < row_bytes(base, k)) row.resize(row_bytes(base, k));
-  if (t == DType::kQ4_0x8)
-    unpack_row_q4_0x8(w, rows, k, r, row.data());
-  else if (t == DType::kQ8_0x8)
-    unpack_row_q8_0x8(w, rows, k, r, row.data());
-  else if (t == DType::kQ4_Kx8)
-    unpack_row_q4_kx8(w, rows, k, r, row.data());
-  else
-    unpack_row_q6_kx8(w, rows, k, r, row.data());
-  dequantize_row(base, row.data(), out, k);
+  if (row.size() < row_bytes(l->base, k)) row.resize(row_bytes(l->base, k));
+  l->unpack_row(w, rows, k, r, row.data());
+  dequantize_row(l->base, row.data(), out, k);
 }
 
 void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
@@ -112,8 +126,9 @@ void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 }
 
 void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1) {
+  const RepackedLayout* l = layout_of_packed(p.w_type);
   const int64_t full = rows / kRepackRows * kRepackRows;
-  NEXUS_CHECK(is_repacked(p.w_type) && r0 % kRepackRows == 0 && r0 <= r1 && r1 <= rows &&
+  NEXUS_CHECK(l != nullptr && r0 % kRepackRows == 0 && r0 <= r1 && r1 <= rows &&
                   (r1 >= full || r1 % kRepackRows == 0),
               "[gemm_rows_repacked] rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
                   ") do not start and end on a group of 8 (matrix of " + std::to_string(rows) +
@@ -121,18 +136,12 @@ void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t 
   const int64_t g1 = std::min(r1, full);
   if (r0 < g1) {
     const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
-    const bool avx2 = active_isa() == Isa::kAvx2;
-    using Kernel = void (*)(int64_t, const uint8_t*, int64_t, const uint8_t*, size_t, int64_t,
-                            float*, int64_t);
-    Kernel kernel = avx2 ? gemm_q6_kx8_avx2 : gemm_q6_kx8_ref;
-    if (p.w_type == DType::kQ4_0x8) kernel = avx2 ? gemm_q4_0x8_avx2 : gemm_q4_0x8_ref;
-    if (p.w_type == DType::kQ8_0x8) kernel = avx2 ? gemm_q8_0x8_avx2 : gemm_q8_0x8_ref;
-    if (p.w_type == DType::kQ4_Kx8) kernel = avx2 ? gemm_q4_kx8_avx2 : gemm_q4_kx8_ref;
+    const GemmX8Fn kernel = active_isa() == Isa::kAvx2 ? l->avx2 : l->ref;
     kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
   }
   if (r1 > full) {
     GemmProblem tail = p;
-    tail.w_type = base_type(p.w_type);
+    tail.w_type = l->base;
     gemm_rows(tail, std::max(r0, full), r1);
   }
 }

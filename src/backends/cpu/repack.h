@@ -1,8 +1,8 @@
 // Load-time repacked weight layouts, eight rows interleaved so the decode kernels read eight rows
 // with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8.
 //
-// Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor keeps its {rows, k} shape and
-// DType::kQ4_0x8.
+// Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor
+// keeps its {rows, k} shape and DType::kQ4_0x8.
 //
 // Layout (rb = k / 32 * 18 bytes, the Q4_0 row size): rows are taken in groups of eight. Group g
 // (rows 8g .. 8g + 7, g < rows / 8) fills bytes [8g * rb, (8g + 8) * rb) block column by block
@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "backends/cpu/gemm.h"
 #include "nexus/dtype.h"
@@ -65,7 +66,8 @@ void repack_q4_0x8(const void* src, void* dst, int64_t rows, int64_t k);
 void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
 
 // Row r of a weight matrix {rows, k} stored at w (row stride row_bytes(t, k)) as f32, for every
-// computable type and the repacked ones: lookups and panel expansion go through here so they read any layout.
+// computable type and the repacked ones: lookups and panel expansion go through here so they read
+// any layout.
 void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
                            float* out);
 
@@ -108,8 +110,25 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// True for the repacked layouts (Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8); base_type gives the file type they
-// reorder.
+// One repacked layout: its in-memory type, the file type it reorders, and its functions. The one
+// table of them (repack.cc) is what loading, dispatch, row reads, tests and benchmarks iterate.
+using GemmX8Fn = void (*)(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                          size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+struct RepackedLayout {
+  DType packed;
+  DType base;
+  void (*repack)(const void* src, void* dst, int64_t rows, int64_t k);
+  void (*unpack_row)(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
+  GemmX8Fn ref;
+  GemmX8Fn avx2;
+};
+// Every repacked layout (Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8).
+std::span<const RepackedLayout> repacked_layouts();
+// The layout whose in-memory type is `packed`, or whose file type is `base`; null when none.
+const RepackedLayout* layout_of_packed(DType packed);
+const RepackedLayout* layout_of_base(DType base);
+
+// True for the repacked layouts; base_type gives the file type they reorder (t itself otherwise).
 bool is_repacked(DType t);
 DType base_type(DType t);
 
