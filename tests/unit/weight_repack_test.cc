@@ -40,12 +40,35 @@ std::string q4_model_path() {
   return path;
 }
 
-std::unique_ptr<Model> load(bool repack) {
+// A random model of `shape` and `type` written to a temporary file named after `tag`.
+std::string write_model(const char* shape, ModelFileType type, const char* tag) {
+  GenModelOptions o;
+  o.shape = parse_model_shape(shape).value();
+  o.type = type;
+  const std::string p =
+      ::testing::TempDir() + "nexus_repack_" + tag + "_" + std::to_string(getpid()) + ".gguf";
+  EXPECT_TRUE(write_random_model(o, p).is_ok());
+  return p;
+}
+
+// The model at `path`, repacked at load or (NEXUS_REPACK=0) in the file's layout.
+std::unique_ptr<Model> load_path(const std::string& path, bool repack) {
   if (!repack) setenv("NEXUS_REPACK", "0", 1);
-  auto m = Model::load(q4_model_path());
+  auto m = Model::load(path);
   unsetenv("NEXUS_REPACK");
   EXPECT_TRUE(m) << m.status().message();
   return m ? std::move(m).value() : nullptr;
+}
+
+std::unique_ptr<Model> load(bool repack) { return load_path(q4_model_path(), repack); }
+
+// Every value of `b` within tol * max|a| of `a`'s.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol,
+                  const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  float scale = 0.0f;
+  for (float v : a) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * scale) << what << " " << i;
 }
 
 // Logits for a prompt of n tokens (all rows), then one more decoded token.
@@ -101,20 +124,13 @@ TEST(WeightRepack, LogitsAreUnchanged) {
 // repacked kernels sum each super-block exactly and round once per super-block, vec_dot per
 // lane); the 20-token prefill reads the same dequantized rows, so it is exact.
 TEST(WeightRepack, KQuantMatricesAreRepackedAndLogitsStayClose) {
-  GenModelOptions o;
-  o.shape = parse_model_shape("custom:dim=256,layers=2,heads=4,ffn=512,vocab=300").value();
-  o.type = ModelFileType::kQ4_K_M;
-  const std::string p =
-      ::testing::TempDir() + "nexus_repack_q4_k_" + std::to_string(getpid()) + ".gguf";
-  ASSERT_TRUE(write_random_model(o, p).is_ok());
-  setenv("NEXUS_REPACK", "0", 1);
-  auto plain = Model::load(p);
-  unsetenv("NEXUS_REPACK");
-  auto packed = Model::load(p);
+  const std::string p = write_model("custom:dim=256,layers=2,heads=4,ffn=512,vocab=300",
+                                    ModelFileType::kQ4_K_M, "q4_k");
+  auto plain = load_path(p, false), packed = load_path(p, true);
   ASSERT_TRUE(plain && packed);
   int q4k = 0, q6k = 0;
-  const ModelWeights& a = plain.value()->weights();
-  const ModelWeights& b = packed.value()->weights();
+  const ModelWeights& a = plain->weights();
+  const ModelWeights& b = packed->weights();
   for (size_t i = 0; i < a.layers.size(); ++i) {
     const LayerWeights& la = a.layers[i];
     const LayerWeights& lb = b.layers[i];
@@ -136,14 +152,9 @@ TEST(WeightRepack, KQuantMatricesAreRepackedAndLogitsStayClose) {
   EXPECT_GE(q6k, 2);
   EXPECT_EQ(b.output.dtype(), DType::kQ6_Kx8);  // the tied Q6_K table, repacked once
   EXPECT_EQ(b.output.data(), b.tok_embd.data());
-  for (int n : {1, 3}) {
-    const auto x = run(*plain.value(), n, 2), y = run(*packed.value(), n, 2);
-    ASSERT_EQ(x.size(), y.size());
-    float scale = 0.0f;
-    for (float v : x) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4f * scale) << n << " tokens";
-  }
-  const auto x = run(*plain.value(), 20, 2), y = run(*packed.value(), 20, 2);
+  for (int n : {1, 3})
+    expect_close(run(*plain, n, 2), run(*packed, n, 2), 1e-4f, std::to_string(n) + " tokens");
+  const auto x = run(*plain, 20, 2), y = run(*packed, 20, 2);
   EXPECT_TRUE(std::equal(x.begin(), x.end() - 300, y.begin())) << "prefill logits differ";
   std::remove(p.c_str());
 }
@@ -152,27 +163,14 @@ TEST(WeightRepack, KQuantMatricesAreRepackedAndLogitsStayClose) {
 // layout (Q8_0x8): the Q4_0 layers stay bit-identical, the head within f32 rounding (its kernel
 // rounds once per block for eight rows, vec_dot_q8_0 per lane).
 TEST(WeightRepack, OtherHeadTypesAreRepackedToo) {
-  GenModelOptions o;
-  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
-  o.type = ModelFileType::kQ4_0;
-  const std::string p =
-      ::testing::TempDir() + "nexus_repack_head_" + std::to_string(getpid()) + ".gguf";
-  ASSERT_TRUE(write_random_model(o, p).is_ok());
-  setenv("NEXUS_REPACK", "0", 1);
-  auto plain = Model::load(p);
-  unsetenv("NEXUS_REPACK");
-  auto packed = Model::load(p);
+  const std::string p = write_model("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0",
+                                    ModelFileType::kQ4_0, "head");
+  auto plain = load_path(p, false), packed = load_path(p, true);
   ASSERT_TRUE(plain && packed);
-  const Tensor& a = plain.value()->weights().output;
-  const Tensor& b = packed.value()->weights().output;
-  ASSERT_EQ(a.dtype(), DType::kQ8_0);
-  EXPECT_EQ(b.dtype(), DType::kQ8_0x8);
-  EXPECT_EQ(packed.value()->weights().layers[0].wq.dtype(), DType::kQ4_0x8);
-  const auto x = run(*plain.value(), 3, 2), y = run(*packed.value(), 3, 2);
-  ASSERT_EQ(x.size(), y.size());
-  float scale = 0.0f;
-  for (float v : x) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-5f * scale) << "logit " << i;
+  ASSERT_EQ(plain->weights().output.dtype(), DType::kQ8_0);
+  EXPECT_EQ(packed->weights().output.dtype(), DType::kQ8_0x8);
+  EXPECT_EQ(packed->weights().layers[0].wq.dtype(), DType::kQ4_0x8);
+  expect_close(run(*plain, 3, 2), run(*packed, 3, 2), 1e-5f, "logit");
   std::remove(p.c_str());
 }
 
@@ -180,20 +178,14 @@ TEST(WeightRepack, OtherHeadTypesAreRepackedToo) {
 // unchanged into the huge-page allocation (same bytes, same logits), the untied token table stays
 // a view of the file, and NEXUS_REPACK=0 leaves everything mapped.
 TEST(WeightRepack, FileMatricesAreCopiedAndTheTokenTableStaysMapped) {
-  GenModelOptions o;
-  o.shape = parse_model_shape("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0").value();
-  o.type = ModelFileType::kF16;
-  const std::string p =
-      ::testing::TempDir() + "nexus_repack_f16_" + std::to_string(getpid()) + ".gguf";
-  ASSERT_TRUE(write_random_model(o, p).is_ok());
-  auto m = Model::load(p);
-  ASSERT_TRUE(m) << m.status().message();
-  setenv("NEXUS_REPACK", "0", 1);
-  auto plain = Model::load(p);
-  unsetenv("NEXUS_REPACK");
-  ASSERT_TRUE(plain) << plain.status().message();
-  const GgufFile& g = m.value()->gguf();
-  const ModelWeights& w = m.value()->weights();
+  const std::string p = write_model("custom:dim=64,layers=1,heads=4,ffn=96,vocab=300,tied=0",
+                                    ModelFileType::kF16, "f16");
+  auto m = load_path(p, true), plain = load_path(p, false);
+  ASSERT_TRUE(m && plain);
+  const GgufFile& g = m->gguf();
+  const ModelWeights& w = m->weights();
+  auto bytes = read_file(p);
+  ASSERT_TRUE(bytes);
   EXPECT_EQ(w.tok_embd.data(), g.find_tensor("token_embd.weight")->data);
   for (const auto& [t, name] : {std::pair{&w.output, "output.weight"},
                                 {&w.layers[0].wq, "blk.0.attn_q.weight"},
@@ -201,14 +193,11 @@ TEST(WeightRepack, FileMatricesAreCopiedAndTheTokenTableStaysMapped) {
     const GgufTensorInfo* ti = g.find_tensor(name);
     EXPECT_NE(t->data(), ti->data) << name;
     EXPECT_EQ(t->dtype(), DType::kF16) << name;
-    auto bytes = read_file(p);
-    ASSERT_TRUE(bytes);
     EXPECT_EQ(std::memcmp(t->data(), bytes->data() + g.data_offset() + ti->offset, ti->nbytes), 0)
         << name;
   }
-  const GgufFile& gp = plain.value()->gguf();
-  EXPECT_EQ(plain.value()->weights().output.data(), gp.find_tensor("output.weight")->data);
-  EXPECT_EQ(run(*plain.value(), 3, 2), run(*m.value(), 3, 2));
+  EXPECT_EQ(plain->weights().output.data(), plain->gguf().find_tensor("output.weight")->data);
+  EXPECT_EQ(run(*plain, 3, 2), run(*m, 3, 2));
   std::remove(p.c_str());
 }
 
