@@ -102,6 +102,16 @@ inline std::vector<uint8_t> random_blocks(DType t, int64_t n, uint32_t seed) {
   return q;
 }
 
+// `rows` rows of type t from the quantizer, each from its own random data (so its own scales).
+inline std::vector<uint8_t> quantized_rows(DType t, int64_t rows, int64_t k, uint32_t seed) {
+  const size_t rb = row_bytes(t, k);
+  std::vector<uint8_t> w(rb * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::quantize_row(t, random_floats(k, seed + static_cast<uint32_t>(r)).data(),
+                      w.data() + r * rb, k);
+  return w;
+}
+
 inline std::vector<uint8_t> quantize(DType t, const std::vector<float>& x,
                                      cpu::Isa isa = cpu::active_isa()) {
   std::vector<uint8_t> q(row_bytes(t, static_cast<int64_t>(x.size())));

@@ -21,14 +21,8 @@ using test::random_floats;
 
 constexpr size_t kBlock = 18;  // bytes of a Q4_0 block
 
-// Rows of Q4_0 from the quantizer, each row with its own data (and so its own scales).
 std::vector<uint8_t> q4_rows(int64_t rows, int64_t k, uint32_t seed) {
-  const size_t rb = row_bytes(DType::kQ4_0, k);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r)
-    cpu::quantize_row(DType::kQ4_0, random_floats(k, seed + static_cast<uint32_t>(r)).data(),
-                      w.data() + r * rb, k);
-  return w;
+  return test::quantized_rows(DType::kQ4_0, rows, k, seed);
 }
 
 std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64_t k) {
@@ -38,12 +32,7 @@ std::vector<uint8_t> repacked(const std::vector<uint8_t>& w, int64_t rows, int64
 }
 
 std::vector<uint8_t> q8_rows(int64_t n, int64_t k, uint32_t seed) {
-  const size_t xs = row_bytes(DType::kQ8_0, k);
-  std::vector<uint8_t> x(xs * n);
-  for (int64_t t = 0; t < n; ++t)
-    cpu::quantize_row(DType::kQ8_0, random_floats(k, seed + static_cast<uint32_t>(t)).data(),
-                      x.data() + t * xs, k);
-  return x;
+  return test::quantized_rows(DType::kQ8_0, n, k, seed);
 }
 
 const std::vector<int64_t> kRowCounts = {8, 13, 16, 37, 64};

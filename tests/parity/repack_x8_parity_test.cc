@@ -28,15 +28,6 @@ using test::random_floats;
 
 constexpr size_t kBlock = 144;  // bytes of a Q4_K super-block
 
-std::vector<uint8_t> quantized_rows(DType t, int64_t rows, int64_t k, uint32_t seed) {
-  const size_t rb = row_bytes(t, k);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r)
-    cpu::quantize_row(t, random_floats(k, seed + static_cast<uint32_t>(r)).data(),
-                      w.data() + r * rb, k);
-  return w;
-}
-
 using Layout = cpu::RepackedLayout;
 // The layouts this file tests, from the one table (Q4_0x8 has its own file, with exact vec_dot
 // parity).
@@ -167,10 +158,11 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
         const DType xt = cpu::vec_dot_type(l.base);
         const size_t rb = row_bytes(l.base, k), xs = row_bytes(xt, k);
         const auto w = random_bits ? test::random_blocks(l.base, kRowsN * k, 5)
-                                   : quantized_rows(l.base, kRowsN, k, 100);
+                                   : test::quantized_rows(l.base, kRowsN, k, 100);
         const auto p = repacked(l, w, kRowsN, k);
         for (int64_t n : {1, 2, 3, 4, 5, 7}) {
-          auto x = random_bits ? test::random_blocks(xt, n * k, 9) : quantized_rows(xt, n, k, 200);
+          auto x =
+              random_bits ? test::random_blocks(xt, n * k, 9) : test::quantized_rows(xt, n, k, 200);
           // Q8_0 activations are -127..127 (the sign trick cannot negate -128; the quantizer
           // never writes it).
           if (xt == DType::kQ8_0)
@@ -348,7 +340,7 @@ TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
       ThreadPool pool(threads);
       for (int64_t rows : {8, 37, 64, 133}) {
         constexpr int64_t k = 512;
-        auto w = quantized_rows(l.base, rows, k, 300);
+        auto w = test::quantized_rows(l.base, rows, k, 300);
         auto p = repacked(l, w, rows, k);
         const Tensor tw(l.base, {rows, k}, w.data());
         const Tensor tp(l.packed, {rows, k}, p.data());
