@@ -17,9 +17,7 @@ namespace nexus::cpu {
 namespace {
 
 constexpr int64_t kAheadBytes = 1024;
-// F32 rows of at least this many values are decoded four at a time (see vec_dot_wrows_f32_avx2).
-constexpr int64_t kLongF32Row = 512;
-// Rows shorter than this (tiny models, cache-resident) are compute-bound: four-row passes too.
+// F32 rows shorter than this (tiny models, cache-resident) are compute-bound: four-row passes.
 constexpr int64_t kShortF32Row = 256;
 
 inline __m256 load_f16(const uint16_t* p) {
@@ -52,27 +50,23 @@ void vec_dot_wrows_f16_avx2(int64_t n, const void* w, size_t ws, const void* x, 
     out[r] = row_f16(n, reinterpret_cast<const uint16_t*>(wb + r * ws), static_cast<const float*>(x));
 }
 
-// F32: rows of 256 to 511 values one at a time through vec_dot_f32_avx2 (bit-identical to it),
-// whose own prefetch 2 KiB ahead runs into the following rows; longer and tiny rows four at a
-// time (dot4_f32_avx2: one accumulator per row, so equal to vec_dot only to f32 rounding) with
-// the start of the next four rows prefetched. Measured, tg alternating, medians of 5: L15M F32
-// (k = 288; its 32000-row head is most of the bytes) four-row passes 544, one row at a time 650
-// t/s; L110M F32 (k = 768, 2048) four-row passes 71.7 -> 75.8 (87.1 vs 73.8 in a second set)
-// with the prefetch, one row at a time 68.5, pairs in vec_dot's order 72.3; Q06B F32 equal;
-// stories260K (k = 64, 172; all in cache) 17.3k t/s one row at a time against ~29k in passes.
+// F32: rows of at least kShortF32Row values one at a time through vec_dot_f32_avx2 (bit-identical
+// to it), whose own prefetch 2 KiB ahead runs into the following rows; tiny rows four at a time
+// (dot4_f32_avx2: one accumulator per row, so equal to vec_dot only to f32 rounding). Measured,
+// tg alternating: once vec_dot_f32_avx2 kept its accumulators in registers (it had kept them on
+// the stack), one row at a time beat four-row passes with the next rows' starts prefetched on
+// the Intel host: L110M F32 64.4-66.4 -> 70.9-71.6 t/s, Q06B F32 12.7-13.1 -> 12.7-12.8; a
+// stream of 16 MB F32 matrices on two threads 30.5 -> 32.0 GB/s. Earlier, on the AMD host:
+// L15M F32 (k = 288) four-row passes 544, one row at a time 650 t/s; stories260K (k = 64, 172;
+// all in cache) 17.3k t/s one row at a time against ~29k in passes.
 void vec_dot_wrows_f32_avx2(int64_t n, const void* w, size_t ws, const void* x, int nr,
                             float* out) {
   const auto* wb = static_cast<const uint8_t*>(w);
   int r = 0;
-  if (n >= kLongF32Row || n < kShortF32Row) {
-    for (; r + 4 <= nr; r += 4) {
-      if (n >= kLongF32Row) {
-        for (int q = 4; q < 8; ++q)
-          _mm_prefetch(reinterpret_cast<const char*>(wb + (r + q) * ws), _MM_HINT_T0);
-      }
+  if (n < kShortF32Row) {
+    for (; r + 4 <= nr; r += 4)
       dot4_f32_avx2(n, reinterpret_cast<const float*>(wb + r * ws), ws / sizeof(float),
                     static_cast<const float*>(x), out + r);
-    }
   }
   for (; r < nr; ++r) out[r] = vec_dot_f32_avx2(n, wb + r * ws, x);
 }

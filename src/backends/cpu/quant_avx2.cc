@@ -20,19 +20,21 @@ using avx2::h2f;
 float vec_dot_f32_avx2(int64_t n, const void* w, const void* x) {
   const auto* a = static_cast<const float*>(w);
   const auto* b = static_cast<const float*>(x);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
+  // Four named accumulators: as an array indexed in a loop, GCC -O2 kept them on the stack, a
+  // store-to-load round trip per FMA (BM_DecodeRows-style stream of F32 rows: 29.5 -> 32.7 GB/s).
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     _mm_prefetch(reinterpret_cast<const char*>(a + i + 512), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(a + i + 528), _MM_HINT_T0);
-    for (int u = 0; u < 4; ++u)
-      acc[u] =
-          _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * u), _mm256_loadu_ps(b + i + 8 * u), acc[u]);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
   }
   for (; i + 8 <= n; i += 8)
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-  float s = avx2::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  float s = avx2::hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
