@@ -34,10 +34,12 @@ bool skip_without_avx2(benchmark::State& state) {
   return false;
 }
 
-const AttnShape kAttn{1, 256, 6, 6, 48};
+// range(1): head dim, 48 (L15M) or 64 (GPT-2 124M); 6 heads, t = 256.
+AttnShape attn_shape(const benchmark::State& state) { return {1, 256, 6, 6, state.range(1)}; }
 
 void BM_TrainAttentionForward(benchmark::State& state) {
   if (skip_without_avx2(state)) return;
+  const AttnShape kAttn = attn_shape(state);
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3);
   std::vector<float> out(n * w), att(kAttn.t * kAttn.t);
@@ -48,10 +50,11 @@ void BM_TrainAttentionForward(benchmark::State& state) {
       benchmark::Counter(2.0 * 2 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionForward)->Arg(0)->Arg(1);
+BENCHMARK(BM_TrainAttentionForward)->ArgsProduct({{0, 1}, {48, 64}});
 
 void BM_TrainAttentionBackward(benchmark::State& state) {
   if (skip_without_avx2(state)) return;
+  const AttnShape kAttn = attn_shape(state);
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3), dout = randn(n * w, 4);
   std::vector<float> out(n * w), att(kAttn.n_heads * kAttn.t * kAttn.t),
@@ -70,7 +73,7 @@ void BM_TrainAttentionBackward(benchmark::State& state) {
       benchmark::Counter(2.0 * 4 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionBackward)->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_TrainAttentionBackward)->ArgsProduct({{0, 1, 2}, {48, 64}});
 
 void BM_TrainCrossEntropyRow(benchmark::State& state) {
   if (skip_without_avx2(state)) return;

@@ -39,6 +39,7 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     const float* qi = q + (b * s.t + i) * qw + h * hd;
     float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
     __m256 qv[NV];
+#pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) qv[e] = _mm256_loadu_ps(qi + 8 * e);
     // Scores, four keys at a time, with their running max.
     __m128 mx4 = _mm_set1_ps(-INFINITY);
@@ -46,6 +47,7 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     for (; j + 4 <= i + 1; j += 4) {
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       const float* k0 = kb + j * kvw;
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e) {
         a0 = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(k0 + 8 * e), a0);
         a1 = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(k0 + kvw + 8 * e), a1);
@@ -60,6 +62,7 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     float mx = _mm_cvtss_f32(_mm_max_ss(mx4, _mm_movehdup_ps(mx4)));
     for (; j <= i; ++j) {
       __m256 a = _mm256_setzero_ps();
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e)
         a = _mm256_fmadd_ps(qv[e], _mm256_loadu_ps(kb + j * kvw + 8 * e), a);
       p[j] = hsum(a) * scale;
@@ -81,17 +84,49 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     }
     const float inv = 1.0f / sum;
     __m256 acc[NV];
+#pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) acc[e] = _mm256_setzero_ps();
     for (j = 0; j < cnt; ++j) {
       p[j] *= inv;
       const __m256 pj = _mm256_set1_ps(p[j]);
       const float* vj = vb + j * kvw;
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e)
         acc[e] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * e), acc[e]);
     }
     std::fill(p + cnt, p + s.t, 0.0f);
     float* oi = out + (b * s.t + i) * qw + h * hd;
+#pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) _mm256_storeu_ps(oi + 8 * e, acc[e]);
+  }
+}
+
+// dv_j += sum_i p_ij dout_i and dk_j += sum_i ds_ij q_i over the head-dim vectors [E0, E1) of a
+// head of NV vectors, each accumulated in registers (the second pass of attn_backward_group).
+template <int E0, int E1, int NV>
+void dvdk_columns(float* dvb, float* dkb, const float* dout, const float* q, const float* pm,
+                  const float* dsm, int64_t qo0, int64_t j, int64_t t, int64_t qw, int64_t kvw) {
+  constexpr int n = E1 - E0;
+  __m256 av[n], ak[n];
+#pragma GCC unroll 16
+  for (int e = 0; e < n; ++e) av[e] = ak[e] = _mm256_setzero_ps();
+  for (int64_t i = j; i < t; ++i) {
+    const __m256 pij = _mm256_set1_ps(pm[i * t + j]);
+    const __m256 dsij = _mm256_set1_ps(dsm[i * t + j]);
+    const float* go = dout + qo0 + i * qw + 8 * E0;
+    const float* qi = q + qo0 + i * qw + 8 * E0;
+#pragma GCC unroll 16
+    for (int e = 0; e < n; ++e) {
+      av[e] = _mm256_fmadd_ps(pij, _mm256_loadu_ps(go + 8 * e), av[e]);
+      ak[e] = _mm256_fmadd_ps(dsij, _mm256_loadu_ps(qi + 8 * e), ak[e]);
+    }
+  }
+  float* dvj = dvb + j * kvw + 8 * E0;
+  float* dkj = dkb + j * kvw + 8 * E0;
+#pragma GCC unroll 16
+  for (int e = 0; e < n; ++e) {
+    _mm256_storeu_ps(dvj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dvj + 8 * e), av[e]));
+    _mm256_storeu_ps(dkj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dkj + 8 * e), ak[e]));
   }
 }
 
@@ -119,11 +154,13 @@ void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, con
       const float* p = pm + i * t;
       float* ds = dsm + i * t;
       __m256 go[NV];
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e) go[e] = _mm256_loadu_ps(dout + qo + 8 * e);
       int64_t j = 0;
       for (; j + 4 <= i + 1; j += 4) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         const float* v0 = vb + j * kvw;
+#pragma GCC unroll 16
         for (int e = 0; e < NV; ++e) {
           a0 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + 8 * e), a0);
           a1 = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(v0 + kvw + 8 * e), a1);
@@ -134,6 +171,7 @@ void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, con
       }
       for (; j <= i; ++j) {
         __m256 a = _mm256_setzero_ps();
+#pragma GCC unroll 16
         for (int e = 0; e < NV; ++e)
           a = _mm256_fmadd_ps(go[e], _mm256_loadu_ps(vb + j * kvw + 8 * e), a);
         ds[j] = hsum(a);
@@ -148,35 +186,28 @@ void attn_backward_group(float* dq, float* dk, float* dv, const float* dout, con
       for (; j <= i; ++j) pdp += static_cast<double>(p[j]) * ds[j];
       const float pdpf = static_cast<float>(pdp);
       __m256 acc[NV];
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e) acc[e] = _mm256_setzero_ps();
       for (j = 0; j <= i; ++j) {
         ds[j] = p[j] * (ds[j] - pdpf) * scale;
         const __m256 dsv = _mm256_set1_ps(ds[j]);
         const float* kj = kb + j * kvw;
+#pragma GCC unroll 16
         for (int e = 0; e < NV; ++e)
           acc[e] = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kj + 8 * e), acc[e]);
       }
+#pragma GCC unroll 16
       for (int e = 0; e < NV; ++e)
         _mm256_storeu_ps(dq + qo + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dq + qo + 8 * e), acc[e]));
     }
     for (int64_t j = 0; j < t; ++j) {
-      __m256 av[NV], ak[NV];
-      for (int e = 0; e < NV; ++e) av[e] = ak[e] = _mm256_setzero_ps();
-      for (int64_t i = j; i < t; ++i) {
-        const __m256 pij = _mm256_set1_ps(pm[i * t + j]);
-        const __m256 dsij = _mm256_set1_ps(dsm[i * t + j]);
-        const float* go = dout + qo0 + i * qw;
-        const float* qi = q + qo0 + i * qw;
-        for (int e = 0; e < NV; ++e) {
-          av[e] = _mm256_fmadd_ps(pij, _mm256_loadu_ps(go + 8 * e), av[e]);
-          ak[e] = _mm256_fmadd_ps(dsij, _mm256_loadu_ps(qi + 8 * e), ak[e]);
-        }
-      }
-      float* dvj = dvb + j * kvw;
-      float* dkj = dkb + j * kvw;
-      for (int e = 0; e < NV; ++e) {
-        _mm256_storeu_ps(dvj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dvj + 8 * e), av[e]));
-        _mm256_storeu_ps(dkj + 8 * e, _mm256_add_ps(_mm256_loadu_ps(dkj + 8 * e), ak[e]));
+      // dv_j and dk_j take 2 * NV accumulators: past 12 they would not fit the 16 registers next
+      // to the two broadcasts, so wide heads go in two halves of the head dim (GPT-2's 64: 8 + 8).
+      if constexpr (NV > 6) {
+        dvdk_columns<0, NV / 2, NV>(dvb, dkb, dout, q, pm, dsm, qo0, j, t, qw, kvw);
+        dvdk_columns<NV / 2, NV, NV>(dvb, dkb, dout, q, pm, dsm, qo0, j, t, qw, kvw);
+      } else {
+        dvdk_columns<0, NV, NV>(dvb, dkb, dout, q, pm, dsm, qo0, j, t, qw, kvw);
       }
     }
   }
