@@ -2,7 +2,6 @@
 // plain f32 and in a second mode (per-block gradient checkpointing, bf16 or fp16 mixed precision,
 // or both), run alternately in one process; prints the activation arena by purpose (as counted
 // under MemCategory::kActivations), the rounded weight copies, and the step times.
-#include <cblas.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -43,7 +42,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "sequences per step");
   app.add_option("--seq", seq, "tokens per sequence");
   app.add_option("--steps", steps, "timed steps per mode");
-  app.add_option("-t,--threads", threads, "OpenBLAS and attention threads");
+  app.add_option("-t,--threads", threads, "threads of the model's pool (GEMMs and the other ops)");
   app.add_option("--vs", vs, "the second mode: checkpoint, bf16, f16, bf16+checkpoint")
       ->check(CLI::IsMember({"checkpoint", "bf16", "f16", "bf16+checkpoint", "f16+checkpoint"}));
   CLI11_PARSE(app, argc, argv);
@@ -71,7 +70,6 @@ int main(int argc, char** argv) {
   c.n_ctx_train = seq;
   c.tied_output = true;
   if (c.arch == nexus::Arch::kGpt2) c.rope = nexus::RopeStyle::kNone;
-  openblas_set_num_threads(threads);
 
   std::unique_ptr<TrainModel> models[2];
   const char* names[2] = {"plain", vs.c_str()};

@@ -1,7 +1,6 @@
 // `nexus train`: trains a llama model from scratch (--shape), fine-tunes one (--init) or resumes
 // a checkpoint (--resume) on a token file (or raw text), with validation, metrics, a loss plot,
 // gradient accumulation and atomic checkpoints; exports an F32 GGUF that `nexus run` loads.
-#include <cblas.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -365,8 +364,7 @@ int train_main(int argc, char** argv) {
       return fail("train", "cannot create --checkpoint-dir '" + f.ckpt_dir + "'");
   }
 
-  // The GEMMs are threaded by OpenBLAS, the attention loops by our pool; they never overlap.
-  openblas_set_num_threads(f.threads);
+  // Every op, the GEMMs included, is threaded by the model's pool (OpenBLAS on one thread).
   m.set_threads(f.threads);
   r.optimizer->set_threads(f.threads);
   std::fprintf(stderr,

@@ -13,10 +13,14 @@ class ThreadPool;
 namespace nexus::train {
 
 // out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
-void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc);
-// dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null).
+// With a pool, each thread computes one contiguous share of the output through its own OpenBLAS
+// call (OpenBLAS should then run on one thread); without, one call on OpenBLAS's own threads.
+void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
+                    ThreadPool* pool = nullptr);
+// dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
+// over the pool like matmul_forward.
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                     int64_t n, int64_t c, int64_t oc);
+                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr);
 
 // The ops below take an optional pool: rows (or elements) are split over its threads, and every
 // result is the same for any thread count (reductions over rows use a fixed blocking).

@@ -1,9 +1,11 @@
 // Finite-difference checks of every training op's backward (train/train_ops.h) on tiny, odd
 // shapes: the scalar loss sum(out * R) for a fixed random R is differentiated numerically (central
 // differences, summed in double) and compared with the analytic gradient of each input.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -132,6 +134,29 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
     EXPECT_EQ(run(&pool), serial) << threads << " threads";
+  }
+}
+
+// The GEMMs split over a pool (shares of output columns or rows, each its own single-threaded
+// OpenBLAS call) give every element exactly what one call gives it: shapes with shares of 16, a
+// ragged last share and an odd k, as in training (OpenBLAS held at one thread).
+TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
+  openblas_set_num_threads(1);
+  for (auto [n, c, oc] : {std::array<int64_t, 3>{37, 288, 768}, {64, 768, 2304}, {19, 97, 501}}) {
+    const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
+    auto run = [&](ThreadPool* pool) {
+      std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f);
+      matmul_forward(out.data(), inp.data(), w.data(), n, c, oc, pool);
+      matmul_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), n, c, oc, pool);
+      out.insert(out.end(), dinp.begin(), dinp.end());
+      out.insert(out.end(), dw.begin(), dw.end());
+      return out;
+    };
+    const std::vector<float> serial = run(nullptr);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      EXPECT_EQ(run(&pool), serial) << threads << " threads, " << n << "x" << c << "x" << oc;
+    }
   }
 }
 
