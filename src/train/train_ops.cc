@@ -24,27 +24,33 @@ using par::use_avx2;
 
 namespace {
 
-// Splits [0, n) into one contiguous share per pool thread, each a multiple of `align` but the
-// last, and calls fn(begin, end) on every thread that has a non-empty share (inline without a
-// pool). The GEMMs below run their shares through OpenBLAS on one thread each (TrainModel keeps
-// OpenBLAS at one thread): threaded OpenBLAS left a worker spinning for up to 2^28 cycles after
-// every call, which on a two-core machine took half the CPU from the pool's element-wise ops
-// between the GEMMs (GPT-2 124M: attention forward 10.3 -> 5.7 ms, GELU 5.9 -> 2.3 ms per call).
+// Splits [0, n) into one contiguous share per pool thread, each a multiple of kShareAlign but the
+// last, and calls fn(begin, end) on every thread that has a non-empty share; inline without a
+// pool or when a share would be under kMinShareMacs multiply-adds (`macs` per unit of n). The
+// GEMMs below run their shares through OpenBLAS on one thread each (TrainModel keeps OpenBLAS at
+// one thread): threaded OpenBLAS left a worker spinning for up to 2^28 cycles after every call,
+// which on a two-core machine took half the CPU from the pool's element-wise ops between the
+// GEMMs (GPT-2 124M: attention forward 10.3 -> 6.8 ms, GELU 5.9 -> 3.0 ms per call).
+constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kernels' widths
+// A share computes every element in the order the whole GEMM does, unless one of the two falls
+// under OpenBLAS's small-matrix kernels (on AVX-512 builds, products of up to 100^3 multiply-adds),
+// which sum in another order: small GEMMs stay whole, so results never depend on the threads.
+constexpr int64_t kMinShareMacs = int64_t{1} << 23;
+
 template <typename Fn>
-void gemm_shares(ThreadPool* pool, int64_t n, int64_t align, const Fn& fn) {
-  if (!pool || pool->size() == 1 || n < 2 * align) {
+void gemm_shares(ThreadPool* pool, int64_t n, int64_t macs, const Fn& fn) {
+  if (!pool || pool->size() == 1 || n < 2 * kShareAlign ||
+      n / pool->size() * macs < kMinShareMacs) {
     fn(int64_t{0}, n);
     return;
   }
   pool->run([&](int thread, int n_threads) {
-    const int64_t share = (n / n_threads + align - 1) / align * align;
+    const int64_t share = (n / n_threads + kShareAlign - 1) / kShareAlign * kShareAlign;
     const int64_t begin = std::min(n, thread * share);
     const int64_t end = thread == n_threads - 1 ? n : std::min(n, begin + share);
     if (begin < end) fn(begin, end);
   });
 }
-
-constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kernels' widths
 
 }  // namespace
 
@@ -52,7 +58,7 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
                     int64_t oc, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.matmul", 4 * (n * c + c * oc + n * oc), 2 * n * c * oc);
   // Shares of the output columns (rows of w).
-  gemm_shares(pool, oc, kShareAlign, [&](int64_t o0, int64_t o1) {
+  gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                 static_cast<int>(o1 - o0), static_cast<int>(c), 1.0f, inp, static_cast<int>(c),
                 w + o0 * c, static_cast<int>(c), 0.0f, out + o0, static_cast<int>(oc));
@@ -65,13 +71,13 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns.
   if (dinp)
-    gemm_shares(pool, c, kShareAlign, [&](int64_t c0, int64_t c1) {
+    gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, static_cast<int>(c1 - c0), oci,
                   1.0f, dout, oci, w + c0, ci, 1.0f, dinp + c0, ci);
     });
   // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows.
   if (dw)
-    gemm_shares(pool, oc, kShareAlign, [&](int64_t o0, int64_t o1) {
+    gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(o1 - o0), ci, ni, 1.0f,
                   dout + o0, oci, inp, ci, 1.0f, dw + o0 * c, ci);
     });

@@ -138,11 +138,12 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
 }
 
 // The GEMMs split over a pool (shares of output columns or rows, each its own single-threaded
-// OpenBLAS call) give every element exactly what one call gives it: shapes with shares of 16, a
-// ragged last share and an odd k, as in training (OpenBLAS held at one thread).
+// OpenBLAS call) give every element exactly what one call gives it: shapes split on 2 and 3
+// threads with a ragged last share, and one small enough to stay whole (OpenBLAS held at one
+// thread, as in training).
 TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   openblas_set_num_threads(1);
-  for (auto [n, c, oc] : {std::array<int64_t, 3>{37, 288, 768}, {64, 768, 2304}, {19, 97, 501}}) {
+  for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     auto run = [&](ThreadPool* pool) {
       std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f);
