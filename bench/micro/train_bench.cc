@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "core/thread_pool.h"
 #include "train/precision.h"
 #include "train/train_kernels.h"
 #include "train/train_ops.h"
@@ -140,33 +141,33 @@ void BM_TrainBf16PackUnpack(benchmark::State& state) {
 }
 BENCHMARK(BM_TrainBf16PackUnpack)->Arg(0)->Arg(1);
 
-// The output head of TrainModel::head_forward over 2048 rows in blocks of state.range(0) rows,
-// on OpenBLAS's current thread count.
+// The output head of TrainModel::head_forward over 1024 rows in blocks of state.range(0) rows,
+// as TrainModel runs it: GEMMs split over a pool of two threads, OpenBLAS on one thread each.
+// range(1): 0 = L15M's head (d 288, vocab 32000), 1 = GPT-2 124M's (d 768, vocab 50257).
 void BM_TrainOutputHead(benchmark::State& state) {
-  const int64_t n = 2048, d = 288, nv = 32000, rows = state.range(0);
+  const bool gpt2 = state.range(1) == 1;
+  const int64_t n = 1024, d = gpt2 ? 768 : 288, nv = gpt2 ? 50257 : 32000, rows = state.range(0);
   const auto lnf = randn(n * d, 9), w = randn(nv * d, 10, 0.02f);
   std::vector<float> logits(rows * nv), row_loss(n), dlnf(n * d), dw(nv * d);
   std::vector<int32_t> targets(n);
   for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>(i * 7919 % nv);
+  openblas_set_num_threads(1);
+  ThreadPool pool(2);
   for (auto _ : state) {
     for (int64_t r0 = 0; r0 < n; r0 += rows) {
       const int64_t m = std::min(rows, n - r0);
-      matmul_forward(logits.data(), lnf.data() + r0 * d, w.data(), m, d, nv);
+      matmul_forward(logits.data(), lnf.data() + r0 * d, w.data(), m, d, nv, &pool);
       cross_entropy_fused(logits.data(), row_loss.data() + r0, targets.data() + r0, m, nv,
-                          1.0f / n);
+                          1.0f / n, &pool);
       matmul_backward(dlnf.data() + r0 * d, dw.data(), logits.data(), lnf.data() + r0 * d, w.data(),
-                      m, d, nv);
+                      m, d, nv, &pool);
     }
   }
   state.counters["GFLOP/s"] =
       benchmark::Counter(3.0 * 2 * n * d * nv, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TrainOutputHead)
-    ->Arg(64)
-    ->Arg(131)
-    ->Arg(256)
-    ->Arg(512)
-    ->Arg(2048)
+    ->ArgsProduct({{64, 166, 256, 512, 1024}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
