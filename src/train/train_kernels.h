@@ -51,4 +51,10 @@ void gelu_forward_avx2(float* out, const float* x, int64_t n);
 void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t n);
 void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n);
 
+// Bias gradient over the columns [j0, j1) of dout [n, c]: db[j] += dout[i][j] for i = 0 .. n-1 in
+// order, so both versions (the AVX2 one eight columns per add) give the same bits.
+void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
+                          int64_t j1);
+void bias_backward_avx2(float* db, const float* dout, int64_t n, int64_t c, int64_t j0, int64_t j1);
+
 }  // namespace nexus::train::kern

@@ -1,6 +1,6 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
-// bias add and learned positions. Rows (or columns) are split over the pool; GELU has an AVX2
-// kernel; the norm's row reductions are in double. Also the norm dispatch by architecture
+// bias add and learned positions. Rows (or columns) are split over the pool; GELU and the bias
+// gradient have AVX2 kernels; the norm's row reductions are in double. Also the norm dispatch by architecture
 // (LayerNorm for gpt2, RMSNorm for llama).
 #include <algorithm>
 #include <cmath>
@@ -102,13 +102,17 @@ void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* 
 void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.bias_bwd", 4 * n * c, n * c);
   // Split over columns: each column still sums its rows in order.
-  for_ranges(pool, c, 64, [&](int64_t j0, int64_t j1) {
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = j0; j < j1; ++j) db[j] += dout[i * c + j];
-  });
+  const auto fn = use_avx2() ? kern::bias_backward_avx2 : kern::bias_backward_scalar;
+  for_ranges(pool, c, 64, [&](int64_t j0, int64_t j1) { fn(db, dout, n, c, j0, j1); });
 }
 
 namespace kern {
+
+void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
+                          int64_t j1) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = j0; j < j1; ++j) db[j] += dout[i * c + j];
+}
 
 namespace {
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)

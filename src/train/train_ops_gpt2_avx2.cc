@@ -1,5 +1,5 @@
 // AVX2/FMA GELU (GPT-2's tanh form) and its backward: tanh z = 1 - 2 / (exp(2z) + 1) with the
-// shared vectorised exp; the scalar tail uses the reference.
+// shared vectorised exp; the scalar tail uses the reference. And the bias gradient.
 #include <immintrin.h>
 
 #include "backends/cpu/exp_avx2.h"
@@ -49,6 +49,20 @@ void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n)
     _mm256_storeu_ps(dx + i, _mm256_fmadd_ps(_mm256_loadu_ps(dout + i), d, _mm256_loadu_ps(dx + i)));
   }
   gelu_backward_scalar(dx + i, dout + i, x + i, n - i);
+}
+
+// Row by row like the scalar loop (each column's sum keeps its order), eight columns per add: the
+// column range's partial sums stay in L1 while the rows stream past. GPT-2 124M, 2 threads:
+// 8.6 GB/s for the scalar loop, which GCC -O2 does not vectorise.
+void bias_backward_avx2(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
+                        int64_t j1) {
+  const int64_t vend = j0 + (j1 - j0) / 8 * 8;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = dout + i * c;
+    for (int64_t j = j0; j < vend; j += 8)
+      _mm256_storeu_ps(db + j, _mm256_add_ps(_mm256_loadu_ps(db + j), _mm256_loadu_ps(row + j)));
+    for (int64_t j = vend; j < j1; ++j) db[j] += row[j];
+  }
 }
 
 }  // namespace nexus::train::kern

@@ -175,5 +175,27 @@ TEST(TrainKernelsParity, Gelu) {
   EXPECT_NEAR(out[1][2], 0.5e-6f, 1e-12);
 }
 
+// The AVX2 bias gradient adds each column's rows in the scalar loop's order: equal bit for bit,
+// on column ranges with vector parts, tails and nothing but a tail, writing nothing outside them.
+TEST(TrainKernelsParity, BiasBackwardExact) {
+  NEXUS_REQUIRE_AVX2();
+  const int64_t n = 37, c = 101;
+  const auto dout = randn(n * c, 62, 5.0f);
+  for (auto [j0, j1] : {std::pair<int64_t, int64_t>{0, 101}, {3, 96}, {8, 13}, {50, 53}}) {
+    std::vector<float> db[2];
+    for (int simd = 0; simd < 2; ++simd) {
+      db[simd] = randn(c, 63);
+      (simd ? kern::bias_backward_avx2 : kern::bias_backward_scalar)(db[simd].data(), dout.data(),
+                                                                     n, c, j0, j1);
+    }
+    EXPECT_EQ(db[1], db[0]) << "columns " << j0 << ".." << j1;
+    const auto before = randn(c, 63);
+    for (int64_t j = 0; j < c; ++j) {
+      const bool inside = j >= j0 && j < j1;
+      EXPECT_EQ(db[1][j] == before[j], !inside) << "column " << j << " of " << j0 << ".." << j1;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nexus::train
