@@ -89,8 +89,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
   for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       const float* xi = x + i * c;
-      double ss = 0.0;
-      for (int64_t j = 0; j < c; ++j) ss += static_cast<double>(xi[j]) * xi[j];
+      const double ss = par::sum4(c, [&](int64_t j) { return static_cast<double>(xi[j]) * xi[j]; });
       const float r = static_cast<float>(1.0 / std::sqrt(ss / c + eps));
       rstd[i] = r;
       float* oi = out + i * c;
@@ -115,8 +114,8 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
         const float* xi = x + i * c;
         const float* gi = dout + i * c;
         const float r = rstd[i];
-        double dot = 0.0;
-        for (int64_t j = 0; j < c; ++j) dot += static_cast<double>(gi[j]) * w[j] * xi[j];
+        const double dot =
+            par::sum4(c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j] * xi[j]; });
         const float k = static_cast<float>(dot * r * r * r / c);
         float* di = dx + i * c;
         for (int64_t j = 0; j < c; ++j) {

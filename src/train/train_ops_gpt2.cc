@@ -1,7 +1,7 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
 // bias add and learned positions. Rows (or columns) are split over the pool; GELU and the bias
-// gradient have AVX2 kernels; the norm's row reductions are in double. Also the norm dispatch by architecture
-// (LayerNorm for gpt2, RMSNorm for llama).
+// gradient have AVX2 kernels; the norm's row reductions are in double. Also the norm dispatch by
+// architecture (LayerNorm for gpt2, RMSNorm for llama).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -21,11 +21,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
   for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* xi = x + i * c;
-      double m = 0.0;
-      for (int64_t j = 0; j < c; ++j) m += xi[j];
-      m /= c;
-      double var = 0.0;
-      for (int64_t j = 0; j < c; ++j) var += (xi[j] - m) * (xi[j] - m);
+      const double m = par::sum4(c, [&](int64_t j) { return static_cast<double>(xi[j]); }) / c;
+      const double var = par::sum4(c, [&](int64_t j) { return (xi[j] - m) * (xi[j] - m); });
       const double r = 1.0 / std::sqrt(var / c + eps);
       mean[i] = static_cast<float>(m);
       rstd[i] = static_cast<float>(r);
@@ -36,8 +33,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
 }
 
 void layernorm_backward(float* dx, float* dw, float* db, const float* dout, const float* x,
-                        const float* w, const float* mean, const float* rstd, int64_t n,
-                        int64_t c, ThreadPool* pool) {
+                        const float* w, const float* mean, const float* rstd, int64_t n, int64_t c,
+                        ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.layernorm_bwd", 16 * n * c, 0);
   // y_j = xhat_j w_j + b_j with xhat = (x - mean) r; with g_j = dy_j w_j,
   // dx_j = r (g_j - mean(g) - xhat_j mean(g xhat)).
@@ -54,12 +51,10 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
         const float* xi = x + i * c;
         const float* gi = dout + i * c;
         const float m = mean[i], r = rstd[i];
-        double sg = 0.0, sgx = 0.0;
-        for (int64_t j = 0; j < c; ++j) {
-          const double g = static_cast<double>(gi[j]) * w[j];
-          sg += g;
-          sgx += g * ((xi[j] - m) * r);
-        }
+        const double sg =
+            par::sum4(c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j]; });
+        const double sgx = par::sum4(
+            c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j] * ((xi[j] - m) * r); });
         const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
         float* di = dx + i * c;
         for (int64_t j = 0; j < c; ++j) {
@@ -163,8 +158,8 @@ void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, co
 }
 
 void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
-                   const float* x, const float* w, const float* mean, const float* rstd,
-                   int64_t n, ThreadPool* pool) {
+                   const float* x, const float* w, const float* mean, const float* rstd, int64_t n,
+                   ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)
     layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim, pool);
   else
