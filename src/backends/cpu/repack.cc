@@ -98,31 +98,27 @@ void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, i
 void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const int64_t nb = k / kQK;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(x + static_cast<size_t>(t) * x_stride);
-      for (int64_t r = 0; r < kRepackRows; ++r) {
-        // The scalar Q4_0 vec_dot, operation for operation: exact integer block sum with the -8
-        // offset taken off as 8 * sum(y), then s += sum * (d_w * d_y) without FMA.
-        float s = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
-          Half dw;
-          std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
-          const uint8_t* qs = col + code_offset(r);
-          int sumi = 0, sumx = 0;
-          for (int j = 0; j < kQK / 2; ++j) {
-            sumi += (qs[j] & 0x0F) * b[i].qs[j] + (qs[j] >> 4) * b[i].qs[j + kQK / 2];
-            sumx += b[i].qs[j] + b[i].qs[j + kQK / 2];
-          }
-          sumi -= 8 * sumx;
-          s += static_cast<float>(sumi) * (f16_to_f32(dw) * f16_to_f32(b[i].d));
-        }
-        y[t * y_stride + g * kRepackRows + r] = s;
+  const auto row_dot = [nb](const uint8_t* group, const uint8_t* xt, int64_t r) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(xt);
+    // The scalar Q4_0 vec_dot, operation for operation: exact integer block sum with
+    // the -8 offset taken off as 8 * sum(y), then s += sum * (d_w * d_y) without FMA.
+    float s = 0.0f;
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
+      Half dw;
+      std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
+      const uint8_t* qs = col + code_offset(r);
+      int sumi = 0, sumx = 0;
+      for (int j = 0; j < kQK / 2; ++j) {
+        sumi += (qs[j] & 0x0F) * b[i].qs[j] + (qs[j] >> 4) * b[i].qs[j + kQK / 2];
+        sumx += b[i].qs[j] + b[i].qs[j + kQK / 2];
       }
+      sumi -= 8 * sumx;
+      s += static_cast<float>(sumi) * (f16_to_f32(dw) * f16_to_f32(b[i].d));
     }
-  }
+    return s;
+  };
+  gemm_x8_ref(nb, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride, row_dot);
 }
 
 void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t r1) {

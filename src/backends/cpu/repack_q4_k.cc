@@ -64,37 +64,33 @@ void unpack_row_q4_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const int64_t nb = k / kQKK;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto* b = reinterpret_cast<const BlockQ8_K*>(x + static_cast<size_t>(t) * x_stride);
-      for (int64_t r = 0; r < kRepackRows; ++r) {
-        // The AVX2 kernel's arithmetic: exact int32 sums per super-block of sc * q * y (S) and of
-        // m * (group sums) (M), then two f32 accumulators with one FMA each.
-        float acc = 0.0f, macc = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          BlockQ4_K a;
-          get_block(group + i * kColumnBytes, r, reinterpret_cast<uint8_t*>(&a));
-          int32_t s = 0, m = 0;
-          for (int j = 0; j < 8; ++j) {
-            uint8_t sc, mn;
-            unpack_scale_min_k4(j, a.scales, &sc, &mn);
-            const int c = j / 2, hi = j % 2;
-            int32_t sub = 0;
-            for (int l = 0; l < 32; ++l) {
-              const int q = hi ? a.qs[32 * c + l] >> 4 : a.qs[32 * c + l] & 0x0F;
-              sub += q * b[i].qs[32 * j + l];
-            }
-            s += sc * sub;
-            m += mn * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
-          }
-          acc = std::fma(static_cast<float>(s), f16_to_f32(a.d) * b[i].d, acc);
-          macc = std::fma(static_cast<float>(m), f16_to_f32(a.dmin) * b[i].d, macc);
+  const auto row_dot = [nb](const uint8_t* group, const uint8_t* xt, int64_t r) {
+    const auto* b = reinterpret_cast<const BlockQ8_K*>(xt);
+    // The AVX2 kernel's arithmetic: exact int32 sums per super-block of sc * q * y (S)
+    // and of m * (group sums) (M), then two f32 accumulators with one FMA each.
+    float acc = 0.0f, macc = 0.0f;
+    for (int64_t i = 0; i < nb; ++i) {
+      BlockQ4_K a;
+      get_block(group + i * kColumnBytes, r, reinterpret_cast<uint8_t*>(&a));
+      int32_t s = 0, m = 0;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc, mn;
+        unpack_scale_min_k4(j, a.scales, &sc, &mn);
+        const int c = j / 2, hi = j % 2;
+        int32_t sub = 0;
+        for (int l = 0; l < 32; ++l) {
+          const int q = hi ? a.qs[32 * c + l] >> 4 : a.qs[32 * c + l] & 0x0F;
+          sub += q * b[i].qs[32 * j + l];
         }
-        y[t * y_stride + g * kRepackRows + r] = acc - macc;
+        s += sc * sub;
+        m += mn * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
       }
+      acc = std::fma(static_cast<float>(s), f16_to_f32(a.d) * b[i].d, acc);
+      macc = std::fma(static_cast<float>(m), f16_to_f32(a.dmin) * b[i].d, macc);
     }
-  }
+    return acc - macc;
+  };
+  gemm_x8_ref(nb, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride, row_dot);
 }
 
 }  // namespace nexus::cpu

@@ -67,36 +67,33 @@ void unpack_row_q6_kx8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const int64_t nb = k / kQKK;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto* b = reinterpret_cast<const BlockQ8_K*>(x + static_cast<size_t>(t) * x_stride);
-      for (int64_t r = 0; r < kRepackRows; ++r) {
-        // The AVX2 kernel's arithmetic: the exact int32 S = sum_g sc[g] * sum q * y (codes 0..63)
-        // - 32 * sum_g sc[g] * bsums[g] per super-block, then one FMA.
-        float acc = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          BlockQ6_K a;
-          get_block(group + i * kColumnBytes, r, reinterpret_cast<uint8_t*>(&a));
-          int32_t s = 0;
-          for (int grp = 0; grp < 16; ++grp) {
-            // Elements 16 grp .. 16 grp + 15: half h, quarter k, bytes 16e .. 16e + 15.
-            const int h = grp / 8, kq = (grp / 2) % 4, e = grp % 2;
-            int32_t sub = 0;
-            for (int l = 16 * e; l < 16 * e + 16; ++l) {
-              const uint8_t lo = a.ql[64 * h + 32 * (kq % 2) + l];
-              const int nib = kq < 2 ? lo & 0x0F : lo >> 4;
-              const int q = nib | (((a.qh[32 * h + l] >> (2 * kq)) & 3) << 4);
-              sub += q * b[i].qs[16 * grp + l - 16 * e];
-            }
-            s += a.scales[grp] * (sub - 32 * b[i].bsums[grp]);
-          }
-          acc = std::fma(static_cast<float>(s), f16_to_f32(a.d) * b[i].d, acc);
+  const auto row_dot = [nb](const uint8_t* group, const uint8_t* xt, int64_t r) {
+    const auto* b = reinterpret_cast<const BlockQ8_K*>(xt);
+    // The AVX2 kernel's arithmetic: the exact int32 S = sum_g sc[g] * sum q * y (codes
+    // 0..63)
+    // - 32 * sum_g sc[g] * bsums[g] per super-block, then one FMA.
+    float acc = 0.0f;
+    for (int64_t i = 0; i < nb; ++i) {
+      BlockQ6_K a;
+      get_block(group + i * kColumnBytes, r, reinterpret_cast<uint8_t*>(&a));
+      int32_t s = 0;
+      for (int grp = 0; grp < 16; ++grp) {
+        // Elements 16 grp .. 16 grp + 15: half h, quarter k, bytes 16e .. 16e + 15.
+        const int h = grp / 8, kq = (grp / 2) % 4, e = grp % 2;
+        int32_t sub = 0;
+        for (int l = 16 * e; l < 16 * e + 16; ++l) {
+          const uint8_t lo = a.ql[64 * h + 32 * (kq % 2) + l];
+          const int nib = kq < 2 ? lo & 0x0F : lo >> 4;
+          const int q = nib | (((a.qh[32 * h + l] >> (2 * kq)) & 3) << 4);
+          sub += q * b[i].qs[16 * grp + l - 16 * e];
         }
-        y[t * y_stride + g * kRepackRows + r] = acc;
+        s += a.scales[grp] * (sub - 32 * b[i].bsums[grp]);
       }
+      acc = std::fma(static_cast<float>(s), f16_to_f32(a.d) * b[i].d, acc);
     }
-  }
+    return acc;
+  };
+  gemm_x8_ref(nb, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride, row_dot);
 }
 
 }  // namespace nexus::cpu

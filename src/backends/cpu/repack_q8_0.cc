@@ -47,28 +47,24 @@ void unpack_row_q8_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 void gemm_q8_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   const int64_t nb = k / kQK;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* group = w + static_cast<size_t>(g) * nb * kColumnBytes;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(x + static_cast<size_t>(t) * x_stride);
-      for (int64_t r = 0; r < kRepackRows; ++r) {
-        // The AVX2 kernel's arithmetic: the exact int32 block sum, then one FMA per block.
-        float acc = 0.0f;
-        for (int64_t i = 0; i < nb; ++i) {
-          const uint8_t* col = group + i * kColumnBytes;
-          Half dw;
-          std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
-          int32_t s = 0;
-          for (int e = 0; e < 2; ++e) {
-            const auto* q = reinterpret_cast<const int8_t*>(col + code_offset(e, r));
-            for (int l = 0; l < 16; ++l) s += q[l] * b[i].qs[16 * e + l];
-          }
-          acc = std::fma(static_cast<float>(s), f16_to_f32(dw) * f16_to_f32(b[i].d), acc);
-        }
-        y[t * y_stride + g * kRepackRows + r] = acc;
+  const auto row_dot = [nb](const uint8_t* group, const uint8_t* xt, int64_t r) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(xt);
+    // The AVX2 kernel's arithmetic: the exact int32 block sum, then one FMA per block.
+    float acc = 0.0f;
+    for (int64_t i = 0; i < nb; ++i) {
+      const uint8_t* col = group + i * kColumnBytes;
+      Half dw;
+      std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
+      int32_t s = 0;
+      for (int e = 0; e < 2; ++e) {
+        const auto* q = reinterpret_cast<const int8_t*>(col + code_offset(e, r));
+        for (int l = 0; l < 16; ++l) s += q[l] * b[i].qs[16 * e + l];
       }
+      acc = std::fma(static_cast<float>(s), f16_to_f32(dw) * f16_to_f32(b[i].d), acc);
     }
-  }
+    return acc;
+  };
+  gemm_x8_ref(nb, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride, row_dot);
 }
 
 }  // namespace nexus::cpu

@@ -34,4 +34,19 @@ void gemm_x8_groups(const X8GroupFn (&fns)[4], int64_t n_columns, size_t column_
                     const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
                     int64_t n_tokens, float* y, int64_t y_stride);
 
+// The scalar references' loop: y[t * y_stride + 8g + r] = row_dot(group, token_row, r) for every
+// group g (n_columns columns of column_bytes each, starting at `group`), token t (its activation
+// row x + t * x_stride) and row r < 8 of the group.
+template <typename RowDot>
+void gemm_x8_ref(int64_t n_columns, size_t column_bytes, const uint8_t* w, int64_t n_groups,
+                 const uint8_t* x, size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride,
+                 const RowDot& row_dot) {
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* group = w + static_cast<size_t>(g * n_columns) * column_bytes;
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < 8; ++r)
+        y[t * y_stride + g * 8 + r] = row_dot(group, x + static_cast<size_t>(t) * x_stride, r);
+  }
+}
+
 }  // namespace nexus::cpu
