@@ -104,8 +104,7 @@ void dot_tokens(int64_t n, const BlockQ4_0* a, const uint8_t* x, size_t xs, floa
       dy[j] = avx2::h2f(b.d);
     }
     // Lanes: low half [t0, t1, t2, t3] over elements 0-15, high half the same over 16-31.
-    const __m256i h =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+    const __m256i h = avx2::sum4_i32(d[0], d[1], d[2], d[3]);
     const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
     const __m128 scale =
         _mm_mul_ps(_mm_set1_ps(avx2::h2f(a[i].d)), _mm_set_ps(dy[3], dy[2], dy[1], dy[0]));

@@ -111,8 +111,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
     for (int t = 0; t < NX; ++t) {
       const BlockQ8_K& b = reinterpret_cast<const BlockQ8_K*>(x + t * x_stride)[i];
       // Pair accumulators [row p x4 | row p + 4 x4] to rows 0..7, one per lane.
-      const __m256i rows = _mm256_hadd_epi32(_mm256_hadd_epi32(pair[t][0], pair[t][1]),
-                                             _mm256_hadd_epi32(pair[t][2], pair[t][3]));
+      const __m256i rows = avx2::sum4_i32(pair[t][0], pair[t][1], pair[t][2], pair[t][3]);
       const __m256i s = _mm256_sub_epi32(rows, _mm256_slli_epi32(off[t], 5));
       acc[t] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(b.d)), acc[t]);

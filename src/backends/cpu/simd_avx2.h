@@ -23,6 +23,12 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// Per 128-bit half, the sums of the four int32 of a, b, c and d: lanes [a, b, c, d] of the low
+// half, then of the high half (two levels of hadd).
+inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 // Hides a value from the optimiser so that a separate multiply and add are not fused into an FMA:
