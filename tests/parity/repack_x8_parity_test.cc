@@ -46,78 +46,72 @@ std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, in
 const std::vector<int64_t> kRowCounts = {8, 13, 16, 37};
 const std::vector<int64_t> kKs = {256, 768, 2048};
 
-// Every byte lands where repack.h says, computed here from the formula, not from the code's
-// helpers.
-TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
+// Walks every block of the repacked image of random {rows, k} matrices of l's base type (rows
+// from kRowCounts, k from ks): the tail rows must keep their plain blocks; for the others,
+// check(column, lane, src, r) compares row r's block src with its column (eight blocks wide, lane
+// r % 8). Stops at the first fatal failure, as the ASSERTs inline did.
+template <typename Check>
+void walk_blocks(const Layout& l, const std::vector<int64_t>& ks, const Check& check) {
+  const int64_t block = traits(l.base).block_size;
+  const size_t bb = row_bytes(l.base, block);
   for (int64_t rows : kRowCounts) {
-    for (int64_t k : kKs) {
-      const size_t rb = row_bytes(DType::kQ4_K, k);
-      const auto w = test::random_blocks(DType::kQ4_K, rows * k, 7);
-      const auto p = repacked(kQ4_K, w, rows, k);
+    for (int64_t k : ks) {
+      const size_t rb = row_bytes(l.base, k);
+      const auto w = test::random_blocks(l.base, rows * k, 7);
+      const auto p = repacked(l, w, rows, k);
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < k / 256; ++i) {
-          const uint8_t* src = w.data() + r * rb + i * kBlock;
+        for (int64_t i = 0; i < k / block; ++i) {
+          const uint8_t* src = w.data() + r * rb + i * bb;
           if (r >= rows / 8 * 8) {
-            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * kBlock, src, kBlock), 0) << "tail " << r;
+            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * bb, src, bb), 0) << "tail " << r;
             continue;
           }
-          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 1152;
-          const int64_t l = r % 8;
-          ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
-          ASSERT_EQ(std::memcmp(col + 16 + 2 * l, src + 2, 2), 0) << "dmin row " << r;
-          for (int w4 = 0; w4 < 3; ++w4)
-            ASSERT_EQ(std::memcmp(col + 32 + 32 * w4 + 4 * l, src + 4 + 4 * w4, 4), 0)
-                << "scales row " << r;
-          for (int c = 0; c < 4; ++c)
-            for (int e = 0; e < 2; ++e)
-              ASSERT_EQ(std::memcmp(col + 128 + 32 * ((2 * c + e) * 4 + l % 4) + 16 * (l / 4),
-                                    src + 16 + 32 * c + 16 * e, 16),
-                        0)
-                  << "codes row " << r << " chunk " << c << " half " << e;
+          check(p.data() + (r / 8) * 8 * rb + i * 8 * bb, r % 8, src, r);
+          if (::testing::Test::HasFatalFailure()) return;
         }
       }
     }
   }
 }
 
+// Every byte lands where repack.h says, computed here from the formula, not from the code's
+// helpers.
+TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
+  walk_blocks(kQ4_K, kKs, [](const uint8_t* col, int64_t l, const uint8_t* src, int64_t r) {
+    ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
+    ASSERT_EQ(std::memcmp(col + 16 + 2 * l, src + 2, 2), 0) << "dmin row " << r;
+    for (int w4 = 0; w4 < 3; ++w4)
+      ASSERT_EQ(std::memcmp(col + 32 + 32 * w4 + 4 * l, src + 4 + 4 * w4, 4), 0)
+          << "scales row " << r;
+    for (int c = 0; c < 4; ++c)
+      for (int e = 0; e < 2; ++e)
+        ASSERT_EQ(std::memcmp(col + 128 + 32 * ((2 * c + e) * 4 + l % 4) + 16 * (l / 4),
+                              src + 16 + 32 * c + 16 * e, 16),
+                  0)
+            << "codes row " << r << " chunk " << c << " half " << e;
+  });
+}
+
 // Q6_Kx8 likewise (BlockQ6_K: ql at 0, qh at 128, scales at 192, d at 208).
 TEST(RepackQ6_Kx8, LayoutFollowsTheHeader) {
-  constexpr size_t kQ6 = 210;
-  for (int64_t rows : kRowCounts) {
-    for (int64_t k : kKs) {
-      const size_t rb = row_bytes(DType::kQ6_K, k);
-      const auto w = test::random_blocks(DType::kQ6_K, rows * k, 7);
-      const auto p = repacked(kQ6_K, w, rows, k);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < k / 256; ++i) {
-          const uint8_t* src = w.data() + r * rb + i * kQ6;
-          if (r >= rows / 8 * 8) {
-            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * kQ6, src, kQ6), 0) << "tail " << r;
-            continue;
-          }
-          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 1680;
-          const int64_t l = r % 8;
-          ASSERT_EQ(std::memcmp(col + 2 * l, src + 208, 2), 0) << "d row " << r;
-          for (int q = 0; q < 8; ++q)
-            ASSERT_EQ(std::memcmp(col + 16 + 16 * q + 2 * l, src + 192 + 2 * q, 2), 0)
-                << "scales row " << r << " pair " << q;
-          for (int h = 0; h < 2; ++h)
-            for (int e = 0; e < 2; ++e) {
-              for (int a = 0; a < 2; ++a)
-                ASSERT_EQ(
-                    std::memcmp(col + 144 + 32 * (((2 * h + a) * 2 + e) * 4 + l % 4) + 16 * (l / 4),
+  walk_blocks(kQ6_K, kKs, [](const uint8_t* col, int64_t l, const uint8_t* src, int64_t r) {
+    ASSERT_EQ(std::memcmp(col + 2 * l, src + 208, 2), 0) << "d row " << r;
+    for (int q = 0; q < 8; ++q)
+      ASSERT_EQ(std::memcmp(col + 16 + 16 * q + 2 * l, src + 192 + 2 * q, 2), 0)
+          << "scales row " << r << " pair " << q;
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e) {
+        for (int a = 0; a < 2; ++a)
+          ASSERT_EQ(std::memcmp(col + 144 + 32 * (((2 * h + a) * 2 + e) * 4 + l % 4) + 16 * (l / 4),
                                 src + 64 * h + 32 * a + 16 * e, 16),
                     0)
-                    << "ql row " << r;
-              ASSERT_EQ(std::memcmp(col + 1168 + 32 * ((2 * h + e) * 4 + l % 4) + 16 * (l / 4),
-                                    src + 128 + 32 * h + 16 * e, 16),
-                        0)
-                  << "qh row " << r;
-            }
-        }
+              << "ql row " << r;
+        ASSERT_EQ(std::memcmp(col + 1168 + 32 * ((2 * h + e) * 4 + l % 4) + 16 * (l / 4),
+                              src + 128 + 32 * h + 16 * e, 16),
+                  0)
+            << "qh row " << r;
       }
-    }
-  }
+  });
 }
 
 TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
@@ -274,30 +268,15 @@ TEST(RepackQ6_Kx8, LargestSums) {
 
 // Q8_0x8: every byte where repack.h says (BlockQ8_0: d at 0, codes at 2).
 TEST(RepackQ8_0x8, LayoutFollowsTheHeader) {
-  for (int64_t rows : kRowCounts) {
-    for (int64_t k : {32, 96, 1024}) {
-      const size_t rb = row_bytes(DType::kQ8_0, k);
-      const auto w = test::random_blocks(DType::kQ8_0, rows * k, 7);
-      const auto p = repacked(kQ8_0, w, rows, k);
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t i = 0; i < k / 32; ++i) {
-          const uint8_t* src = w.data() + r * rb + i * 34;
-          if (r >= rows / 8 * 8) {
-            ASSERT_EQ(std::memcmp(p.data() + r * rb + i * 34, src, 34), 0) << "tail " << r;
-            continue;
-          }
-          const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 272;
-          const int64_t l = r % 8;
-          ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
-          for (int e = 0; e < 2; ++e)
-            ASSERT_EQ(
-                std::memcmp(col + 16 + 32 * (2 * (l % 4) + e) + 16 * (l / 4), src + 2 + 16 * e, 16),
-                0)
-                << "codes row " << r << " half " << e;
-        }
-      }
-    }
-  }
+  walk_blocks(
+      kQ8_0, {32, 96, 1024}, [](const uint8_t* col, int64_t l, const uint8_t* src, int64_t r) {
+        ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
+        for (int e = 0; e < 2; ++e)
+          ASSERT_EQ(
+              std::memcmp(col + 16 + 32 * (2 * (l % 4) + e) + 16 * (l / 4), src + 2 + 16 * e, 16),
+              0)
+              << "codes row " << r << " half " << e;
+      });
 }
 
 // Weight codes -128 (which the sign trick takes as magnitude 128) or 127 against activations of
