@@ -230,24 +230,16 @@ BENCHMARK(BM_VecDot4Rows)
     ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
                     static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
                    {0, 1}});
-BENCHMARK(BM_DecodeRows)
-    ->ArgsProduct({{static_cast<int64_t>(DType::kQ4_0), static_cast<int64_t>(DType::kQ8_0),
-                    static_cast<int64_t>(DType::kQ4_K), static_cast<int64_t>(DType::kQ6_K)},
-                   {0, 1},
-                   {65536}})
-    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 65536})
-    ->Args({static_cast<int64_t>(DType::kQ4_0), 1, 512})
-    ->Args({static_cast<int64_t>(DType::kQ4_0), 2, 512})
-    ->Args({static_cast<int64_t>(DType::kQ8_0), 2, 65536})
-    ->Args({static_cast<int64_t>(DType::kQ8_0), 1, 512})
-    ->Args({static_cast<int64_t>(DType::kQ8_0), 2, 512})
-    ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 65536})
-    ->Args({static_cast<int64_t>(DType::kQ4_K), 1, 512})
-    ->Args({static_cast<int64_t>(DType::kQ4_K), 2, 512})
-    ->Args({static_cast<int64_t>(DType::kQ6_K), 2, 65536})
-    ->Args({static_cast<int64_t>(DType::kQ6_K), 1, 512})
-    ->Args({static_cast<int64_t>(DType::kQ6_K), 2, 512})
-    ->UseRealTime();
+// Per block type: the file layout one row and kMaxWeightRows at a time out of cache, then the
+// repacked layout out of cache, and the multi-row and repacked kernels in L2.
+void decode_rows_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    const auto ti = static_cast<int64_t>(t);
+    for (auto [mode, rows] : {std::pair{0, 65536}, {1, 65536}, {2, 65536}, {1, 512}, {2, 512}})
+      b->Args({ti, mode, rows});
+  }
+}
+BENCHMARK(BM_DecodeRows)->Apply(decode_rows_args)->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K})
     for (auto [r, x] : {std::pair{0, 4}, {1, 4}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {4, 4}, {8, 8}})
