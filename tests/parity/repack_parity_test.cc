@@ -12,6 +12,7 @@
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "quant_test_util.h"
+#include "repack_test_util.h"
 
 namespace nexus {
 namespace {
@@ -160,18 +161,10 @@ TEST(RepackQ4_0x8, MatmulAndEmbedRowsMatchTheOriginal) {
       const Tensor tw(DType::kQ4_0, {rows, k}, w.data());
       const Tensor tp(DType::kQ4_0x8, {rows, k}, p.data());
       for (int64_t n : {1, 3, 8, 17}) {
-        const auto x = random_floats(n * k, 400);
-        std::vector<float> a(n * rows), b(n * rows);
-        Arena s1(matmul_scratch_bytes(tw, n) + 64, MemCategory::kScratch);
-        Arena s2(matmul_scratch_bytes(tp, n) + 64, MemCategory::kScratch);
-        matmul(tw, x.data(), n, a.data(), pool, s1);
-        matmul(tp, x.data(), n, b.data(), pool, s2);
+        const auto [a, b] = test::matmul_both(tw, tp, n, pool);
         ASSERT_EQ(a, b) << "rows=" << rows << " tokens=" << n << " threads=" << threads;
       }
-      const std::vector<int32_t> ids = {0, static_cast<int32_t>(rows - 1), 5, 3};
-      std::vector<float> ea(ids.size() * k), eb(ids.size() * k);
-      embed_rows(tw, ids, ea.data());
-      embed_rows(tp, ids, eb.data());
+      auto [ea, eb] = test::embed_both(tw, tp);
       EXPECT_EQ(ea, eb) << "rows=" << rows;
       EXPECT_THROW(embed_rows(tp, std::vector<int32_t>{static_cast<int32_t>(rows)}, eb.data()),
                    Error);
