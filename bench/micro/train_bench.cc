@@ -44,14 +44,19 @@ void BM_TrainAttentionForward(benchmark::State& state) {
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3);
   std::vector<float> out(n * w), att(kAttn.t * kAttn.t);
-  const auto fn = state.range(0) ? kern::attn_forward_head_avx2 : kern::attn_forward_head_scalar;
+  // 0 scalar, 1 AVX2 loops, 2 OpenBLAS GEMMs in row blocks (one thread, as attention_forward runs
+  // them).
+  const auto fn = state.range(0) == 2   ? kern::attn_forward_head_blas
+                  : state.range(0) == 1 ? kern::attn_forward_head_avx2
+                                        : kern::attn_forward_head_scalar;
+  if (state.range(0) == 2) openblas_set_num_threads(1);
   for (auto _ : state) fn(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
   // Causal q k^T and p v: 2 * t (t + 1) / 2 * hd multiply-adds each.
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * 2 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionForward)->ArgsProduct({{0, 1}, {48, 64}});
+BENCHMARK(BM_TrainAttentionForward)->ArgsProduct({{0, 1, 2}, {48, 64}});
 
 void BM_TrainAttentionBackward(benchmark::State& state) {
   if (skip_without_avx2(state)) return;

@@ -40,6 +40,28 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
   }
 }
 
+void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < cnt; ++j) mx = std::max(mx, p[j]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < cnt; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < cnt; ++j) p[j] *= inv;
+  std::fill(p + cnt, p + t, 0.0f);
+}
+
+void softmax_causal_row_backward_scalar(float* d, const float* p, int64_t cnt, int64_t end,
+                                        float scale) {
+  double pdp = 0.0;
+  for (int64_t j = 0; j < cnt; ++j) pdp += static_cast<double>(p[j]) * d[j];
+  const float pdpf = static_cast<float>(pdp);
+  for (int64_t j = 0; j < cnt; ++j) d[j] = p[j] * (d[j] - pdpf) * scale;
+  std::fill(d + cnt, d + end, 0.0f);
+}
+
 void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* dout,
                                 const float* att, const float* q, const float* k, const float* v,
                                 const AttnShape& s, int64_t b, int64_t kh, float* dp) {

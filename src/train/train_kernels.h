@@ -24,12 +24,26 @@ void attn_backward_group_scalar(float* dq, float* dk, float* dv, const float* do
 void attn_backward_group_avx2(float* dq, float* dk, float* dv, const float* dout, const float* att,
                               const float* q, const float* k, const float* v, const AttnShape& s,
                               int64_t b, int64_t kh, float* dp);
-// The same as OpenBLAS GEMMs (train_attention_blas.cc; any head_dim; `dp` holds t * t floats).
-// The caller runs OpenBLAS on one thread (several groups run at once on the pool's threads).
+// The same as OpenBLAS GEMMs in causal row blocks (train_attention_blas.cc; any head_dim; `dp`
+// holds t * t floats). The caller runs OpenBLAS on one thread (several heads or groups run at
+// once on the pool's threads).
+void attn_forward_head_blas(float* out, float* att, const float* q, const float* k, const float* v,
+                            const AttnShape& s, int64_t b, int64_t h);
 void attn_backward_group_blas(float* dq, float* dk, float* dv, const float* dout,
                               const float* att, const float* q, const float* k, const float* v,
                               const AttnShape& s, int64_t b, int64_t kh, float* dp);
 inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && head_dim <= 64; }
+
+// Softmax in place of the first cnt scores of a row of t, zeros after them (the causal row of the
+// saved probabilities); the scalar version sums in double, the AVX2 one in eight float lanes.
+void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t);
+void softmax_causal_row_avx2(float* p, int64_t cnt, int64_t t);
+// Its backward scaled: d[j] = p[j] (d[j] - sum_k p[k] d[k]) scale for j < cnt (the sum in double),
+// zeros in [cnt, end).
+void softmax_causal_row_backward_scalar(float* d, const float* p, int64_t cnt, int64_t end,
+                                        float scale);
+void softmax_causal_row_backward_avx2(float* d, const float* p, int64_t cnt, int64_t end,
+                                      float scale);
 
 // Cross-entropy of one row of v logits against `target`: returns lse - row[target] and overwrites
 // the row with (softmax - onehot) * scale. A row with target < 0 becomes zeros and returns 0.

@@ -164,13 +164,50 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
 }
 
 
+namespace {
+
+// Sequences of kBlasAttnMinT tokens and more run attention as OpenBLAS GEMMs in causal row blocks
+// (train_attention_blas.cc; one OpenBLAS thread per head or group, the items over the pool's
+// threads); shorter ones, or any length with NEXUS_TRAIN_ATTN=loops, the per-pair register
+// kernels (AVX2 or scalar). GPT-2 124M and L15M, t 256: see docs/TRAINING.md.
+constexpr int64_t kBlasAttnMinT = 32;
+bool blas_attention(const AttnShape& s) {
+  static const bool loops = [] {
+    const char* e = std::getenv("NEXUS_TRAIN_ATTN");
+    return e != nullptr && std::string(e) == "loops";
+  }();
+  return !loops && s.t >= kBlasAttnMinT;
+}
+
+// Holds OpenBLAS at one thread for its lifetime (TrainModel already does; other callers may not).
+class OneBlasThread {
+ public:
+  explicit OneBlasThread(bool on) : saved_(on ? openblas_get_num_threads() : 0) {
+    if (on) openblas_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    if (saved_ > 0) openblas_set_num_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.attention", 4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
+  const bool blas = blas_attention(s);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
+  const OneBlasThread one(blas);
   for_items(pool, s.b * s.n_heads, [&](int64_t item, int) {
     const int64_t b = item / s.n_heads, h = item % s.n_heads;
-    if (simd)
+    if (blas)
+      kern::attn_forward_head_blas(out, att, q, k, v, s, b, h);
+    else if (simd)
       kern::attn_forward_head_avx2(out, att, q, k, v, s, b, h);
     else
       kern::attn_forward_head_scalar(out, att, q, k, v, s, b, h);
@@ -179,31 +216,13 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
 
 int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
 
-
-namespace {
-constexpr int64_t kBlasAttnMinT = 32;
-// NEXUS_TRAIN_ATTN=blas selects the GEMM backward (opt-in: whole-step A/B runs were mixed, f32
-// +0.4-5% and bf16 -5-7% on L15M, see docs/TRAINING.md); the register kernels are the default.
-bool blas_attention() {
-  static const bool on = [] {
-    const char* e = std::getenv("NEXUS_TRAIN_ATTN");
-    return e != nullptr && std::string(e) == "blas";
-  }();
-  return on;
-}
-}  // namespace
-
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.attention_bwd", 8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
-  // With NEXUS_TRAIN_ATTN=blas, sequences of kBlasAttnMinT tokens and more: GEMMs (OpenBLAS on
-  // one thread per group, the groups over the pool's threads), restored to its thread count
-  // afterwards.
-  const bool blas = blas_attention() && s.t >= kBlasAttnMinT;
-  const int blas_threads = blas ? openblas_get_num_threads() : 0;
-  if (blas) openblas_set_num_threads(1);
+  const bool blas = blas_attention(s);
+  const OneBlasThread one(blas);
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
     float* dp = scratch + thread * attention_backward_scratch(s.t);
@@ -214,7 +233,6 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     else
       kern::attn_backward_group_scalar(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
   });
-  if (blas) openblas_set_num_threads(blas_threads);
 }
 
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n, ThreadPool* pool) {

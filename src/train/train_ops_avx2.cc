@@ -26,6 +26,24 @@ inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
+// p[j] = exp(p[j] - mx) for j < cnt; returns 1 / sum of them (float partial sums, 8 lanes).
+inline float exp_row(float* p, int64_t cnt, float mx) {
+  const __m256 mxv = _mm256_set1_ps(mx);
+  __m256 sumv = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= cnt; j += 8) {
+    const __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mxv));
+    _mm256_storeu_ps(p + j, w);
+    sumv = _mm256_add_ps(sumv, w);
+  }
+  float sum = hsum(sumv);
+  for (; j < cnt; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
+  }
+  return 1.0f / sum;
+}
+
 template <int NV>
 void attn_forward_head(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, int64_t b, int64_t h) {
@@ -69,20 +87,7 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
       mx = std::max(mx, p[j]);
     }
     const int64_t cnt = i + 1;
-    const __m256 mxv = _mm256_set1_ps(mx);
-    __m256 sumv = _mm256_setzero_ps();
-    j = 0;
-    for (; j + 8 <= cnt; j += 8) {
-      const __m256 w = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(p + j), mxv));
-      _mm256_storeu_ps(p + j, w);
-      sumv = _mm256_add_ps(sumv, w);
-    }
-    float sum = hsum(sumv);
-    for (; j < cnt; ++j) {
-      p[j] = std::exp(p[j] - mx);
-      sum += p[j];
-    }
-    const float inv = 1.0f / sum;
+    const float inv = exp_row(p, cnt, mx);
     __m256 acc[NV];
 #pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) acc[e] = _mm256_setzero_ps();
@@ -248,6 +253,41 @@ void attn_backward_group_avx2(float* dq, float* dk, float* dv, const float* dout
   by_head_dim(s.head_dim, [&]<int NV>() {
     attn_backward_group<NV>(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
   });
+}
+
+void softmax_causal_row_avx2(float* p, int64_t cnt, int64_t t) {
+  int64_t j = 0;
+  __m256 mxv = _mm256_set1_ps(-INFINITY);
+  for (; j + 8 <= cnt; j += 8) mxv = _mm256_max_ps(mxv, _mm256_loadu_ps(p + j));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  float mx = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  for (; j < cnt; ++j) mx = std::max(mx, p[j]);
+  const __m256 inv = _mm256_set1_ps(exp_row(p, cnt, mx));
+  for (j = 0; j + 8 <= cnt; j += 8) _mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_loadu_ps(p + j), inv));
+  for (; j < cnt; ++j) p[j] *= _mm256_cvtss_f32(inv);
+  std::fill(p + cnt, p + t, 0.0f);
+}
+
+void softmax_causal_row_backward_avx2(float* d, const float* p, int64_t cnt, int64_t end,
+                                      float scale) {
+  // sum_j p_j d_j in double, four lanes at a time.
+  __m256d acc = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 4 <= cnt; j += 4)
+    acc = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(p + j)), _mm256_cvtps_pd(_mm_loadu_ps(d + j)),
+                          acc);
+  __m128d a2 = _mm_add_pd(_mm256_castpd256_pd128(acc), _mm256_extractf128_pd(acc, 1));
+  double pdp = _mm_cvtsd_f64(_mm_add_sd(a2, _mm_unpackhi_pd(a2, a2)));
+  for (; j < cnt; ++j) pdp += static_cast<double>(p[j]) * d[j];
+  const float pdpf = static_cast<float>(pdp);
+  const __m256 pv = _mm256_set1_ps(pdpf), sv = _mm256_set1_ps(scale);
+  for (j = 0; j + 8 <= cnt; j += 8) {
+    const __m256 v = _mm256_sub_ps(_mm256_loadu_ps(d + j), pv);
+    _mm256_storeu_ps(d + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), v), sv));
+  }
+  for (; j < cnt; ++j) d[j] = p[j] * (d[j] - pdpf) * scale;
+  std::fill(d + cnt, d + end, 0.0f);
 }
 
 float ce_row_avx2(float* row, int64_t v, int32_t target, float scale) {

@@ -1,6 +1,6 @@
 // The AVX2 training kernels (train/train_kernels.h) against their scalar references at odd sizes:
 // attention per head (every supported head size, GQA, sequence lengths around the 4-key and 8-lane
-// blocks; the OpenBLAS backward against the scalar one), the fused cross-entropy row (vocabulary sizes around the 8-lane and 256-value blocks,
+// blocks; the OpenBLAS forward and backward against the scalar ones, the softmax rows), the fused cross-entropy row (vocabulary sizes around the 8-lane and 256-value blocks,
 // extreme logits), SwiGLU (large |gate| where exp saturates) and GELU (saturated and tiny inputs).
 #include <gtest/gtest.h>
 
@@ -67,40 +67,66 @@ TEST(TrainKernelsParity, AttentionForwardAndBackward) {
   }
 }
 
-// The GEMM backward (OpenBLAS, any head size) against the scalar one on the same saved
-// probabilities: GQA groups 1-3, head sizes 8-80, lengths around 32 (where attention_backward
-// switches to it) and up to 70.
-TEST(TrainKernelsParity, AttentionBackwardBlas) {
+// The GEMM forward and backward (OpenBLAS in causal row blocks, any head size) against the scalar
+// ones: GQA groups 1-3, head sizes 8-80, lengths around 32 (where attention_forward/backward
+// switch to them) and the 64-row block (63-65, 129); the backward on the same saved
+// probabilities.
+TEST(TrainKernelsParity, AttentionBlas) {
   for (int64_t hd : {8, 20, 48, 64, 80}) {
-    for (int64_t t : {1, 5, 31, 32, 70}) {
+    for (int64_t t : {1, 5, 31, 32, 63, 64, 65, 129}) {
       for (int64_t kv_heads : {1, 2, 6}) {
         const AttnShape s{2, t, 6, kv_heads, hd};
         const int64_t n = s.b * s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
         const auto q = randn(n * qw, 11 + t, 2.0f), k = randn(n * kvw, 12 + t, 2.0f);
         const auto v = randn(n * kvw, 13 + t), dout = randn(n * qw, 14 + t);
-        std::vector<float> out(n * qw), att(s.b * s.n_heads * t * t, -1.0f), dq[2], dk[2], dv[2],
-            dp(attention_backward_scratch(t));
-        for (int64_t b = 0; b < s.b; ++b)
-          for (int64_t h = 0; h < s.n_heads; ++h)
-            kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(),
-                                           s, b, h);
+        std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(attention_backward_scratch(t));
         for (int blas = 0; blas < 2; ++blas) {
+          out[blas].assign(n * qw, -3.0f);
+          att[blas].assign(s.b * s.n_heads * t * t, -1.0f);
+          for (int64_t b = 0; b < s.b; ++b)
+            for (int64_t h = 0; h < s.n_heads; ++h)
+              (blas ? kern::attn_forward_head_blas : kern::attn_forward_head_scalar)(
+                  out[blas].data(), att[blas].data(), q.data(), k.data(), v.data(), s, b, h);
           dq[blas].assign(n * qw, 0.5f);  // backward accumulates: start from non-zero values
           dk[blas].assign(n * kvw, -0.25f);
           dv[blas].assign(n * kvw, 0.5f);
           for (int64_t b = 0; b < s.b; ++b)
             for (int64_t kh = 0; kh < s.n_kv_heads; ++kh)
               (blas ? kern::attn_backward_group_blas : kern::attn_backward_group_scalar)(
-                  dq[blas].data(), dk[blas].data(), dv[blas].data(), dout.data(), att.data(),
+                  dq[blas].data(), dk[blas].data(), dv[blas].data(), dout.data(), att[0].data(),
                   q.data(), k.data(), v.data(), s, b, kh, dp.data());
         }
         SCOPED_TRACE("hd " + std::to_string(hd) + " t " + std::to_string(t) + " kv heads " +
                      std::to_string(kv_heads));
+        EXPECT_LE(rel_diff(att[1], att[0]), 1e-5);
+        EXPECT_LE(rel_diff(out[1], out[0]), 1e-5);
         EXPECT_LE(rel_diff(dq[1], dq[0]), 1e-5);
         EXPECT_LE(rel_diff(dk[1], dk[0]), 1e-5);
         EXPECT_LE(rel_diff(dv[1], dv[0]), 1e-5);
       }
     }
+  }
+}
+
+// The softmax rows of the GEMM attention, AVX2 against scalar, around the 4- and 8-lane blocks.
+TEST(TrainKernelsParity, SoftmaxCausalRow) {
+  NEXUS_REQUIRE_AVX2();
+  for (int64_t cnt : {1, 3, 4, 7, 8, 9, 17, 100}) {
+    const int64_t t = cnt + 5;
+    const auto scores = randn(t, 60 + cnt, 8.0f), grad = randn(t, 61 + cnt);
+    std::vector<float> p[2] = {scores, scores}, d[2] = {grad, grad};
+    kern::softmax_causal_row_scalar(p[0].data(), cnt, t);
+    kern::softmax_causal_row_avx2(p[1].data(), cnt, t);
+    kern::softmax_causal_row_backward_scalar(d[0].data(), p[0].data(), cnt, t, 0.125f);
+    kern::softmax_causal_row_backward_avx2(d[1].data(), p[0].data(), cnt, t, 0.125f);
+    SCOPED_TRACE("cnt " + std::to_string(cnt));
+    EXPECT_LE(rel_diff(p[1], p[0]), 1e-6);
+    EXPECT_LE(rel_diff(d[1], d[0]), 1e-6);
+    for (int64_t j = cnt; j < t; ++j) EXPECT_EQ(p[1][j], 0.0f) << j;
+    for (int64_t j = cnt; j < t; ++j) EXPECT_EQ(d[1][j], 0.0f) << j;
+    double sum = 0.0;
+    for (int64_t j = 0; j < cnt; ++j) sum += p[1][j];
+    EXPECT_NEAR(sum, 1.0, 1e-6);
   }
 }
 
