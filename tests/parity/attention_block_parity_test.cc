@@ -1,6 +1,7 @@
 // Query-block prefill attention (attention_block.cc) against the plain reference on batches that
 // cut blocks in awkward places: two sequences interleaved in runs, a prompt continuing a cache
-// that already holds 37 positions, a run longer than one block, and a position jump.
+// that already holds 37 positions, a run longer than one block, a position jump, and a block
+// late in a long cache whose keys span three key tiles (the online-softmax rescaling between tiles).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +23,7 @@ TEST(AttentionBlockParity, MixedSequencesAndOffsetsMatchReference) {
     for (DType kv_type : {DType::kF32, DType::kF16}) {
       const int64_t width = c.n_kv_heads * c.head_dim;
       const int64_t qw = c.n_heads * c.head_dim;
-      const int32_t n_pos = 200;
+      const int32_t n_pos = 1200;
       std::mt19937 rng(static_cast<uint32_t>(c.head_dim + 7));
       std::normal_distribution<float> nd(0.0f, 1.0f);
       // Keys/values of both sequences, rounded through the cache type as the kernel sees them.
@@ -42,12 +43,15 @@ TEST(AttentionBlockParity, MixedSequencesAndOffsetsMatchReference) {
           cache.store(0, s, j, &kv_data[s][0][j * width], &kv_data[s][1][j * width]);
       }
       // Sequence 0: positions 37..136 (100 tokens: a full block then 36); sequence 1: 0..19,
-      // then 150..159 (a jump), the runs interleaved.
+      // then 150..159 (a jump), the runs interleaved; then sequence 1 at 1100..1163 (keys 0..1163:
+      // three tiles of kBlockKeyTile = 512).
       std::vector<int32_t> seq, pos;
       for (int32_t j = 37; j < 107; ++j) seq.push_back(0), pos.push_back(j);
       for (int32_t j = 0; j < 20; ++j) seq.push_back(1), pos.push_back(j);
       for (int32_t j = 107; j < 137; ++j) seq.push_back(0), pos.push_back(j);
       for (int32_t j = 150; j < 160; ++j) seq.push_back(1), pos.push_back(j);
+      for (int32_t j = 1100; j < 1164; ++j) seq.push_back(1), pos.push_back(j);
+      static_assert(cpu::kBlockKeyTile <= 512, "the last run must span several key tiles");
       const int64_t n = static_cast<int64_t>(seq.size());
       std::vector<float> q(n * qw);
       for (float& x : q) x = nd(rng);
