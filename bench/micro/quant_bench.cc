@@ -110,15 +110,20 @@ void BM_Matmul(benchmark::State& state) {
 // per row (the one-row kernel); == 1: vec_dot_wrows over kMaxWeightRows rows at a time (what matmul
 // uses for one token); == 2 (Q4_0, Q8_0, Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q8_0x8 /
 // Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights
-// repacked at load.
+// repacked at load; == 3 (Q8_0): the same through the AVX512-VNNI kernel.
 // Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
   const bool multi = state.range(1) != 0;
-  const bool repacked = state.range(1) == 2;
+  const bool vnni = state.range(1) == 3;
+  const bool repacked = state.range(1) >= 2;
   const cpu::RepackedLayout* rk = cpu::layout_of_base(t);
   if (repacked && rk == nullptr) {
     state.SkipWithError("no repacked layout for this type");
+    return;
+  }
+  if (vnni && (rk->vnni == nullptr || !cpu::x8_vnni_supported())) {
+    state.SkipWithError("no AVX512-VNNI kernel for this layout or CPU");
     return;
   }
   const cpu::TypeKernels& k = cpu::kernels(t);
@@ -145,7 +150,8 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   for (auto _ : state) {
     if (repacked) {
-      rk->avx2(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1, y.data(), kRows);
+      (vnni ? rk->vnni : rk->avx2)(kK, w.data(), kRows / cpu::kRepackRows, x.data(), x.size(), 1,
+                                   y.data(), kRows);
     } else if (multi) {
       for (int64_t r = 0; r < kRows; r += cpu::kMaxWeightRows)
         k.vec_dot_wrows(kK, w.data() + r * rb, rb, x.data(), cpu::kMaxWeightRows, y.data() + r);
@@ -156,7 +162,8 @@ void BM_DecodeRows(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(w.size()));
-  state.SetLabel(std::string(dtype_name(t)) + (repacked ? " x8 repacked"
+  state.SetLabel(std::string(dtype_name(t)) + (vnni       ? " x8 repacked vnni"
+                                               : repacked ? " x8 repacked"
                                                : multi  ? " wrows"
                                                         : " vec_dot"));
 }
@@ -237,6 +244,8 @@ void decode_rows_args(benchmark::internal::Benchmark* b) {
     const auto ti = static_cast<int64_t>(t);
     for (auto [mode, rows] : {std::pair{0, 65536}, {1, 65536}, {2, 65536}, {1, 512}, {2, 512}})
       b->Args({ti, mode, rows});
+    if (t == DType::kQ8_0)
+      for (int64_t rows : {65536, 512}) b->Args({ti, 3, rows});
   }
 }
 BENCHMARK(BM_DecodeRows)->Apply(decode_rows_args)->UseRealTime();

@@ -141,7 +141,8 @@ TEST(RepackK, RowsUnpackAndDequantizeToTheOriginal) {
   }
 }
 
-// Scalar and AVX2 kernels: bit-identical to each other for 1-7 tokens (passes of 4 + 3), and each
+// Scalar, AVX2 and (where the CPU has AVX512-VNNI) VNNI kernels: bit-identical to each other for
+// 1-7 tokens (passes of 4 + 3), and each
 // output within f32 accumulation error of the double dot of the dequantized row and activation.
 TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
   for (const Layout* lp : kLayouts) {
@@ -171,6 +172,13 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
             for (size_t i = 0; i < ref.size(); ++i)
               ASSERT_EQ(simd[i], ref[i]) << name << " k=" << k << " n=" << n << " output " << i
                                          << (random_bits ? " random bits" : "");
+          }
+          if (l.vnni != nullptr && cpu::x8_vnni_supported()) {
+            std::vector<float> vnni(n * kRowsN, -3.0f);
+            l.vnni(k, p.data(), kRowsN / 8, x.data(), xs, n, vnni.data(), kRowsN);
+            for (size_t i = 0; i < ref.size(); ++i)
+              ASSERT_EQ(vnni[i], ref[i]) << name << " vnni k=" << k << " n=" << n << " output "
+                                         << i << (random_bits ? " random bits" : "");
           }
           std::vector<float> wf(k), xf(k);
           for (int64_t t = 0; t < n; ++t) {
@@ -280,8 +288,9 @@ TEST(RepackQ8_0x8, LayoutFollowsTheHeader) {
       });
 }
 
-// Weight codes -128 (which the sign trick takes as magnitude 128) or 127 against activations of
-// -127 or 127: the largest maddubs pairs (2 * 128 * 127); with d = d_y = 1 the dots are exact.
+// Weight codes -128 (which the sign trick takes as magnitude 128, the VNNI flip as 0) or 127
+// against activations of -127 or 127: the largest maddubs pairs (2 * 128 * 127) and vpdpbusd
+// products (255 * 127); with d = d_y = 1 the dots are exact.
 TEST(RepackQ8_0x8, LargestSums) {
   constexpr int64_t kN = 64;
   const size_t rb = row_bytes(DType::kQ8_0, kN);
@@ -297,13 +306,17 @@ TEST(RepackQ8_0x8, LargestSums) {
         std::memset(&x[b * 34 + 2], y_code & 0xFF, 32);
       }
       const auto p = repacked(kQ8_0, w, 8, kN);
-      for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
-        if (!cpu::isa_supported(isa)) continue;
+      for (int kernel = 0; kernel < 3; ++kernel) {
+        if (kernel == 1 && !cpu::isa_supported(Isa::kAvx2)) continue;
+        if (kernel == 2 && !cpu::x8_vnni_supported()) continue;
+        const cpu::GemmX8Fn fn = kernel == 0   ? cpu::gemm_q8_0x8_ref
+                                 : kernel == 1 ? cpu::gemm_q8_0x8_avx2
+                                               : cpu::gemm_q8_0x8_vnni;
         float y[8];
-        (isa == Isa::kAvx2 ? cpu::gemm_q8_0x8_avx2 : cpu::gemm_q8_0x8_ref)(kN, p.data(), 1,
-                                                                           x.data(), rb, 1, y, 8);
+        fn(kN, p.data(), 1, x.data(), rb, 1, y, 8);
         for (int r = 0; r < 8; ++r)
-          EXPECT_EQ(y[r], static_cast<float>(kN * w_code * y_code)) << "row " << r;
+          EXPECT_EQ(y[r], static_cast<float>(kN * w_code * y_code))
+              << "kernel " << kernel << " row " << r;
       }
     }
   }

@@ -4,6 +4,7 @@
 #include "backends/cpu/repack.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -48,16 +49,37 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
   unpack_row_x8(kLayout, "unpack_row_q4_0x8", w, rows, k, r, out);
 }
 
+bool x8_vnni_supported() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  // libgcc's checks include the OS saving the AVX-512 state (XCR0).
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+bool x8_vnni_active() {
+  static const bool on = [] {
+    const char* off = std::getenv("NEXUS_NO_VNNI");
+    return active_isa() == Isa::kAvx2 && x8_vnni_supported() &&
+           !(off != nullptr && std::string(off) == "1");
+  }();
+  return on;
+}
+
 std::span<const RepackedLayout> repacked_layouts() {
   static constexpr RepackedLayout kLayouts[] = {
       {DType::kQ4_0x8, DType::kQ4_0, repack_q4_0x8, unpack_row_q4_0x8, gemm_q4_0x8_ref,
-       gemm_q4_0x8_avx2},
+       gemm_q4_0x8_avx2, nullptr},
       {DType::kQ8_0x8, DType::kQ8_0, repack_q8_0x8, unpack_row_q8_0x8, gemm_q8_0x8_ref,
-       gemm_q8_0x8_avx2},
+       gemm_q8_0x8_avx2, gemm_q8_0x8_vnni},
       {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,
-       gemm_q4_kx8_avx2},
+       gemm_q4_kx8_avx2, nullptr},
       {DType::kQ6_Kx8, DType::kQ6_K, repack_q6_kx8, unpack_row_q6_kx8, gemm_q6_kx8_ref,
-       gemm_q6_kx8_avx2},
+       gemm_q6_kx8_avx2, nullptr},
   };
   return kLayouts;
 }
@@ -132,7 +154,9 @@ void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t 
   const int64_t g1 = std::min(r1, full);
   if (r0 < g1) {
     const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
-    const GemmX8Fn kernel = active_isa() == Isa::kAvx2 ? l->avx2 : l->ref;
+    const GemmX8Fn kernel = active_isa() != Isa::kAvx2       ? l->ref
+                            : l->vnni != nullptr && x8_vnni_active() ? l->vnni
+                                                                    : l->avx2;
     kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
   }
   if (r1 > full) {

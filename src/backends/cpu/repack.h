@@ -110,6 +110,15 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
+// The Q8_0x8 kernel with its integer products on vpdpbusd (dot_q8_0x8_vnni.cc): needs AVX512-VNNI
+// and AVX512-VL (x8_vnni_supported); bit-identical to gemm_q8_0x8_avx2.
+void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+// Whether this CPU (and OS) runs the layouts' vnni kernels; x8_vnni_active() adds that the AVX2
+// kernels are active and NEXUS_NO_VNNI is not set to 1: then gemm_rows_repacked uses them.
+bool x8_vnni_supported();
+bool x8_vnni_active();
+
 // One repacked layout: its in-memory type, the file type it reorders, and its functions. The one
 // table of them (repack.cc) is what loading, dispatch, row reads, tests and benchmarks iterate.
 using GemmX8Fn = void (*)(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
@@ -121,6 +130,7 @@ struct RepackedLayout {
   void (*unpack_row)(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
   GemmX8Fn ref;
   GemmX8Fn avx2;
+  GemmX8Fn vnni;  // AVX512-VNNI/VL on 256-bit registers, bit-identical to avx2; null if none
 };
 // Every repacked layout (Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8).
 std::span<const RepackedLayout> repacked_layouts();
