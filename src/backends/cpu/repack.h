@@ -110,8 +110,11 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// The Q8_0x8 kernel with its integer products on vpdpbusd (dot_q8_0x8_vnni.cc): needs AVX512-VNNI
-// and AVX512-VL (x8_vnni_supported); bit-identical to gemm_q8_0x8_avx2.
+// The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd (dot_q4_0x8_vnni.cc,
+// dot_q8_0x8_vnni.cc): need AVX512-VNNI and AVX512-VL (x8_vnni_supported); bit-identical to the
+// AVX2 ones.
+void gemm_q4_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 // Whether this CPU (and OS) runs the layouts' vnni kernels; x8_vnni_active() adds that the AVX2
