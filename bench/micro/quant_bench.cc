@@ -122,7 +122,7 @@ void BM_DecodeRows(benchmark::State& state) {
     state.SkipWithError("no repacked layout for this type");
     return;
   }
-  if (vnni && (rk->vnni == nullptr || !cpu::x8_vnni_supported())) {
+  if (vnni && (rk->vnni == nullptr || !cpu::avx512_supported())) {
     state.SkipWithError("no AVX512-VNNI kernel for this layout or CPU");
     return;
   }

@@ -96,7 +96,7 @@ TEST(RepackQ4_0x8, RowsUnpackAndDequantizeToTheOriginal) {
 TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
   for (int variant = 0; variant < 3; ++variant) {
     const Isa isa = variant == 0 ? Isa::kScalar : Isa::kAvx2;
-    if (!cpu::isa_supported(isa) || (variant == 2 && !cpu::x8_vnni_supported())) continue;
+    if (!cpu::isa_supported(isa) || (variant == 2 && !cpu::avx512_supported())) continue;
     const cpu::GemmX8Fn kernel = variant == 0   ? cpu::gemm_q4_0x8_ref
                                  : variant == 1 ? cpu::gemm_q4_0x8_avx2
                                                 : cpu::gemm_q4_0x8_vnni;
@@ -147,7 +147,7 @@ TEST(RepackQ4_0x8, LargestBlockSums) {
       }
       const auto p = repacked(w, 8, kN);
       for (bool vnni : {false, true}) {
-        if (vnni && !cpu::x8_vnni_supported()) continue;
+        if (vnni && !cpu::avx512_supported()) continue;
         float y[8];
         (vnni ? cpu::gemm_q4_0x8_vnni : cpu::gemm_q4_0x8_avx2)(kN, p.data(), 1, x.data(), xs, 1,
                                                                y, 8);

@@ -173,7 +173,7 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
               ASSERT_EQ(simd[i], ref[i]) << name << " k=" << k << " n=" << n << " output " << i
                                          << (random_bits ? " random bits" : "");
           }
-          if (l.vnni != nullptr && cpu::x8_vnni_supported()) {
+          if (l.vnni != nullptr && cpu::avx512_supported()) {
             std::vector<float> vnni(n * kRowsN, -3.0f);
             l.vnni(k, p.data(), kRowsN / 8, x.data(), xs, n, vnni.data(), kRowsN);
             for (size_t i = 0; i < ref.size(); ++i)
@@ -308,7 +308,7 @@ TEST(RepackQ8_0x8, LargestSums) {
       const auto p = repacked(kQ8_0, w, 8, kN);
       for (int kernel = 0; kernel < 3; ++kernel) {
         if (kernel == 1 && !cpu::isa_supported(Isa::kAvx2)) continue;
-        if (kernel == 2 && !cpu::x8_vnni_supported()) continue;
+        if (kernel == 2 && !cpu::avx512_supported()) continue;
         const cpu::GemmX8Fn fn = kernel == 0   ? cpu::gemm_q8_0x8_ref
                                  : kernel == 1 ? cpu::gemm_q8_0x8_avx2
                                                : cpu::gemm_q8_0x8_vnni;

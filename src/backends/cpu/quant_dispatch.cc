@@ -1,5 +1,6 @@
 // Run-time selection of the quantization kernels: one table per ISA, indexed by dtype. AVX2 is
-// used when the CPU reports AVX2, FMA and F16C and NEXUS_FORCE_SCALAR is not set to 1.
+// used when the CPU reports AVX2, FMA and F16C and NEXUS_FORCE_SCALAR is not set to 1; the AVX2
+// table takes the bit-identical AVX-512 F32 decode dot when avx512_active().
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,10 @@ Table avx2_table() {
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_tile = vec_dot_tile_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_tile = vec_dot_tile_q4_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_tile = vec_dot_tile_q6_k_avx2;
+  if (avx512_active()) {
+    patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx512);
+    t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx512;
+  }
   return t;
 }
 
@@ -87,6 +92,18 @@ bool cpu_has_avx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
          __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_avx512() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  // libgcc's checks include the OS saving the AVX-512 state (XCR0).
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif
@@ -124,6 +141,20 @@ bool isa_supported(Isa isa) {
 Isa active_isa() {
   static const Isa isa = isa_supported(Isa::kAvx2) && !force_scalar() ? Isa::kAvx2 : Isa::kScalar;
   return isa;
+}
+
+bool avx512_supported() {
+  static const bool on = cpu_has_avx512();
+  return on;
+}
+
+bool avx512_active() {
+  static const bool on = [] {
+    const char* off = std::getenv("NEXUS_NO_AVX512");
+    return active_isa() == Isa::kAvx2 && avx512_supported() &&
+           !(off != nullptr && std::strcmp(off, "1") == 0);
+  }();
+  return on;
 }
 
 const TypeKernels& kernels(DType t, Isa isa) {

@@ -93,6 +93,10 @@ NEXUS_DECLARE_DOT_TILE(q4_k, avx2)
 NEXUS_DECLARE_DOT_TILE(q6_k, avx2)
 NEXUS_DECLARE_DOT_WROWS(f32, avx2)
 NEXUS_DECLARE_DOT_WROWS(f16, avx2)
+// AVX-512 F32 decode dots (dot_float_avx512.cc), bit-identical to the AVX2 ones; patched into the
+// AVX2 table when avx512_active().
+NEXUS_DECLARE_DOT(f32, avx512)
+NEXUS_DECLARE_DOT_WROWS(f32, avx512)
 NEXUS_DECLARE_DOT_WROWS(q4_0, avx2)
 NEXUS_DECLARE_DOT_WROWS(q8_0, avx2)
 NEXUS_DECLARE_DOT_WROWS(q4_k, avx2)

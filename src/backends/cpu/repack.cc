@@ -49,27 +49,6 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
   unpack_row_x8(kLayout, "unpack_row_q4_0x8", w, rows, k, r, out);
 }
 
-bool x8_vnni_supported() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  // libgcc's checks include the OS saving the AVX-512 state (XCR0).
-  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif
-}
-
-bool x8_vnni_active() {
-  static const bool on = [] {
-    const char* off = std::getenv("NEXUS_NO_VNNI");
-    return active_isa() == Isa::kAvx2 && x8_vnni_supported() &&
-           !(off != nullptr && std::string(off) == "1");
-  }();
-  return on;
-}
-
 std::span<const RepackedLayout> repacked_layouts() {
   static constexpr RepackedLayout kLayouts[] = {
       {DType::kQ4_0x8, DType::kQ4_0, repack_q4_0x8, unpack_row_q4_0x8, gemm_q4_0x8_ref,
@@ -155,7 +134,7 @@ void gemm_rows_repacked(const GemmProblem& p, int64_t rows, int64_t r0, int64_t 
   if (r0 < g1) {
     const uint8_t* w = p.w + static_cast<size_t>(r0) * p.w_stride;
     const GemmX8Fn kernel = active_isa() != Isa::kAvx2       ? l->ref
-                            : l->vnni != nullptr && x8_vnni_active() ? l->vnni
+                            : l->vnni != nullptr && avx512_active() ? l->vnni
                                                                     : l->avx2;
     kernel(p.k, w, (g1 - r0) / kRepackRows, p.x, p.x_stride, p.n_tokens, p.y + r0, p.y_stride);
   }

@@ -111,16 +111,12 @@ void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
 // The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd (dot_q4_0x8_vnni.cc,
-// dot_q8_0x8_vnni.cc): need AVX512-VNNI and AVX512-VL (x8_vnni_supported); bit-identical to the
-// AVX2 ones.
+// dot_q8_0x8_vnni.cc): need AVX512-VNNI and AVX512-VL (avx512_supported(), quant.h);
+// bit-identical to the AVX2 ones; gemm_rows_repacked uses them when avx512_active().
 void gemm_q4_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
-// Whether this CPU (and OS) runs the layouts' vnni kernels; x8_vnni_active() adds that the AVX2
-// kernels are active and NEXUS_NO_VNNI is not set to 1: then gemm_rows_repacked uses them.
-bool x8_vnni_supported();
-bool x8_vnni_active();
 
 // One repacked layout: its in-memory type, the file type it reorders, and its functions. The one
 // table of them (repack.cc) is what loading, dispatch, row reads, tests and benchmarks iterate.
