@@ -318,7 +318,14 @@ Tensor TrainModel::grad(const std::string& name) const {
   return Tensor(DType::kF32, info->shape, grads_ + info->offset);
 }
 
-void TrainModel::zero_grad() { zero(grads_, static_cast<int64_t>(n_params_)); }
+// Split over the pool: one thread's memset of GPT-2 124M's 497 MB of gradients took ~45 ms a step
+// (the step's own time in --profile-summary), two threads about half.
+void TrainModel::zero_grad() {
+  NEXUS_PROFILE_SCOPE("zero_grad");
+  const auto n = static_cast<int64_t>(n_params_);
+  if (!pool_ || pool_->size() == 1) return zero(grads_, n);
+  pool_->parallel_for(n, [&](int64_t i0, int64_t i1) { zero(grads_ + i0, i1 - i0); }, 1 << 18);
+}
 
 
 float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets,
