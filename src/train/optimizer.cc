@@ -72,6 +72,16 @@ AdamW::AdamW(std::span<const ParamInfo> tensors, const AdamWOptions& opts) : opt
 AdamW::~AdamW() { aligned_free_counted(state_, 2 * n_ * sizeof(float), MemCategory::kOptimizer); }
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
+  update(params, grads, lr, 1.0f);
+}
+
+void AdamW::step_scaled(std::span<float> params, std::span<float> grads, float lr,
+                        float grad_scale) {
+  update(params, grads, lr, grad_scale);
+}
+
+void AdamW::update(std::span<float> params, std::span<const float> grads, float lr,
+                   float grad_scale) {
   NEXUS_CHECK(params.size() == n_ && grads.size() == n_,
               "[adamw] expected " + std::to_string(n_) + " parameters and gradients, got " +
                   std::to_string(params.size()) + " and " + std::to_string(grads.size()));
@@ -85,6 +95,7 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, float lr
   k.inv_bc2_sqrt =
       static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(opts_.beta2), t)));
   k.eps = opts_.eps;
+  k.gscale = grad_scale;
   const float keep_decay = 1.0f - lr * opts_.weight_decay;
   const cpu::Isa isa = cpu::active_isa();
   float* p = params.data();
@@ -103,30 +114,54 @@ std::vector<StateBuffer> AdamW::state() {
   return {{"adamw.m", {state_, n_}}, {"adamw.v", {state_ + n_, n_}}};
 }
 
-float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool) {
+namespace {
+std::pair<size_t, size_t> chunk_range(size_t n, size_t c) {
+  const size_t b = c * kernels::kChunk;
+  return {b, std::min(n, b + kernels::kChunk) - b};
+}
+size_t chunk_count(size_t n) { return (n + kernels::kChunk - 1) / kernels::kChunk; }
+}  // namespace
+
+float grad_norm(std::span<const float> grads, ThreadPool* pool) {
   const cpu::Isa isa = cpu::active_isa();
-  const size_t n = grads.size();
-  const size_t n_chunks = (n + kernels::kChunk - 1) / kernels::kChunk;
+  const size_t n = grads.size(), n_chunks = chunk_count(n);
   std::vector<double> partial(n_chunks);
-  float* g = grads.data();
-  auto range = [&](size_t c) {
-    const size_t b = c * kernels::kChunk;
-    return std::pair<size_t, size_t>{b, std::min(n, b + kernels::kChunk) - b};
-  };
+  const float* g = grads.data();
   for_each_chunk(pool, n_chunks, [&](size_t c) {
-    const auto [b, len] = range(c);
+    const auto [b, len] = chunk_range(n, c);
     partial[c] = kernels::sumsq(isa, g + b, len);
   });
   double ss = 0.0;
   for (double s : partial) ss += s;  // fixed order: independent of the thread count
-  const float norm = static_cast<float>(std::sqrt(ss));
+  return static_cast<float>(std::sqrt(ss));
+}
+
+float clip_factor(float norm, float max_norm) {
   const float coef = max_norm / (norm + 1e-6f);
-  if (coef < 1.0f)
-    for_each_chunk(pool, n_chunks, [&](size_t c) {
-      const auto [b, len] = range(c);
-      kernels::scale(isa, g + b, len, coef);
-    });
+  return coef < 1.0f ? coef : 1.0f;
+}
+
+void scale_grads(std::span<float> grads, float c, ThreadPool* pool) {
+  const cpu::Isa isa = cpu::active_isa();
+  const size_t n = grads.size();
+  float* g = grads.data();
+  for_each_chunk(pool, chunk_count(n), [&](size_t ch) {
+    const auto [b, len] = chunk_range(n, ch);
+    kernels::scale(isa, g + b, len, c);
+  });
+}
+
+float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool) {
+  const float norm = grad_norm(grads, pool);
+  const float coef = clip_factor(norm, max_norm);
+  if (coef < 1.0f) scale_grads(grads, coef, pool);
   return norm;
+}
+
+void Optimizer::step_scaled(std::span<float> params, std::span<float> grads, float lr,
+                            float grad_scale) {
+  if (grad_scale != 1.0f) scale_grads(grads, grad_scale, pool_.get());
+  step(params, grads, lr);
 }
 
 float LrSchedule::at(int64_t step) const {

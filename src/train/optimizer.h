@@ -47,6 +47,12 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update at learning rate `lr`; increments steps().
   virtual void step(std::span<float> params, std::span<const float> grads, float lr) = 0;
+  // The same update with the gradients multiplied by grad_scale first (gradient clipping): the
+  // same bits as scaling `grads` in place (one f32 multiply each) and calling step(), which is
+  // what this default does (and leaves `grads` scaled); AdamW multiplies as it reads instead,
+  // sparing a pass over the gradients, and leaves them as they were.
+  virtual void step_scaled(std::span<float> params, std::span<float> grads, float lr,
+                           float grad_scale);
   virtual const char* name() const = 0;  // "adamw", "sgd", "adafactor"
   virtual std::vector<StateBuffer> state() = 0;
   int64_t steps() const { return t_; }
@@ -86,11 +92,14 @@ class AdamW final : public Optimizer {
   // p -= lr wd p; m, v moments; p -= lr m_hat / (sqrt(v_hat) + eps). One pass over the arrays,
   // AVX2 when the CPU has it (bit-identical to the scalar path), threaded by set_threads().
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  void step_scaled(std::span<float> params, std::span<float> grads, float lr,
+                   float grad_scale) override;
   const char* name() const override { return "adamw"; }
   std::vector<StateBuffer> state() override;
   const AdamWOptions& options() const { return opts_; }
 
  private:
+  void update(std::span<float> params, std::span<const float> grads, float lr, float grad_scale);
   AdamWOptions opts_;
   std::vector<ParamRange> chunks_;  // tensor ranges cut into pieces of at most kChunk elements
   size_t n_ = 0;
@@ -167,6 +176,12 @@ class Adafactor final : public Optimizer {
 // taken in double over fixed chunks combined in order, so the result does not depend on `pool`'s
 // thread count or the ISA (AVX2 and scalar paths are bit-identical).
 float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool = nullptr);
+// Its two halves: the global L2 norm (same sums), and the factor clip_grad_norm multiplies by
+// (max_norm / (norm + 1e-6) when that is below 1, else 1).
+float grad_norm(std::span<const float> grads, ThreadPool* pool = nullptr);
+float clip_factor(float norm, float max_norm);
+// g *= c over the fixed chunks, on `pool`'s threads.
+void scale_grads(std::span<float> grads, float c, ThreadPool* pool = nullptr);
 
 enum class LrDecay { kConstant, kLinear, kCosine };
 

@@ -8,7 +8,7 @@ namespace nexus::train::kernels {
 void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k) {
   const float a1 = 1.0f - k.b1, a2 = 1.0f - k.b2;
   for (size_t i = 0; i < n; ++i) {
-    const float gi = g[i];
+    const float gi = g[i] * k.gscale;
     const float mi = k.b1 * m[i] + a1 * gi;
     const float vi = k.b2 * v[i] + a2 * gi * gi;
     m[i] = mi;

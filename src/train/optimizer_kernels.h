@@ -18,9 +18,11 @@ struct AdamWCoef {
   float step_size;     // lr / (1 - b1^t)
   float inv_bc2_sqrt;  // 1 / sqrt(1 - b2^t)
   float eps;
+  float gscale = 1.0f;  // g is read as g * gscale (gradient clipping folded into the update)
 };
 
-// For i < n: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g; p = p keep - s m / (sqrt(v) c + eps).
+// For i < n, with g = g[i] * gscale: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
+// p = p keep - s m / (sqrt(v) c + eps).
 void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
 void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
 

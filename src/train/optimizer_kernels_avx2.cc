@@ -12,9 +12,10 @@ void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const Ad
   const __m256 a1 = _mm256_set1_ps(1.0f - k.b1), a2 = _mm256_set1_ps(1.0f - k.b2);
   const __m256 keep = _mm256_set1_ps(k.keep), s = _mm256_set1_ps(k.step_size);
   const __m256 c = _mm256_set1_ps(k.inv_bc2_sqrt), eps = _mm256_set1_ps(k.eps);
+  const __m256 gs = _mm256_set1_ps(k.gscale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 gi = _mm256_loadu_ps(g + i);
+    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
     const __m256 mi =
         _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(a1, gi));
     const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),

@@ -75,15 +75,18 @@ StepStats Trainer::step() {
   StepStats s;
   s.loss = accumulate();
   NEXUS_PROFILE_SCOPE("optimizer");
-  // With clipping off the norm is still reported: an infinite limit never scales.
+  // With clipping off the norm is still reported: an infinite limit never scales. The clip
+  // factor goes to the optimizer, which multiplies as it reads (AdamW) or scales the gradients
+  // first (the others): the same bits as clip_grad_norm followed by step().
   const float limit = opts_.clip > 0 ? opts_.clip : std::numeric_limits<float>::infinity();
-  s.grad_norm = clip_grad_norm(model_.grads(), limit, opt_.pool());
+  s.grad_norm = grad_norm(model_.grads(), opt_.pool());
   s.lr = opts_.schedule.at(step_);
   if (scaler_) {
     s.loss_scale = scaler_->scale();
     s.skipped = !scaler_->update(std::isfinite(s.grad_norm));
   }
-  if (!s.skipped) opt_.step(model_.params(), model_.grads(), s.lr);
+  if (!s.skipped)
+    opt_.step_scaled(model_.params(), model_.grads(), s.lr, clip_factor(s.grad_norm, limit));
   s.step = ++step_;
   s.tokens = tokens_;
   s.data_wait_s = wait_;

@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 
 #include "backends/cpu/quant.h"
 #include "train/optimizer.h"
@@ -103,6 +105,45 @@ TEST(OptimizerParity, ClipIsIndependentOfThreads) {
   double after = 0.0;
   for (float x : g1) after += static_cast<double>(x) * x;
   EXPECT_NEAR(std::sqrt(after), 0.1, 1e-5);
+}
+
+// step_scaled (the clip factor folded into the update: AdamW multiplies as it reads, the others
+// scale first) against clip_grad_norm followed by step(): the same bits, threaded, every
+// optimizer; AdamW leaves the gradients unscaled.
+TEST(OptimizerParity, ScaledStepMatchesClipThenStep) {
+  const size_t n = 300098;
+  for (const char* name : {"adamw", "sgd", "adafactor"}) {
+    SCOPED_TRACE(name);
+    OptimizerOptions o;
+    o.name = name;
+    std::vector<float> p1 = randn(n, 8, 0.1f), p2 = p1;
+    auto a = make_optimizer(tensors(), o);
+    auto b = make_optimizer(tensors(), o);
+    (*a)->set_threads(2);
+    (*b)->set_threads(2);
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> g1 = randn(n, 20 + s, 1e-2f), g2 = g1;
+      const float norm = clip_grad_norm(g1, 0.5f, (*a)->pool());
+      (*a)->step(p1, g1, 1e-3f);
+      const float norm2 = grad_norm(g2, (*b)->pool());
+      ASSERT_EQ(norm, norm2);
+      const float c = clip_factor(norm2, 0.5f);
+      ASSERT_LT(c, 1.0f);  // the clip is active
+      const std::vector<float> g_before = g2;
+      (*b)->step_scaled(p2, g2, 1e-3f, c);
+      if (std::string(name) == "adamw") {
+        EXPECT_TRUE(same_bits(g2, g_before));
+      }
+    }
+    EXPECT_TRUE(same_bits(p1, p2));
+    for (size_t i = 0; i < (*a)->state().size(); ++i) {
+      const auto sa = (*a)->state()[i].data, sb = (*b)->state()[i].data;
+      EXPECT_EQ(std::memcmp(sa.data(), sb.data(), sa.size() * sizeof(float)), 0);
+    }
+  }
+  EXPECT_EQ(clip_factor(0.25f, 1.0f), 1.0f);
+  EXPECT_EQ(clip_factor(std::nanf(""), 1.0f), 1.0f);
+  EXPECT_EQ(clip_factor(2.0f, std::numeric_limits<float>::infinity()), 1.0f);
 }
 
 }  // namespace
