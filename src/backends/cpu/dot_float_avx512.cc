@@ -13,30 +13,14 @@
 #include <cstdint>
 
 #include "backends/cpu/quant_impl.h"
+#include "backends/cpu/simd_avx512.h"
 
 namespace nexus::cpu {
 namespace {
 
-// This file is compiled with AVX-512 enabled: it includes no header of inline AVX2 helpers and
-// instantiates no library template, whose copies compiled here could be the ones the linker keeps
-// for the AVX2-only files as well.
-
-// avx2::hsum: the 8 lanes summed in the same order.
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// The zero-masked extract: GCC 12's plain extract (and the 512-to-256 cast built on it) passes an
-// undefined vector that -Wuninitialized reports from inside its header.
-inline __m256 lo256(__m512 v) {
-  return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
-}
-inline __m256 hi256(__m512 v) {
-  return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 1));
-}
+using avx512::hi256;
+using avx512::hsum8;
+using avx512::lo256;
 
 // F32 rows shorter than this go to the AVX2 four-row passes (as in dot_float_rows_avx2.cc).
 constexpr int64_t kShortF32Row = 256;

@@ -18,6 +18,7 @@
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/repack_x8.h"
+#include "backends/cpu/simd_avx512.h"
 
 namespace nexus::cpu {
 namespace {
@@ -25,18 +26,8 @@ namespace {
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ8_0);  // 272
 constexpr size_t kPrefetchAhead = 2048;  // as the AVX2 kernel
 
-// This file is compiled with AVX-512 enabled: it includes no header of inline AVX2 helpers and
-// instantiates no library template (std::vector...), whose copies compiled here could be the ones
-// the linker keeps for the AVX2-only files as well.
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// Two levels of hadd: row p's four lanes (low half) and row p + 4's (high half) of each of the
-// four pair sums become rows 0..7, one per lane (as avx2::sum4_i32).
-inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-}
+using avx512::load256;
+using avx512::sum4_i32;
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r].
 template <int NX>
