@@ -1,6 +1,7 @@
 // Scalar reference versions of the training hot loops (train_kernels.h): plain loops in f32 with
 // the softmax denominators and the attention backward's row dot product summed in double.
 #include "train/train_kernels.h"
+#include "train/train_parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,6 +38,30 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
       const float* vj = v + (b * s.t + j) * kvw + kh * hd;
       for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
     }
+  }
+}
+
+void layernorm_forward_row_scalar(float* out, float* mean, float* rstd, const float* x,
+                                  const float* w, const float* b, int64_t c, float eps) {
+  const double m = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]); }) / c;
+  const double var = par::sum4(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); });
+  const double r = 1.0 / std::sqrt(var / c + eps);
+  *mean = static_cast<float>(m);
+  *rstd = static_cast<float>(r);
+  for (int64_t j = 0; j < c; ++j) out[j] = static_cast<float>((x[j] - m) * r) * w[j] + b[j];
+}
+
+void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float* g, const float* x,
+                                   const float* w, float m, float r, int64_t c) {
+  const double sg = par::sum4(c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j]; });
+  const double sgx = par::sum4(
+      c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * ((x[j] - m) * r); });
+  const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
+  for (int64_t j = 0; j < c; ++j) {
+    const float xhat = (x[j] - m) * r;
+    dx[j] += r * (g[j] * w[j] - mg - xhat * mgx);
+    pw[j] += g[j] * xhat;
+    pb[j] += g[j];
   }
 }
 

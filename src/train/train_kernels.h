@@ -65,6 +65,20 @@ void gelu_forward_avx2(float* out, const float* x, int64_t n);
 void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t n);
 void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n);
 
+// One row of GPT-2's LayerNorm (train_ops_gpt2.cc): forward (mean and 1/std in double, as
+// par::sum4 adds them) and backward (dx += ..., the row's dw and db terms added into pw and pb).
+// The AVX2 versions (norm_kernels_avx2.cc, compiled without FMA contraction) keep par::sum4's four
+// double partial sums as the four lanes of one register and round every f32 operation as the
+// scalar loop does: bit-identical.
+void layernorm_forward_row_scalar(float* out, float* mean, float* rstd, const float* x,
+                                  const float* w, const float* b, int64_t c, float eps);
+void layernorm_forward_row_avx2(float* out, float* mean, float* rstd, const float* x,
+                                const float* w, const float* b, int64_t c, float eps);
+void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float* g, const float* x,
+                                   const float* w, float m, float r, int64_t c);
+void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g, const float* x,
+                                 const float* w, float m, float r, int64_t c);
+
 // Bias gradient over the columns [j0, j1) of dout [n, c]: db[j] += dout[i][j] for i = 0 .. n-1 in
 // order, so both versions (the AVX2 one eight columns per add) give the same bits.
 void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,

@@ -1,6 +1,7 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
 // bias add and learned positions. Rows (or columns) are split over the pool; GELU and the bias
-// gradient have AVX2 kernels; the norm's row reductions are in double. Also the norm dispatch by
+// gradient have AVX2 kernels, the LayerNorm rows bit-identical ones; the norm's row reductions
+// are in double. Also the norm dispatch by
 // architecture (LayerNorm for gpt2, RMSNorm for llama).
 #include <algorithm>
 #include <cmath>
@@ -18,17 +19,11 @@ using par::use_avx2;
 void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* w,
                        const float* b, int64_t n, int64_t c, float eps, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.layernorm", 8 * n * c, 0);
+  const auto row =
+      use_avx2() ? kern::layernorm_forward_row_avx2 : kern::layernorm_forward_row_scalar;
   for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* xi = x + i * c;
-      const double m = par::sum4(c, [&](int64_t j) { return static_cast<double>(xi[j]); }) / c;
-      const double var = par::sum4(c, [&](int64_t j) { return (xi[j] - m) * (xi[j] - m); });
-      const double r = 1.0 / std::sqrt(var / c + eps);
-      mean[i] = static_cast<float>(m);
-      rstd[i] = static_cast<float>(r);
-      float* oi = out + i * c;
-      for (int64_t j = 0; j < c; ++j) oi[j] = static_cast<float>((xi[j] - m) * r) * w[j] + b[j];
-    }
+    for (int64_t i = i0; i < i1; ++i)
+      row(out + i * c, mean + i, rstd + i, x + i * c, w, b, c, eps);
   });
 }
 
@@ -43,27 +38,14 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
   constexpr int64_t kRows = 64;
   const int64_t blocks = (n + kRows - 1) / kRows;
   std::vector<float> part(static_cast<size_t>(blocks * c * 2), 0.0f);
+  const auto row =
+      use_avx2() ? kern::layernorm_backward_row_avx2 : kern::layernorm_backward_row_scalar;
   for_ranges(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       float* pw = part.data() + blk * c * 2;
       float* pb = pw + c;
-      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i) {
-        const float* xi = x + i * c;
-        const float* gi = dout + i * c;
-        const float m = mean[i], r = rstd[i];
-        const double sg =
-            par::sum4(c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j]; });
-        const double sgx = par::sum4(
-            c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j] * ((xi[j] - m) * r); });
-        const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
-        float* di = dx + i * c;
-        for (int64_t j = 0; j < c; ++j) {
-          const float xhat = (xi[j] - m) * r;
-          di[j] += r * (gi[j] * w[j] - mg - xhat * mgx);
-          pw[j] += gi[j] * xhat;
-          pb[j] += gi[j];
-        }
-      }
+      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i)
+        row(dx + i * c, pw, pb, dout + i * c, x + i * c, w, mean[i], rstd[i], c);
     }
   });
   for (int64_t blk = 0; blk < blocks; ++blk)

@@ -130,6 +130,38 @@ TEST(TrainKernelsParity, SoftmaxCausalRow) {
   }
 }
 
+// The LayerNorm rows, AVX2 against scalar, bit for bit: widths around the 4- and 8-value steps
+// (tails of 1-7 values), GPT-2's 768, a row with a large mean.
+TEST(TrainKernelsParity, LayerNormRowsBitIdentical) {
+  NEXUS_REQUIRE_AVX2();
+  for (int64_t c : {1, 3, 4, 5, 7, 8, 9, 15, 17, 100, 768, 771}) {
+    SCOPED_TRACE("c " + std::to_string(c));
+    auto x = randn(c, 70 + c, 2.0f);
+    if (c == 771)
+      for (float& v : x) v += 50.0f;
+    const auto w = randn(c, 71 + c), b = randn(c, 72 + c), g = randn(c, 73 + c);
+    std::vector<float> out[2], dx[2], pw[2], pb[2];
+    float mean[2], rstd[2];
+    for (int simd = 0; simd < 2; ++simd) {
+      out[simd].assign(c, -1.0f);
+      (simd ? kern::layernorm_forward_row_avx2 : kern::layernorm_forward_row_scalar)(
+          out[simd].data(), &mean[simd], &rstd[simd], x.data(), w.data(), b.data(), c, 1e-5f);
+      dx[simd].assign(c, 0.5f);  // the backward accumulates
+      pw[simd].assign(c, -0.25f);
+      pb[simd].assign(c, 0.125f);
+      (simd ? kern::layernorm_backward_row_avx2 : kern::layernorm_backward_row_scalar)(
+          dx[simd].data(), pw[simd].data(), pb[simd].data(), g.data(), x.data(), w.data(),
+          mean[0], rstd[0], c);
+    }
+    EXPECT_EQ(mean[1], mean[0]);
+    EXPECT_EQ(rstd[1], rstd[0]);
+    EXPECT_EQ(out[1], out[0]);
+    EXPECT_EQ(dx[1], dx[0]);
+    EXPECT_EQ(pw[1], pw[0]);
+    EXPECT_EQ(pb[1], pb[0]);
+  }
+}
+
 TEST(TrainKernelsParity, CrossEntropyRow) {
   NEXUS_REQUIRE_AVX2();
   for (int64_t v : {1, 7, 8, 37, 255, 257, 1000, 32000}) {
