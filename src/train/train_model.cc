@@ -17,6 +17,14 @@ namespace {
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
 
+// zero() split over `pool` (one thread's memset runs at about half of what two reach): the
+// gradient buffers cleared before each backward GEMM that accumulates into them (GPT-2 124M:
+// ~40 MB a layer) and the gradients themselves.
+void zero(float* p, int64_t n, ThreadPool* pool) {
+  if (pool == nullptr || pool->size() == 1 || n < (int64_t{1} << 18)) return zero(p, n);
+  pool->parallel_for(n, [&](int64_t i0, int64_t i1) { zero(p + i0, i1 - i0); }, 1 << 17);
+}
+
 // Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary).
 // BM_TrainOutputHead (bench/micro/train_bench.cc) at L15M, CPU time of the head over 2048 rows:
 // blocks of 64 / 131 / 256 / 512 / 2048 rows cost 1.20 / 1.12 / 1.02 / 1.00 / 1.00 of the full
@@ -322,9 +330,7 @@ Tensor TrainModel::grad(const std::string& name) const {
 // (the step's own time in --profile-summary), two threads about half.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  const auto n = static_cast<int64_t>(n_params_);
-  if (!pool_ || pool_->size() == 1) return zero(grads_, n);
-  pool_->parallel_for(n, [&](int64_t i0, int64_t i1) { zero(grads_ + i0, i1 - i0); }, 1 << 18);
+  zero(grads_, static_cast<int64_t>(n_params_), pool_.get());
 }
 
 
@@ -365,7 +371,7 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
-  if (for_backward) zero(a.dlnf, n * d);
+  if (for_backward) zero(a.dlnf, n * d, pool_.get());
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
@@ -500,16 +506,16 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   Activations& s = act_;
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
   // d / d res[l+1], which is also the gradient of the down projection's output.
-  zero(s.dhact, n * f);
+  zero(s.dhact, n * f, pool_.get());
   matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get());
   round_grad(s.dhact, n * f);
   if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
   float* du = w.w_gate ? s.du : a.hact;
-  zero(du, n * f);
-  zero(s.dln, n * d);
+  zero(du, n * f, pool_.get());
+  zero(s.dln, n * d, pool_.get());
   if (w.w_gate) {
-    zero(a.hact, n * f);
+    zero(a.hact, n * f, pool_.get());
     swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
     round_grad(a.hact, n * f);
     round_grad(du, n * f);
@@ -525,13 +531,13 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
                 n, pool_.get());
   round_grad(s.dres, n * d);
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
-  zero(s.datty, n * qw);
+  zero(s.datty, n * qw, pool_.get());
   matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get());
   round_grad(s.datty, n * qw);
   if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
-  zero(s.dq, n * qw);
-  zero(s.dk, n * kvw);
-  zero(s.dv, n * kvw);
+  zero(s.dq, n * qw, pool_.get());
+  zero(s.dk, n * kvw, pool_.get());
+  zero(s.dv, n * kvw, pool_.get());
   attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
                      pool_.get());
   if (c.rope != RopeStyle::kNone) {
@@ -548,7 +554,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
     bias_backward(gw.bk, s.dk, n, kvw, pool_.get());
     bias_backward(gw.bv, s.dv, n, kvw, pool_.get());
   }
-  zero(s.dln, n * d);
+  zero(s.dln, n * d, pool_.get());
   matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get());
   matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get());
   matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get());
@@ -565,7 +571,7 @@ void TrainModel::backward() {
   const int64_t t = cur_t_, n = cur_b_ * t, d = c.dim;
   Activations& a = act_;
   // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
-  zero(a.dres, n * d);
+  zero(a.dres, n * d, pool_.get());
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     if (!opts_.recompute_blocks) {
