@@ -261,14 +261,17 @@ TEST(RepackQ6_Kx8, LargestSums) {
         }
         const auto p = repacked(kQ6_K, w, 8, kN);
         const float want = static_cast<float>(int64_t{kN} * (code - 32) * y_code * sc);
-        for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
-          if (!cpu::isa_supported(isa)) continue;
+        for (int kernel = 0; kernel < 3; ++kernel) {
+          if (kernel == 1 && !cpu::isa_supported(Isa::kAvx2)) continue;
+          if (kernel == 2 && !cpu::avx512_supported()) continue;
+          const cpu::GemmX8Fn fn = kernel == 0   ? cpu::gemm_q6_kx8_ref
+                                   : kernel == 1 ? cpu::gemm_q6_kx8_avx2
+                                                 : cpu::gemm_q6_kx8_vnni;
           float y[8];
-          (isa == Isa::kAvx2 ? cpu::gemm_q6_kx8_avx2 : cpu::gemm_q6_kx8_ref)(kN, p.data(), 1,
-                                                                             x.data(), xs, 1, y, 8);
+          fn(kN, p.data(), 1, x.data(), xs, 1, y, 8);
           for (int r = 0; r < 8; ++r)
-            EXPECT_EQ(y[r], want) << "code=" << code << " y=" << y_code << " sc=" << sc << " row "
-                                  << r;
+            EXPECT_EQ(y[r], want) << "kernel " << kernel << " code=" << code << " y=" << y_code
+                                  << " sc=" << sc << " row " << r;
         }
       }
     }

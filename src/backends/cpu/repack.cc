@@ -58,7 +58,7 @@ std::span<const RepackedLayout> repacked_layouts() {
       {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,
        gemm_q4_kx8_avx2, nullptr},
       {DType::kQ6_Kx8, DType::kQ6_K, repack_q6_kx8, unpack_row_q6_kx8, gemm_q6_kx8_ref,
-       gemm_q6_kx8_avx2, nullptr},
+       gemm_q6_kx8_avx2, gemm_q6_kx8_vnni},
   };
   return kLayouts;
 }
