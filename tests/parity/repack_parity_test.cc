@@ -90,17 +90,12 @@ TEST(RepackQ4_0x8, RowsUnpackAndDequantizeToTheOriginal) {
   EXPECT_THROW(cpu::repack_q4_0x8(w.data(), out.data(), 8, 33), Error);
 }
 
-// The kernels against vec_dot of their own ISA on the unpacked rows (the VNNI kernel against the
-// AVX2 vec_dot): bit-identical, for 1-7 tokens (passes of 4 + 3 included), quantizer rows and
-// random bit patterns.
+// Both kernels against vec_dot of their own ISA on the unpacked rows: bit-identical, for 1-7
+// tokens (passes of 4 + 3 included), quantizer rows and random bit patterns.
 TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
-  for (int variant = 0; variant < 3; ++variant) {
-    const Isa isa = variant == 0 ? Isa::kScalar : Isa::kAvx2;
-    if (!cpu::isa_supported(isa) || (variant == 2 && !cpu::avx512_supported())) continue;
-    const cpu::GemmX8Fn kernel = variant == 0   ? cpu::gemm_q4_0x8_ref
-                                 : variant == 1 ? cpu::gemm_q4_0x8_avx2
-                                                : cpu::gemm_q4_0x8_vnni;
-    const char* name = variant == 0 ? "scalar" : variant == 1 ? "avx2" : "vnni";
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
+    if (!cpu::isa_supported(isa)) continue;
+    const auto kernel = isa == Isa::kAvx2 ? cpu::gemm_q4_0x8_avx2 : cpu::gemm_q4_0x8_ref;
     const cpu::TypeKernels& kq = cpu::kernels(DType::kQ4_0, isa);
     for (int64_t k : kKs) {
       for (bool random_bits : {false, true}) {
@@ -120,7 +115,7 @@ TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < kRowsN; ++r)
               ASSERT_EQ(y[t * kRowsN + r], kq.vec_dot(k, w.data() + r * rb, x.data() + t * xs))
-                  << name << " k=" << k << " n=" << n
+                  << (isa == Isa::kAvx2 ? "avx2" : "scalar") << " k=" << k << " n=" << n
                   << " token " << t << " row " << r << (random_bits ? " random bits" : "");
         }
       }
@@ -146,15 +141,10 @@ TEST(RepackQ4_0x8, LargestBlockSums) {
         for (int i = 0; i < 32; ++i) x[b * 34 + 2 + i] = static_cast<uint8_t>(y_code);
       }
       const auto p = repacked(w, 8, kN);
-      for (bool vnni : {false, true}) {
-        if (vnni && !cpu::avx512_supported()) continue;
-        float y[8];
-        (vnni ? cpu::gemm_q4_0x8_vnni : cpu::gemm_q4_0x8_avx2)(kN, p.data(), 1, x.data(), xs, 1,
-                                                               y, 8);
-        for (int r = 0; r < 8; ++r)
-          EXPECT_EQ(y[r], static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code))
-              << (vnni ? "vnni" : "avx2") << " row " << r;
-      }
+      float y[8];
+      cpu::gemm_q4_0x8_avx2(kN, p.data(), 1, x.data(), xs, 1, y, 8);
+      for (int r = 0; r < 8; ++r)
+        EXPECT_EQ(y[r], static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code)) << "row " << r;
     }
   }
 }

@@ -52,7 +52,7 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 std::span<const RepackedLayout> repacked_layouts() {
   static constexpr RepackedLayout kLayouts[] = {
       {DType::kQ4_0x8, DType::kQ4_0, repack_q4_0x8, unpack_row_q4_0x8, gemm_q4_0x8_ref,
-       gemm_q4_0x8_avx2, gemm_q4_0x8_vnni},
+       gemm_q4_0x8_avx2, nullptr},
       {DType::kQ8_0x8, DType::kQ8_0, repack_q8_0x8, unpack_row_q8_0x8, gemm_q8_0x8_ref,
        gemm_q8_0x8_avx2, gemm_q8_0x8_vnni},
       {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,

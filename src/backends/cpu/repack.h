@@ -110,11 +110,9 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd, the Q6_Kx8 one with its
-// pair sums on vpdpwssd (dot_*_vnni.cc): need AVX512-VNNI and AVX512-VL (avx512_supported(),
+// The Q8_0x8 kernel with its integer products on vpdpbusd, the Q6_Kx8 one with its pair sums on
+// vpdpwssd (dot_*_vnni.cc): need AVX512-VNNI and AVX512-VL (avx512_supported(),
 // quant.h); bit-identical to the AVX2 ones; gemm_rows_repacked uses them when avx512_active().
-void gemm_q4_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
-                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q6_kx8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
