@@ -1,0 +1,80 @@
+// The Q8_0x8 decode kernel (repack.h), shared by dot_q8_0x8_avx2.cc and dot_q8_0x8_vnni.cc, which
+// differ only in how a token's four pair sums are formed (the Pairs policy). Everything here has
+// internal linkage (an unnamed namespace), so the copy compiled with AVX-512 in the VNNI file can
+// never stand in for the AVX2 file's; for the same reason it includes no header of inline AVX2
+// helpers. Per 32-element block column (272 bytes, eight rows):
+//   - eight 32-byte code vectors, each the same 16 elements of rows p and p + 4;
+//   - per token, Pairs::sums gives one int32 vector per pair of rows (row p's partial sums in the
+//     low half, p + 4's in the high) from the activation halves broadcast to both lanes;
+//   - three hadds leave the eight exact block sums one row per lane, then one conversion and one
+//     FMA with the eight d (one 16-byte load and vcvtph2ps) times d_y.
+// The file-layout kernel pays a scale conversion, a multiply and an FMA per row and block, and
+// one horizontal sum per row; here they are shared by eight rows. The block sums are exact
+// integers either way, so both builds are bit-identical to gemm_q8_0x8_ref.
+#pragma once
+
+#include <immintrin.h>
+
+#include "backends/cpu/blocks.h"
+#include "backends/cpu/repack.h"
+#include "backends/cpu/repack_x8.h"
+
+namespace nexus::cpu {
+namespace {
+
+constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ8_0);  // 272
+constexpr size_t kPrefetchAhead = 2048;
+
+inline __m256i load256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Rows p (low half) and p + 4 (high half) of four pair sums to rows 0..7, one per lane.
+inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+}
+
+// One group (8 rows) against NX tokens; out[t * out_stride + r]. Pairs::Column prepare(codes)
+// takes a column's eight code vectors (at `codes`) once for all its tokens; Pairs::sums(column,
+// y0, y1, s) writes the four pair sums of one token (y0, y1: its elements 0-15 and 16-31 broadcast
+// to both lanes).
+template <int NX, typename Pairs>
+void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_stride, float* out,
+                  int64_t out_stride) {
+  __m256 acc[NX];
+#pragma GCC unroll 4
+  for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* col = w + static_cast<size_t>(i) * kColumnBytes;
+    const char* pf = reinterpret_cast<const char*>(col + kPrefetchAhead);
+    for (size_t o = 0; o < kColumnBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
+    const typename Pairs::Column column = Pairs::prepare(col + 16);
+#pragma GCC unroll 4
+    for (int t = 0; t < NX; ++t) {
+      const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(x + t * x_stride)[i];
+      const __m256i y0 =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
+      const __m256i y1 =
+          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)));
+      __m256i s[4];
+      Pairs::sums(column, y0, y1, s);
+      const __m256i rows = sum4_i32(s[0], s[1], s[2], s[3]);
+      const __m256 dy = _mm256_set1_ps(_cvtsh_ss(b.d));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), _mm256_mul_ps(dw, dy), acc[t]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < NX; ++t) _mm256_storeu_ps(out + t * out_stride, acc[t]);
+}
+
+template <typename Pairs>
+void gemm_q8_0x8(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x, size_t x_stride,
+                 int64_t n_tokens, float* y, int64_t y_stride) {
+  static constexpr X8GroupFn kFns[] = {group_tokens<1, Pairs>, group_tokens<2, Pairs>,
+                                       group_tokens<3, Pairs>, group_tokens<4, Pairs>};
+  gemm_x8_groups(kFns, k / kQK, kColumnBytes, w, n_groups, x, x_stride, n_tokens, y, y_stride);
+}
+
+}  // namespace
+}  // namespace nexus::cpu
