@@ -25,6 +25,7 @@
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/repack_x8.h"
+#include "backends/cpu/x8_kernel_local.h"
 
 namespace nexus::cpu {
 namespace {
@@ -33,10 +34,6 @@ namespace {
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ6_K);  // 1680
 constexpr size_t kLowOffset = 144, kHighOffset = 1168;
 constexpr size_t kPrefetchAhead = 2048;
-
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 
 // In-lane shuffle of a widened scale pair vector (int16 2r + e = scale of row r, group 2q + e;
 // rows 0-3 in the low lane, 4-7 in the high): 8 copies of row p's (p + 4's) int16 e.
@@ -48,11 +45,6 @@ inline __m256i scale_pick(int p, int e) {
 // Pins v to a register at this point: without it GCC evaluates all 64 products of a super-block
 // first, spills them (2 KiB of stack) and sums them afterwards (-24% in BM_DecodeRows).
 inline void settle(__m256i& v) { asm("" : "+x"(v)); }
-
-// Four int32 pair sums (row p in the low half, p + 4 in the high) to rows 0..7, one per lane.
-inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-}
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r]. Acc::step(acc, p, s) adds the
 // int16 pair products of p and s into the int32 lanes of acc (madd then add, or vpdpwssd).

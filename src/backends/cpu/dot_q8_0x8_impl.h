@@ -18,21 +18,13 @@
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/repack_x8.h"
+#include "backends/cpu/x8_kernel_local.h"
 
 namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ8_0);  // 272
 constexpr size_t kPrefetchAhead = 2048;
-
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// Rows p (low half) and p + 4 (high half) of four pair sums to rows 0..7, one per lane.
-inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-}
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r]. Pairs::Column prepare(codes)
 // takes a column's eight code vectors (at `codes`) once for all its tokens; Pairs::sums(column,

@@ -1,4 +1,4 @@
-// Small helpers for the files compiled with AVX-512 (*_avx512.cc, *_vnni.cc), and only for them.
+// Small helpers for the files compiled with AVX-512 (dot_float_avx512.cc), and only for them.
 // Those files include no header of inline AVX2 helpers (simd_avx2.h) and instantiate no library
 // template: an inline function's copy compiled with AVX-512 could be the one the linker keeps for
 // every file, the AVX2-only ones included, and fault on a CPU without AVX-512. The functions here
@@ -10,16 +10,6 @@
 #include <cstdint>
 
 namespace nexus::cpu::avx512 {
-
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// Rows p (low half) and p + 4 (high half) of four pair sums to rows 0..7, one per lane: two levels
-// of hadd (as avx2::sum4_i32).
-inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-}
 
 // The 8 lanes summed in avx2::hsum's order.
 inline float hsum8(__m256 v) {
