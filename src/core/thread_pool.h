@@ -32,11 +32,11 @@ class ThreadPool {
   // thread); runs inline when n < 2 * min_per_thread (too little work to wake the workers).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t min_per_thread = 1);
+  // Runs chunk(i) for i in [0, n_chunks), claimed in order by the caller and the workers as each
+  // becomes free; returns when every chunk has finished.
+  void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
 
  private:
-  // Runs chunk(i) for i in [0, n_chunks), claimed by the caller and the workers; returns when
-  // every chunk has finished.
-  void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
   // Claims and runs chunks of generation `gen` until none are left or the generation moved on.
   void work_on(uint32_t gen);
   void worker(int index);

@@ -3,7 +3,6 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 
 #include "backends/cpu/gemm.h"
@@ -103,10 +102,8 @@ void run_guided(ThreadPool& pool, int64_t units, const Fn& fn) {
   for (int i = 0; i < nt; ++i, ++n) bounds[n + 1] = bounds[n] + share;
   const int64_t start = bounds[n], rest = units - start;
   for (int i = 1; i <= tail; ++i, ++n) bounds[n + 1] = start + rest * i / tail;
-  std::atomic<int> next{0};
-  pool.run([&](int, int) {
-    for (int c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n;)
-      if (bounds[c] < bounds[c + 1]) fn(bounds[c], bounds[c + 1]);
+  pool.run_chunks(n, [&](int64_t c) {
+    if (bounds[c] < bounds[c + 1]) fn(bounds[c], bounds[c + 1]);
   });
 }
 
