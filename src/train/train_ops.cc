@@ -1,6 +1,7 @@
-// Training op front-ends (see train_ops.h). GEMMs go to OpenBLAS (one call per pool thread); attention, cross-entropy and
-// SwiGLU dispatch to train_kernels.h (AVX2 or scalar); norms and RoPE are plain loops that
-// accumulate in f32 except the norms' row reductions (double). Row loops are split over the pool.
+// Training op front-ends (see train_ops.h). GEMMs go to OpenBLAS (one call per pool thread);
+// attention (OpenBLAS GEMMs or register kernels), cross-entropy and SwiGLU dispatch to
+// train_kernels.h (AVX2 or scalar); norms and RoPE are plain loops that accumulate in f32 except
+// the norms' row reductions (double). Row loops are split over the pool.
 #include "train/train_ops.h"
 
 #include <cblas.h>
@@ -162,7 +163,6 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
     }
   });
 }
-
 
 namespace {
 

@@ -4,7 +4,6 @@
 #include "backends/cpu/repack.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
