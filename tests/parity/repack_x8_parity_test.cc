@@ -201,8 +201,8 @@ TEST(RepackK, KernelsAgreeAndMatchTheDequantizedDot) {
 }
 
 // Codes 15 against activations of -128 or 127 with scales and mins 63 give the largest int16
-// partial sums (16 products of 15 * 128 = 30720) and int32 sums the AVX2 kernel forms; with d =
-// dmin = 1 and d_y = 1 the results are exact integers.
+// partial sums (four products of 15 * 128 per maddubs lane pair, eight per vpdpbusd pair) and the
+// largest int32 sums the kernels form; with d = dmin = 1 and d_y = 1 the results are exact.
 TEST(RepackQ4_Kx8, LargestSums) {
   constexpr int64_t kN = 512;
   const size_t rb = row_bytes(DType::kQ4_K, kN), xs = row_bytes(DType::kQ8_K, kN);
@@ -225,13 +225,17 @@ TEST(RepackQ4_Kx8, LargestSums) {
       }
       const auto p = repacked(kQ4_K, w, 8, kN);
       const float want = static_cast<float>(kN * 63 * 15 * y_code - kN * mn * y_code);
-      for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
-        if (!cpu::isa_supported(isa)) continue;
+      for (int kernel = 0; kernel < 3; ++kernel) {
+        if (kernel == 1 && !cpu::isa_supported(Isa::kAvx2)) continue;
+        if (kernel == 2 && !cpu::avx512_supported()) continue;
+        const cpu::GemmX8Fn fn = kernel == 0   ? cpu::gemm_q4_kx8_ref
+                                 : kernel == 1 ? cpu::gemm_q4_kx8_avx2
+                                               : cpu::gemm_q4_kx8_vnni;
         float y[8];
-        (isa == Isa::kAvx2 ? cpu::gemm_q4_kx8_avx2 : cpu::gemm_q4_kx8_ref)(kN, p.data(), 1,
-                                                                           x.data(), xs, 1, y, 8);
+        fn(kN, p.data(), 1, x.data(), xs, 1, y, 8);
         for (int r = 0; r < 8; ++r)
-          EXPECT_EQ(y[r], want) << "y=" << y_code << " m=" << mn << " row " << r;
+          EXPECT_EQ(y[r], want) << "kernel " << kernel << " y=" << y_code << " m=" << mn
+                                << " row " << r;
       }
     }
   }

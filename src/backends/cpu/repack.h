@@ -99,6 +99,8 @@ void gemm_q4_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q4_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q4_kx8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
 // Q6_Kx8 counterparts: per (row, token) and super-block the exact int32
 // S = sum_g sc[g] * sum q * y - 32 * sum_g sc[g] * bsums[g] (codes q = 0..63), then

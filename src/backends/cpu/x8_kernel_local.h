@@ -1,6 +1,6 @@
-// Helpers of the eight-row decode kernels' shared headers (dot_q6_kx8_impl.h, dot_q8_0x8_impl.h),
-// which are compiled both for AVX2 and with AVX-512: internal linkage (an unnamed namespace), so
-// that no copy compiled with AVX-512 can stand in for an AVX2 file's.
+// Helpers of the eight-row decode kernels' shared headers (dot_q4_kx8_impl.h, dot_q6_kx8_impl.h,
+// dot_q8_0x8_impl.h), which are compiled both for AVX2 and with AVX-512: internal linkage (an
+// unnamed namespace), so that no copy compiled with AVX-512 can stand in for an AVX2 file's.
 #pragma once
 
 #include <immintrin.h>
