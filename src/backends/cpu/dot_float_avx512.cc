@@ -1,13 +1,15 @@
-// AVX-512 version of the F32 decode dot product (vec_dot and vec_dot_wrows), bit-identical to the
-// AVX2 one (quant_avx2.cc, dot_float_rows_avx2.cc): a 512-bit register holds two of the AVX2
+// AVX-512 versions of the F32 decode dot product (vec_dot and vec_dot_wrows) and of the F16 rows
+// (vec_dot_wrows), bit-identical to the AVX2 ones (quant_avx2.cc, dot_float_rows_avx2.cc): a 512-bit register holds two of the AVX2
 // kernel's 256-bit accumulators side by side (lanes 0-7 the first, 8-15 the second), so every lane
 // sees the same products in the same order, and the final reduction splits them back and sums
 // them as the AVX2 code does. What changes is the instruction count: one load
 // and one FMA per 64 bytes of F32 weights instead of two. Decode streams the weights, and each
 // core keeps only so many loads in flight: with the activation loads and FMAs removed (timing
 // only) Q06B F32 decoded 13.3 -> 14.2 t/s, so fewer instructions per weight byte buy speed; this
-// kernel: 13.13 -> 13.57 t/s. The same for F16 (one 512-bit conversion and FMA per 16 values)
-// measured 26.50 -> 26.18 t/s, slower, and was dropped.
+// kernel: 13.13 -> 13.57 t/s. F16 rows likewise (vec_dot_wrows only: one 512-bit conversion and
+// FMA per 16 values, lanes 0-7 and 8-15 the AVX2 row's two accumulators): L110M F16 122.9 ->
+// 127.0 t/s, whose weights sit in the L3; Q06B F16, from memory, equal (26.25 vs 26.14; 26.50 ->
+// 26.18 in an earlier try).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -53,6 +55,28 @@ void vec_dot_wrows_f32_avx512(int64_t n, const void* w, size_t ws, const void* x
   if (n < kShortF32Row) return vec_dot_wrows_f32_avx2(n, w, ws, x, nr, out);
   const auto* wb = static_cast<const uint8_t*>(w);
   for (int r = 0; r < nr; ++r) out[r] = vec_dot_f32_avx512(n, wb + r * ws, x);
+}
+
+void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x, int nr,
+                              float* out) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* b = static_cast<const float*>(x);
+  for (int r = 0; r < nr; ++r) {
+    const auto* a = reinterpret_cast<const uint16_t*>(wb + r * ws);
+    const auto* bytes = reinterpret_cast<const char*>(a);
+    __m512 acc01 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      if ((i & 31) == 0) _mm_prefetch(bytes + 2 * i + 1024, _MM_HINT_T0);
+      // The all-ones mask form: GCC 12's plain _mm512_cvtph_ps warns about its own undefined
+      // pass-through operand (-Wmaybe-uninitialized); the instruction is the same.
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      acc01 = _mm512_fmadd_ps(_mm512_maskz_cvtph_ps(0xFFFF, h), _mm512_loadu_ps(b + i), acc01);
+    }
+    float s = hsum8(_mm256_add_ps(lo256(acc01), hi256(acc01)));
+    for (; i < n; ++i) s += _cvtsh_ss(a[i]) * b[i];
+    out[r] = s;
+  }
 }
 
 }  // namespace nexus::cpu

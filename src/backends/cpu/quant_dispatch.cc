@@ -83,6 +83,7 @@ Table avx2_table() {
   if (avx512_active()) {
     patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx512);
     t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx512;
+    t[static_cast<size_t>(DType::kF16)].vec_dot_wrows = vec_dot_wrows_f16_avx512;
   }
   return t;
 }
