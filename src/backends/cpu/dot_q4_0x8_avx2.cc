@@ -18,20 +18,13 @@
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/simd_avx2.h"
+#include "backends/cpu/x8_kernel_local.h"
 
 namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = 8 * sizeof(BlockQ4_0);  // 144
 constexpr int kMaxTokens = 4;
-// Bytes ahead of the current block column that are prefetched (the groups of a thread's rows are
-// one sequential stream). Q06B tg64, 2 threads, quiet moment: 1024 and 2048 59-60 t/s, no
-// prefetch 25 t/s.
-constexpr size_t kPrefetchAhead = 2048;
-
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 
 // Per token and block: d_y as f32 and 8 * (sum of the 32 codes), shared by every group.
 struct TokenTerms {
@@ -71,12 +64,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 #pragma GCC unroll 4
   for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = w + static_cast<size_t>(i) * kColumnBytes;
-    // 144 bytes per column: three lines ahead keep up with the stream.
-    const char* pf = reinterpret_cast<const char*>(col + kPrefetchAhead);
-    _mm_prefetch(pf, _MM_HINT_T0);
-    _mm_prefetch(pf + 64, _MM_HINT_T0);
-    _mm_prefetch(pf + 128, _MM_HINT_T0);
+    const uint8_t* col = fetch_column<kColumnBytes>(w, i);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
     __m256i lo[4], hi[4];
 #pragma GCC unroll 4

@@ -27,8 +27,6 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
-// Bytes ahead of the current column that are prefetched (a thread's groups are one stream).
-constexpr size_t kPrefetchAhead = 2048;
 
 inline __m256i bcast128(const int8_t* p) {
   return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -56,9 +54,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 #pragma GCC unroll 4
   for (int t = 0; t < NX; ++t) acc[t] = macc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = w + static_cast<size_t>(i) * kColumnBytes;
-    const char* pf = reinterpret_cast<const char*>(col + kPrefetchAhead);
-    for (size_t o = 0; o < kColumnBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    const uint8_t* col = fetch_column<kColumnBytes>(w, i);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
     const __m256 mw = _mm256_permutevar8x32_ps(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + 16))), to_min_order);

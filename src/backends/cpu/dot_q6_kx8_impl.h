@@ -33,7 +33,6 @@ namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ6_K);  // 1680
 constexpr size_t kLowOffset = 144, kHighOffset = 1168;
-constexpr size_t kPrefetchAhead = 2048;
 
 // In-lane shuffle of a widened scale pair vector (int16 2r + e = scale of row r, group 2q + e;
 // rows 0-3 in the low lane, 4-7 in the high): 8 copies of row p's (p + 4's) int16 e.
@@ -56,9 +55,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 #pragma GCC unroll 4
   for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = w + static_cast<size_t>(i) * kColumnBytes;
-    const char* pf = reinterpret_cast<const char*>(col + kPrefetchAhead);
-    for (size_t o = 0; o < kColumnBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    const uint8_t* col = fetch_column<kColumnBytes>(w, i);
     __m256i pair[NX][4], off[NX];
 #pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {

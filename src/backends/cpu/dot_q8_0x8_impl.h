@@ -24,7 +24,6 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ8_0);  // 272
-constexpr size_t kPrefetchAhead = 2048;
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r]. Pairs::Column prepare(codes)
 // takes a column's eight code vectors (at `codes`) once for all its tokens; Pairs::sums(column,
@@ -37,9 +36,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 #pragma GCC unroll 4
   for (int t = 0; t < NX; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* col = w + static_cast<size_t>(i) * kColumnBytes;
-    const char* pf = reinterpret_cast<const char*>(col + kPrefetchAhead);
-    for (size_t o = 0; o < kColumnBytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    const uint8_t* col = fetch_column<kColumnBytes>(w, i);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
     const typename Pairs::Column column = Pairs::prepare(col + 16);
 #pragma GCC unroll 4
