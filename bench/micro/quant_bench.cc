@@ -110,7 +110,7 @@ void BM_Matmul(benchmark::State& state) {
 // per row (the one-row kernel); == 1: vec_dot_wrows over kMaxWeightRows rows at a time (what matmul
 // uses for one token); == 2 (Q4_0, Q8_0, Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q8_0x8 /
 // Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights
-// repacked at load; == 3 (Q8_0, Q4_K, Q6_K): the same through the AVX512-VNNI kernel.
+// repacked at load; == 3: the same through the AVX512-VNNI kernel.
 // Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
@@ -244,8 +244,7 @@ void decode_rows_args(benchmark::internal::Benchmark* b) {
     const auto ti = static_cast<int64_t>(t);
     for (auto [mode, rows] : {std::pair{0, 65536}, {1, 65536}, {2, 65536}, {1, 512}, {2, 512}})
       b->Args({ti, mode, rows});
-    if (t == DType::kQ8_0 || t == DType::kQ4_K || t == DType::kQ6_K)
-      for (int64_t rows : {65536, 512}) b->Args({ti, 3, rows});
+    for (int64_t rows : {65536, 512}) b->Args({ti, 3, rows});
   }
 }
 BENCHMARK(BM_DecodeRows)->Apply(decode_rows_args)->UseRealTime();

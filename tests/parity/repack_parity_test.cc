@@ -40,7 +40,7 @@ const std::vector<int64_t> kRowCounts = {8, 13, 16, 37, 64};
 const std::vector<int64_t> kKs = {32, 96, 1024};
 
 // Every byte lands where repack.h says: block column i of group g at (8g * rb + 144 i); the eight
-// scales first, then row r's 16 code bytes at 16 + 32 (r % 4) + 16 (r / 4); the tail unchanged.
+// scales first, then row r's code bytes 4j .. 4j + 3 at 16 + 32j + 4 (r % 8); the tail unchanged.
 TEST(RepackQ4_0x8, LayoutFollowsTheHeader) {
   for (int64_t rows : kRowCounts) {
     for (int64_t k : kKs) {
@@ -51,14 +51,14 @@ TEST(RepackQ4_0x8, LayoutFollowsTheHeader) {
         for (int64_t i = 0; i < k / 32; ++i) {
           const uint8_t* src = w.data() + r * rb + i * kBlock;
           const uint8_t* d;
-          const uint8_t* qs;
+          uint8_t qs[16];
           if (r < rows / 8 * 8) {
             const uint8_t* col = p.data() + (r / 8) * 8 * rb + i * 144;
             d = col + 2 * (r % 8);
-            qs = col + 16 + 32 * (r % 4) + 16 * ((r % 8) / 4);
+            for (int j = 0; j < 4; ++j) std::memcpy(qs + 4 * j, col + 16 + 32 * j + 4 * (r % 8), 4);
           } else {
             d = p.data() + r * rb + i * kBlock;
-            qs = d + 2;
+            std::memcpy(qs, d + 2, 16);
           }
           ASSERT_EQ(std::memcmp(d, src, 2), 0) << "scale row " << r << " block " << i;
           ASSERT_EQ(std::memcmp(qs, src + 2, 16), 0) << "codes row " << r << " block " << i;
@@ -90,12 +90,24 @@ TEST(RepackQ4_0x8, RowsUnpackAndDequantizeToTheOriginal) {
   EXPECT_THROW(cpu::repack_q4_0x8(w.data(), out.data(), 8, 33), Error);
 }
 
-// Both kernels against vec_dot of their own ISA on the unpacked rows: bit-identical, for 1-7
-// tokens (passes of 4 + 3 included), quantizer rows and random bit patterns.
+// The kernels against vec_dot of their own ISA on the unpacked rows (the VNNI one against the
+// AVX2 vec_dot): bit-identical, for 1-7 tokens (passes of 4 + 3 included), quantizer rows and
+// random bit patterns.
 TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2}) {
-    if (!cpu::isa_supported(isa)) continue;
-    const auto kernel = isa == Isa::kAvx2 ? cpu::gemm_q4_0x8_avx2 : cpu::gemm_q4_0x8_ref;
+  struct Case {
+    Isa isa;
+    cpu::GemmX8Fn kernel;
+    const char* name;
+    bool supported;
+  };
+  const Case cases[] = {
+      {Isa::kScalar, cpu::gemm_q4_0x8_ref, "scalar", true},
+      {Isa::kAvx2, cpu::gemm_q4_0x8_avx2, "avx2", cpu::isa_supported(Isa::kAvx2)},
+      {Isa::kAvx2, cpu::gemm_q4_0x8_vnni, "vnni", cpu::avx512_supported()}};
+  for (const Case& c : cases) {
+    if (!c.supported) continue;
+    const auto kernel = c.kernel;
+    const Isa isa = c.isa;
     const cpu::TypeKernels& kq = cpu::kernels(DType::kQ4_0, isa);
     for (int64_t k : kKs) {
       for (bool random_bits : {false, true}) {
@@ -115,7 +127,7 @@ TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < kRowsN; ++r)
               ASSERT_EQ(y[t * kRowsN + r], kq.vec_dot(k, w.data() + r * rb, x.data() + t * xs))
-                  << (isa == Isa::kAvx2 ? "avx2" : "scalar") << " k=" << k << " n=" << n
+                  << c.name << " k=" << k << " n=" << n
                   << " token " << t << " row " << r << (random_bits ? " random bits" : "");
         }
       }
@@ -124,9 +136,12 @@ TEST(RepackQ4_0x8, KernelsMatchVecDotExactly) {
 }
 
 // Codes 0 or 15 against activations of -128 or 127 give the largest int16 partial sums the AVX2
-// kernel forms (16 products of 15 * 128 = 30720); with d = 1 the dots are exact integers.
+// kernel forms (16 products of 15 * 128 = 30720); with d = 1 the dots are exact integers. The
+// VNNI kernel gets the same blocks.
 TEST(RepackQ4_0x8, LargestBlockSums) {
   if (!cpu::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::vector<std::pair<const char*, cpu::GemmX8Fn>> kernels = {{"avx2", cpu::gemm_q4_0x8_avx2}};
+  if (cpu::avx512_supported()) kernels.push_back({"vnni", cpu::gemm_q4_0x8_vnni});
   constexpr int64_t kN = 64;
   const size_t rb = row_bytes(DType::kQ4_0, kN), xs = row_bytes(DType::kQ8_0, kN);
   for (int w_code : {0x00, 0xFF}) {
@@ -141,10 +156,13 @@ TEST(RepackQ4_0x8, LargestBlockSums) {
         for (int i = 0; i < 32; ++i) x[b * 34 + 2 + i] = static_cast<uint8_t>(y_code);
       }
       const auto p = repacked(w, 8, kN);
-      float y[8];
-      cpu::gemm_q4_0x8_avx2(kN, p.data(), 1, x.data(), xs, 1, y, 8);
-      for (int r = 0; r < 8; ++r)
-        EXPECT_EQ(y[r], static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code)) << "row " << r;
+      for (const auto& [name, kernel] : kernels) {
+        float y[8];
+        kernel(kN, p.data(), 1, x.data(), xs, 1, y, 8);
+        for (int r = 0; r < 8; ++r)
+          EXPECT_EQ(y[r], static_cast<float>(kN * ((w_code & 0xF) - 8) * y_code))
+              << name << " row " << r;
+      }
     }
   }
 }

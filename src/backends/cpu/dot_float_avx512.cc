@@ -67,7 +67,10 @@ void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x
     __m512 acc01 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-      if ((i & 31) == 0) _mm_prefetch(bytes + 2 * i + 1024, _MM_HINT_T0);
+      if ((i & 31) == 0) {
+        _mm_prefetch(bytes + 2 * i + kF16AheadBytes, _MM_HINT_T0);
+        _mm_prefetch(bytes + 2 * i + kF16FarBytes, _MM_HINT_T1);
+      }
       // The all-ones mask form: GCC 12's plain _mm512_cvtph_ps warns about its own undefined
       // pass-through operand (-Wmaybe-uninitialized); the instruction is the same.
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));

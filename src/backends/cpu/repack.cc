@@ -20,20 +20,23 @@ constexpr size_t kScaleBytes = kRepackRows * sizeof(Half);        // 16
 constexpr size_t kCodeBytes = sizeof(BlockQ4_0) - sizeof(Half);   // 16 per row
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_0);  // 144 per block column
 
-// Byte offset, within a block column, of row r's codes (pair r % 4, lane r / 4).
-constexpr size_t code_offset(int64_t r) {
-  return kScaleBytes + static_cast<size_t>(r % 4) * 2 * kCodeBytes +
-         static_cast<size_t>(r / 4) * kCodeBytes;
+// Byte offset, within a block column, of code byte m (0..15) of row r: bytes 4j .. 4j + 3 of
+// the eight rows make up the 32 bytes of vector j, row r at 4r.
+constexpr size_t code_offset(int64_t m, int64_t r) {
+  return kScaleBytes + 32 * static_cast<size_t>(m / 4) + 4 * static_cast<size_t>(r) +
+         static_cast<size_t>(m % 4);
 }
 
 void put_block(const uint8_t* block, int64_t lane, uint8_t* col) {
   std::memcpy(col + lane * sizeof(Half), block, sizeof(Half));
-  std::memcpy(col + code_offset(lane), block + sizeof(Half), kCodeBytes);
+  for (int64_t m = 0; m < static_cast<int64_t>(kCodeBytes); m += 4)
+    std::memcpy(col + code_offset(m, lane), block + sizeof(Half) + m, 4);
 }
 
 void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
   std::memcpy(block, col + lane * sizeof(Half), sizeof(Half));
-  std::memcpy(block + sizeof(Half), col + code_offset(lane), kCodeBytes);
+  for (int64_t m = 0; m < static_cast<int64_t>(kCodeBytes); m += 4)
+    std::memcpy(block + sizeof(Half) + m, col + code_offset(m, lane), 4);
 }
 
 constexpr X8Layout kLayout = {"Q4_0x8", kQK, sizeof(BlockQ4_0), put_block, get_block};
@@ -51,7 +54,7 @@ void unpack_row_q4_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* 
 std::span<const RepackedLayout> repacked_layouts() {
   static constexpr RepackedLayout kLayouts[] = {
       {DType::kQ4_0x8, DType::kQ4_0, repack_q4_0x8, unpack_row_q4_0x8, gemm_q4_0x8_ref,
-       gemm_q4_0x8_avx2, nullptr},
+       gemm_q4_0x8_avx2, gemm_q4_0x8_vnni},
       {DType::kQ8_0x8, DType::kQ8_0, repack_q8_0x8, unpack_row_q8_0x8, gemm_q8_0x8_ref,
        gemm_q8_0x8_avx2, gemm_q8_0x8_vnni},
       {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,
@@ -107,10 +110,10 @@ void gemm_q4_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
       const uint8_t* col = group + static_cast<size_t>(i) * kColumnBytes;
       Half dw;
       std::memcpy(&dw, col + r * sizeof(Half), sizeof(Half));
-      const uint8_t* qs = col + code_offset(r);
       int sumi = 0, sumx = 0;
       for (int j = 0; j < kQK / 2; ++j) {
-        sumi += (qs[j] & 0x0F) * b[i].qs[j] + (qs[j] >> 4) * b[i].qs[j + kQK / 2];
+        const uint8_t q = col[code_offset(j, r)];
+        sumi += (q & 0x0F) * b[i].qs[j] + (q >> 4) * b[i].qs[j + kQK / 2];
         sumx += b[i].qs[j] + b[i].qs[j + kQK / 2];
       }
       sumi -= 8 * sumx;

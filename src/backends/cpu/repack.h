@@ -8,12 +8,14 @@
 // (rows 8g .. 8g + 7, g < rows / 8) fills bytes [8g * rb, (8g + 8) * rb) block column by block
 // column; block column i (elements 32i .. 32i + 31) is 144 bytes:
 //   bytes   0- 15: the eight rows' f16 scales d, row 0 first;
-//   bytes  16-143: four 32-byte pairs; pair p holds row p's 16 code bytes, then row p + 4's.
-// Code bytes keep Q4_0's nibble order (element j low nibble, j + 16 high nibble). The last
+//   bytes  16-143: four 32-byte vectors; vector j holds code bytes 4j .. 4j + 3 of each row, row r
+//                  at 16 + 32j + 4r.
+// Code bytes keep Q4_0's nibble order (element m low nibble, m + 16 high nibble). The last
 // rows % 8 rows (the tail) stay in plain Q4_0 layout at their usual offsets r * rb.
-// Why this shape: one 32-byte load feeds two rows into the AVX2 kernel (row p in the low lane,
-// p + 4 in the high lane), which after the lane reduction leaves rows 0..7 in lane order, so the
-// eight scales are one 16-byte load and one conversion (dot_q4_0x8_avx2.cc).
+// Why this shape: a 32-bit lane holds four codes of one row, so multiplying a vector by four
+// activation bytes broadcast to every lane (maddubs + madd, or vpdpbusd) adds each row's products
+// into its own lane: rows 0..7 come out in lane order with no horizontal step, and the eight
+// scales are one 16-byte load and one conversion (dot_q4_0x8_impl.h).
 //
 // Q8_0x8: Q8_0 matrices likewise (DType::kQ8_0x8); block column i is 272 bytes: the eight f16 d,
 // then eight 32-byte vectors, vector 2p + e = row p's codes 16e .. 16e + 15, then row p + 4's.
@@ -112,12 +114,14 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// The Q8_0x8 kernel with its integer products on vpdpbusd, the Q6_Kx8 one with its pair sums on
+// The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd, the Q6_Kx8 one with its pair sums on
 // vpdpwssd (dot_*_vnni.cc): need AVX512-VNNI and AVX512-VL (avx512_supported(),
 // quant.h); bit-identical to the AVX2 ones; gemm_rows_repacked uses them when avx512_active().
 void gemm_q6_kx8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q4_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
 // One repacked layout: its in-memory type, the file type it reorders, and its functions. The one
