@@ -36,8 +36,11 @@ float vec_dot_f32_avx512(int64_t n, const void* w, const void* x) {
   __m512 acc01 = _mm512_setzero_ps(), acc23 = acc01;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(a + i + 512), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(a + i + 528), _MM_HINT_T0);
+    const char* line = reinterpret_cast<const char*>(a + i);
+    _mm_prefetch(line + kF32AheadBytes, _MM_HINT_T0);
+    _mm_prefetch(line + kF32AheadBytes + 64, _MM_HINT_T0);
+    _mm_prefetch(line + kF32FarBytes, _MM_HINT_T1);
+    _mm_prefetch(line + kF32FarBytes + 64, _MM_HINT_T1);
     acc01 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc01);
     acc23 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc23);
   }

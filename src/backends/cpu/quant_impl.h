@@ -13,10 +13,15 @@ namespace nexus::cpu {
 // kF16FarBytes ahead into L2 only (prefetcht1), which keeps more lines in flight than the near
 // prefetch and the out-of-order window do when two threads stream. Measured, tg alternating
 // (Intel host, 2 threads, near prefetch alone -> with the far one at 8 KiB): Q06B F16 24.9-25.5
-// -> 28.0-28.5 t/s, L110M F16 124 -> 183 (its 221 MB of weights partly in the L3). The F32 rows
-// (vec_dot_f32_*) were slower with it (Q06B F32 13.5 -> 12.2-12.4) and go without.
+// -> 28.0-28.5 t/s, L110M F16 124 -> 183 (its 221 MB of weights partly in the L3).
 constexpr int64_t kF16AheadBytes = 1024;
 constexpr int64_t kF16FarBytes = 8192;
+// The same for the F32 dot products (vec_dot_f32_avx2 and _avx512), whose best distances are
+// shorter: with the far one at 8 KiB Q06B F32 was slower (13.5 -> 12.2-12.4 t/s); near 2 KiB
+// alone -> near 1 KiB and far 4 KiB: Q06B F32 13.35-13.79 -> 14.35-14.45 t/s, L110M F32
+// 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower).
+constexpr int64_t kF32AheadBytes = 1024;
+constexpr int64_t kF32FarBytes = 4096;
 
 // Declares quantize_<t>_<isa>, dequantize_<t>_<isa> for one type.
 #define NEXUS_DECLARE_CONVERT(t, isa)                            \
