@@ -36,11 +36,7 @@ float vec_dot_f32_avx512(int64_t n, const void* w, const void* x) {
   __m512 acc01 = _mm512_setzero_ps(), acc23 = acc01;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const char* line = reinterpret_cast<const char*>(a + i);
-    _mm_prefetch(line + kF32AheadBytes, _MM_HINT_T0);
-    _mm_prefetch(line + kF32AheadBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(line + kF32FarBytes, _MM_HINT_T1);
-    _mm_prefetch(line + kF32FarBytes + 64, _MM_HINT_T1);
+    prefetch_f32_step(a + i);
     acc01 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc01);
     acc23 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc23);
   }
@@ -70,10 +66,7 @@ void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x
     __m512 acc01 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-      if ((i & 31) == 0) {
-        _mm_prefetch(bytes + 2 * i + kF16AheadBytes, _MM_HINT_T0);
-        _mm_prefetch(bytes + 2 * i + kF16FarBytes, _MM_HINT_T1);
-      }
+      if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
       // The all-ones mask form: GCC 12's plain _mm512_cvtph_ps warns about its own undefined
       // pass-through operand (-Wmaybe-uninitialized); the instruction is the same.
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));

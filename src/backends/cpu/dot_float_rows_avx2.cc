@@ -32,10 +32,7 @@ float row_f16(int64_t n, const uint16_t* a, const float* x) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    if ((i & 31) == 0) {
-      _mm_prefetch(bytes + 2 * i + kF16AheadBytes, _MM_HINT_T0);
-      _mm_prefetch(bytes + 2 * i + kF16FarBytes, _MM_HINT_T1);
-    }
+    if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
     acc0 = _mm256_fmadd_ps(load_f16(a + i), _mm256_loadu_ps(x + i), acc0);
     acc1 = _mm256_fmadd_ps(load_f16(a + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
   }

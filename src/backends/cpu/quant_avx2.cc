@@ -25,11 +25,7 @@ float vec_dot_f32_avx2(int64_t n, const void* w, const void* x) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const char* line = reinterpret_cast<const char*>(a + i);
-    _mm_prefetch(line + kF32AheadBytes, _MM_HINT_T0);
-    _mm_prefetch(line + kF32AheadBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(line + kF32FarBytes, _MM_HINT_T1);
-    _mm_prefetch(line + kF32FarBytes + 64, _MM_HINT_T1);
+    prefetch_f32_step(a + i);
     acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
     acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);

@@ -1,6 +1,6 @@
 // Run-time selection of the quantization kernels: one table per ISA, indexed by dtype. AVX2 is
 // used when the CPU reports AVX2, FMA and F16C and NEXUS_FORCE_SCALAR is not set to 1; the AVX2
-// table takes the bit-identical AVX-512 F32 decode dot when avx512_active().
+// table takes the bit-identical AVX-512 F32 decode dots and F16 rows when avx512_active().
 #include <array>
 #include <cstdlib>
 #include <cstring>

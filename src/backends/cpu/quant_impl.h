@@ -23,6 +23,21 @@ constexpr int64_t kF16FarBytes = 8192;
 constexpr int64_t kF32AheadBytes = 1024;
 constexpr int64_t kF32FarBytes = 4096;
 
+// The prefetches of one step of those loops: the F16 rows' for the 64-byte line at `line`, the
+// F32 dots' for the two lines (128 bytes) at `step`. Locality 3 is prefetcht0, 2 prefetcht1.
+// Internal linkage (static), so the copy compiled into the AVX-512 file is never shared.
+static inline void prefetch_f16_line(const char* line) {
+  __builtin_prefetch(line + kF16AheadBytes, 0, 3);
+  __builtin_prefetch(line + kF16FarBytes, 0, 2);
+}
+static inline void prefetch_f32_step(const float* step) {
+  const char* p = reinterpret_cast<const char*>(step);
+  __builtin_prefetch(p + kF32AheadBytes, 0, 3);
+  __builtin_prefetch(p + kF32AheadBytes + 64, 0, 3);
+  __builtin_prefetch(p + kF32FarBytes, 0, 2);
+  __builtin_prefetch(p + kF32FarBytes + 64, 0, 2);
+}
+
 // Declares quantize_<t>_<isa>, dequantize_<t>_<isa> for one type.
 #define NEXUS_DECLARE_CONVERT(t, isa)                            \
   void quantize_##t##_##isa(const float* x, void* y, int64_t n); \
