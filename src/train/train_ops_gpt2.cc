@@ -1,8 +1,7 @@
 // Training kernels gpt2 adds to the llama set (see train_ops.h): LayerNorm with bias, tanh GELU,
 // bias add and learned positions. Rows (or columns) are split over the pool; GELU and the bias
 // gradient have AVX2 kernels, the LayerNorm rows bit-identical ones; the norm's row reductions
-// are in double. Also the norm dispatch by
-// architecture (LayerNorm for gpt2, RMSNorm for llama).
+// are in double. Also the norm dispatch by architecture (LayerNorm for gpt2, RMSNorm for llama).
 #include <algorithm>
 #include <cmath>
 #include <vector>
