@@ -85,11 +85,9 @@ TEST(RepackQ4_Kx8, LayoutFollowsTheHeader) {
       ASSERT_EQ(std::memcmp(col + 32 + 32 * w4 + 4 * l, src + 4 + 4 * w4, 4), 0)
           << "scales row " << r;
     for (int c = 0; c < 4; ++c)
-      for (int e = 0; e < 2; ++e)
-        ASSERT_EQ(std::memcmp(col + 128 + 32 * ((2 * c + e) * 4 + l % 4) + 16 * (l / 4),
-                              src + 16 + 32 * c + 16 * e, 16),
-                  0)
-            << "codes row " << r << " chunk " << c << " half " << e;
+      for (int v = 0; v < 8; ++v)
+        ASSERT_EQ(std::memcmp(col + 128 + 32 * (8 * c + v) + 4 * l, src + 16 + 32 * c + 4 * v, 4), 0)
+            << "codes row " << r << " chunk " << c << " vector " << v;
   });
 }
 

@@ -4,6 +4,7 @@
 // offset out, and run as two chains of four (the low and the high nibbles) so that no chain waits
 // eight latencies. Bit-identical to the AVX2 kernel.
 #include "backends/cpu/dot_q4_0x8_impl.h"
+#include "backends/cpu/vnni_local.h"
 
 namespace nexus::cpu {
 namespace {
@@ -13,8 +14,8 @@ struct VnniSums {
     __m256i a = _mm256_set1_epi32(-s8), b = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      a = _mm256_dpbusd_epi32(a, lo[j], broadcast4(y, 4 * j));
-      b = _mm256_dpbusd_epi32(b, hi[j], broadcast4(y, 16 + 4 * j));
+      a = dpbusd_bcast(a, lo[j], y + 4 * j);
+      b = dpbusd_bcast(b, hi[j], y + 16 + 4 * j);
     }
     return _mm256_add_epi32(a, b);
   }

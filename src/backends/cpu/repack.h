@@ -28,13 +28,15 @@
 //   bytes    0-  15: the eight rows' f16 d;    bytes 16-31: their f16 dmin;
 //   bytes   32- 127: the 12 packed scale bytes as three 32-byte words: word w (bytes 4w..4w+3 of
 //                    the row's scales) of row r at 32 + 32w + 4r;
-//   bytes  128-1151: codes, 32 bytes per (chunk c < 4, half e < 2, pair p < 4) at
-//                    128 + 32 * ((2c + e) * 4 + p): row p's qs[32c + 16e .. +15], then row p + 4's.
+//   bytes  128-1151: codes, 32 vectors of 32 bytes; vector 8c + v (chunk c < 4, v < 8) holds
+//                    qs[32c + 4v .. 32c + 4v + 3] of each row, row r at 128 + 32 * (8c + v) + 4r.
 // Q4_K nibble order is kept: qs byte 32c + l holds element 64c + l (low nibble, sub-block 2c) and
-// 64c + 32 + l (high, sub-block 2c + 1). Why: the scale words of eight rows decode to 6-bit scales
-// and mins with eight-lane integer ops, one shuffle turns them into the madd multipliers of a
-// sub-block for all eight rows, and the sums come out one row per lane as in Q4_0x8
-// (dot_q4_kx8_avx2.cc). The tail rows keep the plain Q4_K layout.
+// 64c + 32 + l (high, sub-block 2c + 1). Why: as in Q4_0x8, a 32-bit lane holds four codes of
+// one row, so a vector times four activation bytes broadcast to every lane adds each row's
+// products into its own lane, and the rows come out in lane order with no horizontal step; the
+// scale words of eight rows decode to 6-bit scales and mins with eight-lane integer ops, and one
+// in-lane shuffle turns them into the multipliers of a sub-block for all eight rows
+// (dot_q4_kx8_impl.h). The tail rows keep the plain Q4_K layout.
 //
 // Q6_Kx8: Q6_K matrices likewise (DType::kQ6_Kx8); column i is 1680 bytes (rb = k / 256 * 210):
 //   bytes    0-  15: the eight rows' f16 d;

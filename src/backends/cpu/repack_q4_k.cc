@@ -21,10 +21,9 @@ constexpr size_t kCodesOffset = kScalesOffset + kRepackRows * kKScaleBytes;  // 
 constexpr size_t scale_offset(int w, int64_t r) {
   return kScalesOffset + static_cast<size_t>(w) * 32 + static_cast<size_t>(r) * 4;
 }
-// Byte offset, within a column, of row r's code bytes 32c + 16e .. 32c + 16e + 15.
-constexpr size_t code_offset(int c, int e, int64_t r) {
-  return kCodesOffset + static_cast<size_t>((2 * c + e) * 4 + r % 4) * 32 +
-         static_cast<size_t>(r / 4) * 16;
+// Byte offset, within a column, of row r's code bytes 32c + 4v .. 32c + 4v + 3 (v < 8).
+constexpr size_t code_offset(int c, int v, int64_t r) {
+  return kCodesOffset + static_cast<size_t>(8 * c + v) * 32 + static_cast<size_t>(r) * 4;
 }
 
 // One row's super-block into its column, and back.
@@ -35,8 +34,7 @@ void put_block(const uint8_t* block, int64_t lane, uint8_t* col) {
   std::memcpy(col + kDminOffset + lane * sizeof(Half), &b.dmin, sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(col + scale_offset(w, lane), b.scales + 4 * w, 4);
   for (int c = 0; c < 4; ++c)
-    for (int e = 0; e < 2; ++e)
-      std::memcpy(col + code_offset(c, e, lane), b.qs + 32 * c + 16 * e, 16);
+    for (int v = 0; v < 8; ++v) std::memcpy(col + code_offset(c, v, lane), b.qs + 32 * c + 4 * v, 4);
 }
 
 void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
@@ -45,8 +43,7 @@ void get_block(const uint8_t* col, int64_t lane, uint8_t* block) {
   std::memcpy(&b->dmin, col + kDminOffset + lane * sizeof(Half), sizeof(Half));
   for (int w = 0; w < 3; ++w) std::memcpy(b->scales + 4 * w, col + scale_offset(w, lane), 4);
   for (int c = 0; c < 4; ++c)
-    for (int e = 0; e < 2; ++e)
-      std::memcpy(b->qs + 32 * c + 16 * e, col + code_offset(c, e, lane), 16);
+    for (int v = 0; v < 8; ++v) std::memcpy(b->qs + 32 * c + 4 * v, col + code_offset(c, v, lane), 4);
 }
 
 constexpr X8Layout kLayout = {"Q4_Kx8", kQKK, kRowBlock, put_block, get_block};
