@@ -78,12 +78,14 @@ inline float score1(const float* q, const uint8_t* r, int64_t off, int64_t hd, f
   return avx2::hsum(a) * scale;
 }
 
-// Prefetches bytes [b0, b1) of the `rows` rows starting at r.
+// Prefetches bytes [b0, b1) of the `rows` rows starting at r (into L1, or into L2 with kHint
+// _MM_HINT_T1).
+template <int kHint = _MM_HINT_T0>
 inline void prefetch_rows(const uint8_t* r, size_t rb, int rows, size_t b0, size_t b1) {
   for (int j = 0; j < rows; ++j, r += rb) {
     for (size_t b = b0; b < b1; b += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(r + b), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(r + b1 - 1), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(r + b), static_cast<_mm_hint>(kHint));
+    _mm_prefetch(reinterpret_cast<const char*>(r + b1 - 1), static_cast<_mm_hint>(kHint));
   }
 }
 
@@ -158,11 +160,15 @@ void decode(const AttnDecode& a) {
     const uint8_t* k = a.k + c0 * rb;
     const uint8_t* v = a.v + c0 * rb;
     // Scores, 8 keys at a time for every head of the range (the block's rows are read whole),
-    // the next 8 keys prefetched meanwhile (the cache is usually cold: the weights streamed
-    // through since the last token).
+    // the keys 16 ahead prefetched into L1 and the values of the 8 keys into L2 meanwhile (the
+    // cache is usually cold: the weights streamed through since the last token). Q06B Q4_0
+    // tg128, 2 threads: 17.8-18.9 us per call with the keys 8 ahead and no value prefetch,
+    // 15.6-15.7 with these.
+    prefetch_rows(k, rb, std::min(16, n), b0, b1);
     int32_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      prefetch_rows(k + (j + 8) * rb, rb, std::min(8, n - j - 8), b0, b1);
+      prefetch_rows(k + (j + 16) * rb, rb, std::max(0, std::min(8, n - j - 16)), b0, b1);
+      prefetch_rows<_MM_HINT_T1>(v + j * rb, rb, 8, b0, b1);
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = (a.h0 + h / group) * hd;
         _mm256_storeu_ps(a.scores + h * kDecodeChunk + j,
