@@ -26,11 +26,11 @@ constexpr size_t kX8PrefetchFar = 8192;
 
 // Column i of a group (kBytes each), after prefetching the kBytes that start kX8PrefetchAhead past
 // it into L1 and those kX8PrefetchFar past it into L2.
-template <size_t kBytes, size_t kNear = kX8PrefetchAhead, size_t kFar = kX8PrefetchFar>
+template <size_t kBytes>
 inline const uint8_t* fetch_column(const uint8_t* w, int64_t i) {
   const uint8_t* col = w + static_cast<size_t>(i) * kBytes;
-  const char* near = reinterpret_cast<const char*>(col + kNear);
-  const char* far = reinterpret_cast<const char*>(col + kFar);
+  const char* near = reinterpret_cast<const char*>(col + kX8PrefetchAhead);
+  const char* far = reinterpret_cast<const char*>(col + kX8PrefetchFar);
   for (size_t o = 0; o < kBytes; o += 64) {
     _mm_prefetch(near + o, _MM_HINT_T0);
     _mm_prefetch(far + o, _MM_HINT_T1);
