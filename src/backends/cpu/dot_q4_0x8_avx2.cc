@@ -12,8 +12,8 @@ struct Avx2Sums {
     __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[j], broadcast4(y, 4 * j)));
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[j], broadcast4(y, 16 + 4 * j)));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[j], broadcast4(y + 4 * j)));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[j], broadcast4(y + 16 + 4 * j)));
     }
     return _mm256_sub_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_set1_epi32(s8));
   }

@@ -18,7 +18,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "backends/cpu/blocks.h"
@@ -57,13 +56,6 @@ void token_terms(int64_t nb, const uint8_t* x, size_t x_stride, int64_t n_tokens
       tt->s8[t * nb + i] = 8 * _mm_cvtsi128_si32(h);
     }
   }
-}
-
-// Activation bytes y[o .. o + 3] in every 32-bit lane.
-inline __m256i broadcast4(const int8_t* y, int o) {
-  int32_t v;
-  std::memcpy(&v, y + o, sizeof(v));
-  return _mm256_set1_epi32(v);
 }
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r]. Sums::block(lo, hi, y, s8) gives

@@ -23,8 +23,6 @@
 
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/repack_x8.h"
@@ -34,13 +32,6 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
-
-// Four bytes (or two int16) at p in every 32-bit lane.
-inline __m256i broadcast4(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
 
 // Byte j (0..3) of each 32-bit lane of v as the low int16 of that lane and, when kBoth, the high
 // one; zero elsewhere. Lane d of a 128-bit half starts at byte 4d, and an index byte with its top

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace nexus::cpu {
 namespace {
@@ -36,6 +37,14 @@ inline const uint8_t* fetch_column(const uint8_t* w, int64_t i) {
     _mm_prefetch(far + o, _MM_HINT_T1);
   }
   return col;
+}
+
+// The four bytes (or two int16) at p in every 32-bit lane: a row-per-lane kernel's activation
+// operand (the VNNI files fold it into the instruction instead, vnni_local.h).
+inline __m256i broadcast4(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
 }
 
 inline __m256i load256(const uint8_t* p) {
