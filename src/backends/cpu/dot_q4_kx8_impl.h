@@ -97,13 +97,16 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
         }
       }
     }
+    // Each row's min of sub-block j in both int16 of its lane, once for all the tokens.
+    __m256i mv[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) mv[j] = lane_byte<true>(j < 4 ? mn_lo : mn_hi, j % 4);
 #pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {
       const BlockQ8_K& b = reinterpret_cast<const BlockQ8_K*>(x + t * x_stride)[i];
       __m256i m = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j)
-        m = Sums::mins(m, lane_byte<true>(j < 4 ? mn_lo : mn_hi, j % 4), b.bsums + 2 * j);
+      for (int j = 0; j < 8; ++j) m = Sums::mins(m, mv[j], b.bsums + 2 * j);
       const __m256 dy = _mm256_set1_ps(b.d);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, dy), acc[t]);
       macc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(mw, dy), macc[t]);
