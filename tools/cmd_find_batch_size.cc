@@ -28,11 +28,18 @@ int find_batch_size_main(int argc, char** argv) {
   app.add_option("--arch", arch, "architecture of --shape: llama | gpt2")->capture_default_str();
   app.add_flag("--grad-checkpoint", topts.recompute_blocks,
                "recompute each block in backward (less activation memory)");
+  app.add_flag("--selective-recompute", topts.selective_recompute,
+               "recompute attention probabilities, norms and FFN activation in backward");
+  app.add_flag("--optimizer-in-backward", topts.update_in_backward,
+               "keep one block's gradients at a time (the update runs in backward)");
   app.add_option("--precision", precision, "f32 | bf16 | f16 (16-bit saved activations)")
       ->capture_default_str();
   app.add_option("--seq", seq, "tokens per sequence")->required();
   app.add_option("--memory-budget", budget_text, "e.g. 4GiB, 512MiB, 1.5GB")->required();
   app.add_option("--optimizer", opt.name, "adamw | sgd | adafactor")->capture_default_str();
+  std::string opt_state = "f32";
+  app.add_option("--optimizer-state", opt_state, "f32 | bf16 (AdamW's moments)")
+      ->capture_default_str();
   app.add_option("--max-batch", max_batch, "largest batch to consider")->capture_default_str();
   if (auto code = parse_args(app, argc, argv, "find-batch-size")) return *code;
   const auto usage = [](const std::string& m) { return fail("find-batch-size", m, kUsageError); };
@@ -42,6 +49,10 @@ int find_batch_size_main(int argc, char** argv) {
   auto prec = train::parse_precision(precision);
   if (!prec) return usage("--precision: " + prec.status().message());
   topts.precision = prec.value();
+  if (opt_state != "f32" && opt_state != "bf16")
+    return usage("--optimizer-state must be f32 or bf16, got '" + opt_state + "'");
+  if (opt_state == "bf16" && opt.name != "adamw") return usage("--optimizer-state bf16 is for adamw");
+  opt.adamw.bf16_state = opt_state == "bf16";
   auto budget = train::parse_byte_size(budget_text);
   if (!budget) return usage("--memory-budget: " + budget.status().message());
 
@@ -72,9 +83,11 @@ int find_batch_size_main(int argc, char** argv) {
   const std::string prec_label = topts.precision == train::Precision::kF32
                                      ? ""
                                      : std::string(train::precision_name(topts.precision)) + ", ";
-  std::printf("batch %lld (seq %lld, %s%s%s) fits %s:\n", static_cast<long long>(f.batch),
+  std::printf("batch %lld (seq %lld, %s%s%s%s%s) fits %s:\n", static_cast<long long>(f.batch),
               static_cast<long long>(seq), prec_label.c_str(), opt.name.c_str(),
               topts.recompute_blocks ? ", gradient checkpointing" : "",
+              topts.selective_recompute && !topts.recompute_blocks ? ", selective recompute" : "",
+              topts.update_in_backward ? ", optimizer in backward" : "",
               train::format_bytes(budget.value()).c_str());
   print_row(topts.precision == train::Precision::kF32 ? "parameters"
                                                      : "parameters (+ copies)",

@@ -52,6 +52,7 @@ std::string eta_string(double secs) {
 struct Flags {
   std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
   std::string metrics, plot, ckpt_dir, arch = "llama", precision = "f32", loss_scale;
+  std::string optimizer_state = "f32";
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
@@ -98,6 +99,11 @@ Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App&
   }
   if (f.loss_scale_window < 1) return Status::error("--loss-scale-window must be >= 1");
   s.optimizer = f.opt;
+  if (f.optimizer_state != "f32" && f.optimizer_state != "bf16")
+    return Status::error("--optimizer-state must be f32 or bf16, got '" + f.optimizer_state + "'");
+  if (f.optimizer_state == "bf16" && f.opt.name != "adamw")
+    return Status::error("--optimizer-state bf16 is for adamw (not " + f.opt.name + ")");
+  s.optimizer.adamw.bf16_state = f.optimizer_state == "bf16";
   if (app.count("--weight-decay")) {
     s.optimizer.adamw.weight_decay = f.weight_decay;
     s.optimizer.sgd_weight_decay = f.weight_decay;
@@ -114,6 +120,12 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--arch", f.arch, "architecture of --shape: llama | gpt2")->capture_default_str();
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
                "gradient checkpointing: recompute each block in backward (less memory)");
+  app.add_flag("--selective-recompute", f.train_opts.selective_recompute,
+               "keep each block's q/k/v and FFN inputs only; recompute the attention "
+               "probabilities, norms and FFN activation in backward (no projections)");
+  app.add_flag("--optimizer-in-backward", f.train_opts.update_in_backward,
+               "update each block as soon as its gradients are complete and reuse their memory "
+               "(needs --clip 0, --accum 1, no loss scaling; adamw or sgd)");
   app.add_option("--precision", f.precision,
                  "f32 | bf16 | f16: activations stored in 16 bits, f32 master weights and math")
       ->capture_default_str();
@@ -145,6 +157,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--warmup", f.warmup, "linear warmup steps")->capture_default_str();
   app.add_option("--schedule", f.schedule, "cosine | linear | constant")->capture_default_str();
   app.add_option("--optimizer", f.opt.name, "adamw | sgd | adafactor")->capture_default_str();
+  app.add_option("--optimizer-state", f.optimizer_state,
+                 "f32 | bf16: AdamW's moments in bf16 with stochastic rounding (half the memory)")
+      ->capture_default_str();
   app.add_option("--beta1", f.opt.adamw.beta1, "AdamW beta1")->capture_default_str();
   app.add_option("--beta2", f.opt.adamw.beta2, "AdamW beta2")->capture_default_str();
   app.add_option("--eps", f.opt.adamw.eps, "AdamW epsilon")->capture_default_str();
@@ -186,7 +201,7 @@ struct Run {
 Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   for (const char* flag :
        {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
-        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
+        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps", "--optimizer-state",
         "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
         "--seed", "--precision", "--loss-scale", "--loss-scale-window"})
     if (app.count(flag))
@@ -336,6 +351,9 @@ int train_main(int argc, char** argv) {
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
 
   train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
+  if (m.options().update_in_backward)
+    if (Status st = train::check_update_in_backward(topts, *r.optimizer); !st)
+      return usage("--optimizer-in-backward: " + st.message());
   train::Trainer trainer(m, *r.optimizer, loader, topts);
   int64_t first_step = 0;
   if (r.resumed) {
@@ -367,17 +385,24 @@ int train_main(int argc, char** argv) {
   // Every op, the GEMMs included, is threaded by the model's pool (OpenBLAS on one thread).
   m.set_threads(f.threads);
   r.optimizer->set_threads(f.threads);
+  const std::string opt_label =
+      std::string(r.optimizer->name()) +
+      (s.optimizer.name == "adamw" && s.optimizer.adamw.bf16_state ? " (bf16 state)" : "");
   std::fprintf(stderr,
                "train: %s, %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
-               "%s, %lld steps, %s, activations %.1f MiB%s\n",
+               "%s, %lld steps, %s, activations %.1f MiB%s%s%s\n",
                m.config().arch_name.c_str(), m.params().size(),
                static_cast<unsigned long long>(data.value().size()),
                val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
                static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-               static_cast<long long>(s.accum), r.optimizer->name(),
+               static_cast<long long>(s.accum), opt_label.c_str(),
                static_cast<long long>(s.steps), precision_label(s).c_str(),
                static_cast<double>(m.activation_bytes().total()) / (1 << 20),
-               f.train_opts.recompute_blocks ? " (gradient checkpointing)" : "");
+               f.train_opts.recompute_blocks ? " (gradient checkpointing)" : "",
+               f.train_opts.selective_recompute && !f.train_opts.recompute_blocks
+                   ? " (selective recompute)"
+                   : "",
+               f.train_opts.update_in_backward ? ", optimizer in backward" : "");
 
   std::vector<train::MetricsRecord> history;
   auto save = [&](int64_t step) -> Status {

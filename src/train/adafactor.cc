@@ -173,9 +173,9 @@ void Adafactor::step_vector(const Slot& s, float* p, const float* g, float lr, f
 }
 
 std::vector<StateBuffer> Adafactor::state() {
-  return {{"adafactor.row", {state_, n_rows_}},
-          {"adafactor.col", {state_ + n_rows_, n_cols_}},
-          {"adafactor.v", {state_ + n_rows_ + n_cols_, n_v_}}};
+  return {{"adafactor.row", {state_, n_rows_}, {}},
+          {"adafactor.col", {state_ + n_rows_, n_cols_}, {}},
+          {"adafactor.v", {state_ + n_rows_ + n_cols_, n_v_}, {}}};
 }
 
 }  // namespace nexus::train

@@ -91,6 +91,7 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   f("adamw.beta2", o.adamw.beta2);
   f("adamw.eps", o.adamw.eps);
   f("adamw.weight_decay", o.adamw.weight_decay);
+  u("adamw.bf16_state", o.adamw.bf16_state ? 1 : 0);
   f("sgd.momentum", o.momentum);
   f("sgd.weight_decay", o.sgd_weight_decay);
   u("sgd.nesterov", o.nesterov ? 1 : 0);
@@ -206,31 +207,42 @@ Status save_checkpoint(const std::string& path, const TrainSettings& settings,
   struct Blob {
     std::string name;
     std::vector<int64_t> shape;
-    const float* data;
-    size_t n;
+    const void* data;
+    size_t bytes;
+    DType dtype;
   };
   std::vector<Blob> blobs;
   for (const ParamInfo& info : model.tensors())
     blobs.push_back({info.name, info.shape, model.params().data() + info.offset,
-                     static_cast<size_t>(info.numel)});
-  for (const StateBuffer& b : optimizer.state())
-    if (!b.data.empty())
-      blobs.push_back({kOptimPrefix + b.name,
-                       {static_cast<int64_t>(b.data.size())},
-                       b.data.data(),
-                       b.data.size()});
+                     static_cast<size_t>(info.numel) * sizeof(float), DType::kF32});
+  for (const StateBuffer& b : optimizer.state()) {
+    const size_t n = b.data.empty() ? b.bf16.size() : b.data.size();
+    if (n == 0) continue;
+    // Rows of up to 64 Ki elements (a divisor of n), so the writer streams the buffer in chunks
+    // instead of copying it whole (GPT-2 124M's AdamW moments are 472 MiB each).
+    int64_t cols = int64_t{1} << 16;
+    while (n % static_cast<size_t>(cols) != 0) cols /= 2;
+    blobs.push_back({kOptimPrefix + b.name,
+                     {static_cast<int64_t>(n) / cols, cols},
+                     b.data.empty() ? static_cast<const void*>(b.bf16.data()) : b.data.data(),
+                     b.bytes(),
+                     b.data.empty() ? DType::kBF16 : DType::kF32});
+  }
 
   Hasher h;
   metadata_hash(kv, &h);
-  for (const Blob& b : blobs) h.add(b.data, b.n * sizeof(float));
+  for (const Blob& b : blobs) h.add(b.data, b.bytes);
 
   GgufStreamWriter w;
+  // Small chunks: the copy buffer adds to the training step's peak memory.
+  w.set_chunk_bytes(size_t{4} << 20);
   for (auto& [key, value] : kv) w.set(key, value);
   w.set(kChecksumKey, gguf_u64(h.h));
   for (const Blob& b : blobs) {
-    const int64_t cols = b.shape.back();
-    w.add_tensor(b.name, DType::kF32, b.shape, [b, cols](int64_t r0, int64_t n, uint8_t* out) {
-      std::memcpy(out, b.data + r0 * cols, static_cast<size_t>(n * cols) * sizeof(float));
+    const size_t row = row_bytes(b.dtype, b.shape.back());
+    w.add_tensor(b.name, b.dtype, b.shape, [b, row](int64_t r0, int64_t n, uint8_t* out) {
+      std::memcpy(out, static_cast<const uint8_t*>(b.data) + r0 * row,
+                  static_cast<size_t>(n) * row);
     });
   }
   NEXUS_RETURN_IF_ERROR(w.write(path));
@@ -325,6 +337,9 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   o.adamw.beta2 = fl("adamw.beta2");
   o.adamw.eps = fl("adamw.eps");
   o.adamw.weight_decay = fl("adamw.weight_decay");
+  // Absent from checkpoints written before bf16 state existed: f32.
+  if (const GgufValue* v = f.find(K + "adamw.bf16_state"); v && v->type == GgufType::kU64)
+    o.adamw.bf16_state = v->u != 0;
   o.momentum = fl("sgd.momentum");
   o.sgd_weight_decay = fl("sgd.weight_decay");
   o.nesterov = u("sgd.nesterov") != 0;
@@ -397,13 +412,18 @@ Status Checkpoint::restore_optimizer(Optimizer& optimizer) const {
     if (t.name.starts_with(kOptimPrefix)) ++n_state;
   size_t n_buffers = 0;
   for (const StateBuffer& b : optimizer.state()) {
-    if (b.data.empty()) continue;
+    if (b.bytes() == 0) continue;
     ++n_buffers;
     const GgufTensorInfo* t = f.find_tensor(kOptimPrefix + b.name);
-    if (!t || t->dtype != DType::kF32 || t->nbytes != b.data.size() * sizeof(float))
+    const DType want = b.data.empty() ? DType::kBF16 : DType::kF32;
+    if (!t || t->dtype != want || t->nbytes != b.bytes())
       return Status::error("checkpoint '" + f.path() + "': optimizer buffer " + b.name +
-                           (t ? " has another size" : " is missing"));
-    std::memcpy(b.data.data(), t->data, t->nbytes);
+                           (!t                   ? " is missing"
+                            : t->dtype != want ? " is " + std::string(dtype_name(t->dtype)) +
+                                                     ", not " + std::string(dtype_name(want))
+                                               : " has another size"));
+    std::memcpy(b.data.empty() ? static_cast<void*>(b.bf16.data()) : b.data.data(), t->data,
+                t->nbytes);
   }
   if (n_buffers != n_state)
     return Status::error("checkpoint '" + f.path() + "' holds " + std::to_string(n_state) +

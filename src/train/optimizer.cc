@@ -19,7 +19,7 @@ void Optimizer::set_threads(int n) {
 
 size_t Optimizer::state_bytes() {
   size_t bytes = 0;
-  for (const StateBuffer& b : state()) bytes += b.data.size() * sizeof(float);
+  for (const StateBuffer& b : state()) bytes += b.bytes();
   return bytes;
 }
 
@@ -33,6 +33,24 @@ std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t*
   }
   if (n_out) *n_out = n;
   return out;
+}
+
+std::pair<size_t, size_t> chunks_covering(const std::vector<ParamRange>& chunks, size_t begin,
+                                          size_t end) {
+  const auto first = std::lower_bound(chunks.begin(), chunks.end(), begin,
+                                      [](const ParamRange& r, size_t b) { return r.begin < b; });
+  const auto last = std::lower_bound(first, chunks.end(), end,
+                                     [](const ParamRange& r, size_t e) { return r.begin < e; });
+  const bool ok = begin < end && first != chunks.end() && first->begin == begin &&
+                  last != first && std::prev(last)->end == end;
+  NEXUS_CHECK(ok, "[optimizer] range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                      ") does not start and end on tensor boundaries");
+  return {static_cast<size_t>(first - chunks.begin()), static_cast<size_t>(last - chunks.begin())};
+}
+
+void Optimizer::step_range(std::span<float>, const float*, size_t, size_t, float) {
+  throw Error(std::string("[optimizer] ") + name() +
+              " cannot update part of the parameters at a time (optimizer in backward)");
 }
 
 namespace {
@@ -64,12 +82,18 @@ AdamW::AdamW(const TrainModel& model, const AdamWOptions& opts) : AdamW(model.te
 
 AdamW::AdamW(std::span<const ParamInfo> tensors, const AdamWOptions& opts) : opts_(opts) {
   chunks_ = chunked(param_ranges(tensors, &n_));
-  state_ =
-      static_cast<float*>(aligned_alloc_counted(2 * n_ * sizeof(float), MemCategory::kOptimizer));
-  std::memset(state_, 0, 2 * n_ * sizeof(float));
+  // The bf16 kernels index elements in 32 bits for their random bits.
+  NEXUS_CHECK(!opts_.bf16_state || n_ <= UINT32_MAX,
+              "[adamw] bf16 state supports up to 2^32 parameters");
+  state_ = aligned_alloc_counted(state_bytes_alloc(), MemCategory::kOptimizer);
+  std::memset(state_, 0, state_bytes_alloc());
 }
 
-AdamW::~AdamW() { aligned_free_counted(state_, 2 * n_ * sizeof(float), MemCategory::kOptimizer); }
+AdamW::~AdamW() { aligned_free_counted(state_, state_bytes_alloc(), MemCategory::kOptimizer); }
+
+size_t AdamW::state_bytes_alloc() const {
+  return 2 * n_ * (opts_.bf16_state ? sizeof(uint16_t) : sizeof(float));
+}
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, float lr) {
   update(params, grads, lr, 1.0f);
@@ -86,8 +110,21 @@ void AdamW::update(std::span<float> params, std::span<const float> grads, float 
               "[adamw] expected " + std::to_string(n_) + " parameters and gradients, got " +
                   std::to_string(params.size()) + " and " + std::to_string(grads.size()));
   ++t_;
+  apply(params.data(), grads.data(), 0, 0, chunks_.size(), lr, grad_scale, t_);
+}
+
+void AdamW::step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                       float lr) {
+  NEXUS_CHECK(params.size() == n_, "[adamw] expected " + std::to_string(n_) +
+                                       " parameters, got " + std::to_string(params.size()));
+  const auto [c0, c1] = chunks_covering(chunks_, begin, end);
+  apply(params.data(), grads, begin, c0, c1, lr, 1.0f, t_ + 1);
+}
+
+void AdamW::apply(float* p, const float* g, size_t g_origin, size_t c0, size_t c1, float lr,
+                  float grad_scale, int64_t step) {
   // Bias corrections in double: 1 - beta^t loses digits in f32 once beta^t is close to 1.
-  const double t = static_cast<double>(t_);
+  const double t = static_cast<double>(step);
   kernels::AdamWCoef k{};
   k.b1 = opts_.beta1;
   k.b2 = opts_.beta2;
@@ -98,20 +135,37 @@ void AdamW::update(std::span<float> params, std::span<const float> grads, float 
   k.gscale = grad_scale;
   const float keep_decay = 1.0f - lr * opts_.weight_decay;
   const cpu::Isa isa = cpu::active_isa();
-  float* p = params.data();
-  const float* g = grads.data();
-  float* m = state_;
-  float* v = state_ + n_;
-  for_each_chunk(pool_.get(), chunks_.size(), [&](size_t c) {
-    const ParamRange& r = chunks_[c];
+  if (opts_.bf16_state) {
+    uint16_t* m = static_cast<uint16_t*>(state_);
+    uint16_t* v = m + n_;
+    const uint32_t seed = kernels::mix32(static_cast<uint32_t>(step));
+    for_each_chunk(pool_.get(), c1 - c0, [&](size_t i) {
+      const ParamRange& r = chunks_[c0 + i];
+      kernels::AdamWCoef kc = k;
+      kc.keep = r.decay ? keep_decay : 1.0f;
+      kernels::adamw_bf16(isa, p + r.begin, g + (r.begin - g_origin), m + r.begin, v + r.begin,
+                          r.end - r.begin, static_cast<uint32_t>(r.begin), seed, kc);
+    });
+    return;
+  }
+  float* m = static_cast<float*>(state_);
+  float* v = m + n_;
+  for_each_chunk(pool_.get(), c1 - c0, [&](size_t i) {
+    const ParamRange& r = chunks_[c0 + i];
     kernels::AdamWCoef kc = k;
     kc.keep = r.decay ? keep_decay : 1.0f;
-    kernels::adamw(isa, p + r.begin, g + r.begin, m + r.begin, v + r.begin, r.end - r.begin, kc);
+    kernels::adamw(isa, p + r.begin, g + (r.begin - g_origin), m + r.begin, v + r.begin,
+                   r.end - r.begin, kc);
   });
 }
 
 std::vector<StateBuffer> AdamW::state() {
-  return {{"adamw.m", {state_, n_}}, {"adamw.v", {state_ + n_, n_}}};
+  if (opts_.bf16_state) {
+    uint16_t* m = static_cast<uint16_t*>(state_);
+    return {{"adamw.m", {}, {m, n_}}, {"adamw.v", {}, {m + n_, n_}}};
+  }
+  float* m = static_cast<float*>(state_);
+  return {{"adamw.m", {m, n_}, {}}, {"adamw.v", {m + n_, n_}, {}}};
 }
 
 namespace {
@@ -122,7 +176,7 @@ std::pair<size_t, size_t> chunk_range(size_t n, size_t c) {
 size_t chunk_count(size_t n) { return (n + kernels::kChunk - 1) / kernels::kChunk; }
 }  // namespace
 
-float grad_norm(std::span<const float> grads, ThreadPool* pool) {
+double grad_sumsq(std::span<const float> grads, ThreadPool* pool) {
   const cpu::Isa isa = cpu::active_isa();
   const size_t n = grads.size(), n_chunks = chunk_count(n);
   std::vector<double> partial(n_chunks);
@@ -133,7 +187,11 @@ float grad_norm(std::span<const float> grads, ThreadPool* pool) {
   });
   double ss = 0.0;
   for (double s : partial) ss += s;  // fixed order: independent of the thread count
-  return static_cast<float>(std::sqrt(ss));
+  return ss;
+}
+
+float grad_norm(std::span<const float> grads, ThreadPool* pool) {
+  return static_cast<float>(std::sqrt(grad_sumsq(grads, pool)));
 }
 
 float clip_factor(float norm, float max_norm) {

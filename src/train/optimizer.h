@@ -19,6 +19,9 @@ struct AdamWOptions {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;  // applied to tensors of rank >= 2 only (not norms)
+  // Keep m and v in bf16 with stochastic rounding (optimizer_kernels.h): half the state memory
+  // (4 instead of 8 bytes per parameter); the update itself is computed in f32 as usual.
+  bool bf16_state = false;
 };
 
 struct SgdOptions {
@@ -40,6 +43,8 @@ struct AdafactorOptions {
 struct StateBuffer {
   std::string name;  // stable across runs, e.g. "adamw.m"
   std::span<float> data;
+  std::span<uint16_t> bf16;  // instead of data, for a buffer kept in bf16
+  size_t bytes() const { return data.size_bytes() + bf16.size_bytes(); }
 };
 
 class Optimizer {
@@ -53,6 +58,15 @@ class Optimizer {
   // sparing a pass over the gradients, and leaves them as they were.
   virtual void step_scaled(std::span<float> params, std::span<float> grads, float lr,
                            float grad_scale);
+  // The optimizer step in backward (TrainOptions::update_in_backward): updates only the whole
+  // tensors in [begin, end) of the flat arrays, where grads[i - begin] is the gradient of element
+  // i, as part of the step that the next finish_step() completes (its bias corrections use
+  // steps() + 1). Updating every tensor once this way and then calling finish_step() gives the
+  // bits of step(). AdamW and SGD support it; Adafactor does not (supports_range_step()).
+  virtual bool supports_range_step() const { return false; }
+  virtual void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                          float lr);
+  void finish_step() { ++t_; }
   virtual const char* name() const = 0;  // "adamw", "sgd", "adafactor"
   virtual std::vector<StateBuffer> state() = 0;
   int64_t steps() const { return t_; }
@@ -77,8 +91,16 @@ struct ParamRange {
 };
 // The ranges of `tensors` (in their order) and the flat size (max end).
 std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t* n_out);
+// The chunks [c0, c1) of `chunks` (sorted, contiguous) that cover exactly [begin, end); throws
+// naming the range when it does not start and end on chunk (tensor) boundaries.
+std::pair<size_t, size_t> chunks_covering(const std::vector<ParamRange>& chunks, size_t begin,
+                                          size_t end);
+// Sum of squares of `grads` in double, over the same fixed chunks as grad_norm (which is its
+// square root).
+double grad_sumsq(std::span<const float> grads, ThreadPool* pool = nullptr);
 
-// AdamW state: first and second moments in one allocation (2 x n_params floats).
+// AdamW state: first and second moments in one allocation (2 x n_params floats, or bf16 values
+// with AdamWOptions::bf16_state).
 class AdamW final : public Optimizer {
  public:
   // Sized for `model`'s parameters; the decay mask follows its tensor table.
@@ -94,16 +116,23 @@ class AdamW final : public Optimizer {
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
   void step_scaled(std::span<float> params, std::span<float> grads, float lr,
                    float grad_scale) override;
+  bool supports_range_step() const override { return true; }
+  void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                  float lr) override;
   const char* name() const override { return "adamw"; }
   std::vector<StateBuffer> state() override;
   const AdamWOptions& options() const { return opts_; }
 
  private:
   void update(std::span<float> params, std::span<const float> grads, float lr, float grad_scale);
+  // Chunks [c0, c1) of step `step`; grads[i - g_origin] is the gradient of element i.
+  void apply(float* p, const float* grads, size_t g_origin, size_t c0, size_t c1, float lr,
+             float grad_scale, int64_t step);
   AdamWOptions opts_;
   std::vector<ParamRange> chunks_;  // tensor ranges cut into pieces of at most kChunk elements
+  size_t state_bytes_alloc() const;
   size_t n_ = 0;
-  float* state_ = nullptr;  // m then v
+  void* state_ = nullptr;  // m then v: floats, or bf16 values
 };
 
 // torch.optim.SGD with momentum (dampening 0): d = g + wd p (rank >= 2); buf = mu buf + d;
@@ -116,11 +145,15 @@ class Sgd final : public Optimizer {
   Sgd& operator=(const Sgd&) = delete;
 
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  bool supports_range_step() const override { return true; }
+  void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                  float lr) override;
   const char* name() const override { return "sgd"; }
   std::vector<StateBuffer> state() override;
   const SgdOptions& options() const { return opts_; }
 
  private:
+  void apply(float* p, const float* grads, size_t g_origin, size_t c0, size_t c1, float lr);
   SgdOptions opts_;
   std::vector<ParamRange> chunks_;
   size_t n_ = 0;

@@ -2,6 +2,7 @@
 #include "train/optimizer_kernels.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace nexus::train::kernels {
 
@@ -13,6 +14,34 @@ void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const 
     const float vi = k.b2 * v[i] + a2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
+    p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) * k.inv_bc2_sqrt + k.eps);
+  }
+}
+
+namespace {
+float widen(uint16_t h) {
+  const uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+uint16_t round_stochastic(float f, uint32_t r16) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return static_cast<uint16_t>((b + r16) >> 16);
+}
+}  // namespace
+
+void adamw_bf16_scalar(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
+                       uint32_t index0, uint32_t seed, const AdamWCoef& k) {
+  const float a1 = 1.0f - k.b1, a2 = 1.0f - k.b2;
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * k.gscale;
+    const float mi = k.b1 * widen(m[i]) + a1 * gi;
+    const float vi = k.b2 * widen(v[i]) + a2 * gi * gi;
+    const uint32_t r = mix32(index0 + static_cast<uint32_t>(i) + seed);
+    m[i] = round_stochastic(mi, r & 0xffffu);
+    v[i] = round_stochastic(vi, r >> 16);
     p[i] = p[i] * k.keep - k.step_size * mi / (std::sqrt(vi) * k.inv_bc2_sqrt + k.eps);
   }
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/cpu/quant.h"
 
@@ -25,6 +26,25 @@ struct AdamWCoef {
 // p = p keep - s m / (sqrt(v) c + eps).
 void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
 void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k);
+
+// AdamW with its moments kept in bf16 (AdamWOptions::bf16_state): m and v are widened to f32,
+// updated and used for the parameter exactly as above, then stored with stochastic rounding
+// (their f32 bits plus 16 random bits, truncated), which keeps small increments of v alive in
+// expectation where round-to-nearest would drop them. The random bits of element `index0 + i`
+// are mix32(index0 + i + seed) (low half for m, high half for v), so they depend on the element
+// and the step's seed only: not on threads, ISA or how the update is split.
+inline uint32_t mix32(uint32_t x) {  // a 32-bit integer hash with good avalanche
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+void adamw_bf16_scalar(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
+                       uint32_t index0, uint32_t seed, const AdamWCoef& k);
+void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
+                     uint32_t index0, uint32_t seed, const AdamWCoef& k);
 
 // Sum of g[i]^2 in double over 16 interleaved accumulators (lane i % 16, tail included), folded
 // in halves (a[j] += a[j + w] for w = 8, 4, 2, 1). g^2 of a float is exact in double, so FMA or
@@ -48,6 +68,13 @@ inline void adamw(cpu::Isa isa, float* p, const float* g, float* m, float* v, si
     adamw_avx2(p, g, m, v, n, k);
   else
     adamw_scalar(p, g, m, v, n, k);
+}
+inline void adamw_bf16(cpu::Isa isa, float* p, const float* g, uint16_t* m, uint16_t* v,
+                       size_t n, uint32_t index0, uint32_t seed, const AdamWCoef& k) {
+  if (isa == cpu::Isa::kAvx2)
+    adamw_bf16_avx2(p, g, m, v, n, index0, seed, k);
+  else
+    adamw_bf16_scalar(p, g, m, v, n, index0, seed, k);
 }
 inline double sumsq(cpu::Isa isa, const float* g, size_t n) {
   return isa == cpu::Isa::kAvx2 ? sumsq_avx2(g, n) : sumsq_scalar(g, n);

@@ -30,6 +30,56 @@ void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const Ad
   if (i < n) adamw_scalar(p + i, g + i, m + i, v + i, n - i, k);
 }
 
+namespace {
+__m256i mix32_avx2(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+__m256 widen8(const uint16_t* h) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+// (bits + r16) >> 16 per lane, packed to eight u16 in order.
+void store_stochastic8(uint16_t* out, __m256 f, __m256i r16) {
+  const __m256i b = _mm256_srli_epi32(_mm256_add_epi32(_mm256_castps_si256(f), r16), 16);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+}
+}  // namespace
+
+void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
+                     uint32_t index0, uint32_t seed, const AdamWCoef& k) {
+  const __m256 b1 = _mm256_set1_ps(k.b1), b2 = _mm256_set1_ps(k.b2);
+  const __m256 a1 = _mm256_set1_ps(1.0f - k.b1), a2 = _mm256_set1_ps(1.0f - k.b2);
+  const __m256 keep = _mm256_set1_ps(k.keep), s = _mm256_set1_ps(k.step_size);
+  const __m256 c = _mm256_set1_ps(k.inv_bc2_sqrt), eps = _mm256_set1_ps(k.eps);
+  const __m256 gs = _mm256_set1_ps(k.gscale);
+  const __m256i low = _mm256_set1_epi32(0xffff);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, widen8(m + i)), _mm256_mul_ps(a1, gi));
+    const __m256 vi =
+        _mm256_add_ps(_mm256_mul_ps(b2, widen8(v + i)), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
+    const uint32_t base = index0 + static_cast<uint32_t>(i) + seed;
+    const __m256i r =
+        mix32_avx2(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)), iota));
+    store_stochastic8(m + i, mi, _mm256_and_si256(r, low));
+    store_stochastic8(v + i, vi, _mm256_srli_epi32(r, 16));
+    const __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), c), eps);
+    const __m256 pi = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(p + i), keep),
+                                    _mm256_div_ps(_mm256_mul_ps(s, mi), den));
+    _mm256_storeu_ps(p + i, pi);
+  }
+  if (i < n)
+    adamw_bf16_scalar(p + i, g + i, m + i, v + i, n - i, index0 + static_cast<uint32_t>(i), seed,
+                      k);
+}
+
 double sumsq_avx2(const float* g, size_t n) {
   __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                     _mm256_setzero_pd()};  // lanes 0-3, 4-7, 8-11, 12-15

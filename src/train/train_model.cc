@@ -76,14 +76,22 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
                                      batch * seq)) {
   if (cfg_.arch == Arch::kGpt2) cfg_.rope = RopeStyle::kNone;
   layout_params();
+  blocks_begin_ = layer_range_.front().first;
+  blocks_end_ = layer_range_.back().second;
+  block_floats_ = layer_range_.front().second - blocks_begin_;
+  for (const auto& [b, e] : layer_range_)
+    NEXUS_CHECK(e - b == block_floats_, "[train] blocks of different sizes");
+  // Updating in backward, the blocks' gradients share one block's slot.
+  grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) + block_floats_
+                                          : n_params_;
   params_ =
       static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
   grads_ = static_cast<float*>(
-      aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kOptimizer));
+      aligned_alloc_counted(grad_floats_ * sizeof(float), MemCategory::kOptimizer));
   zero(params_, static_cast<int64_t>(n_params_));
-  zero(grads_, static_cast<int64_t>(n_params_));
+  zero(grads_, static_cast<int64_t>(grad_floats_));
   p_ = bind(params_);
-  g_ = bind(grads_);
+  g_ = bind(grads_, true);
   if (half()) {
     // Rounded weight copies: the largest block, the output matrix and the final norm's weights.
     size_t layer_max = 0;
@@ -156,7 +164,11 @@ void TrainModel::layout_activations() {
   const bool gpt2 = c.arch == Arch::kGpt2;
   // With mixed precision the blocks share one f32 working set, and every block but the last (which
   // is still in the working set when backward() starts) keeps a 16-bit copy of its activations.
+  // With selective recompute in f32 they share it too, but keep their own q, k, v, attention
+  // output and FFN input(s); the 16-bit copies then leave out the attention probabilities.
   const bool packed = half() && !opts_.recompute_blocks;
+  const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
+  shared_set_ = packed || selective;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
   // Two passes over the same slices: the first sums their (64-byte padded) sizes by purpose and
   // sizes the arena, the second carves them out of it.
@@ -173,13 +185,21 @@ void TrainModel::layout_activations() {
     act_.blocks.clear();
     half_.clear();
     for (int64_t s = 0; s < n_sets; ++s) {
-      if (packed && s > 0) {  // shares the working set; mid and the statistics are its own
+      if (shared_set_ && s > 0) {  // shares the working set; mid and the statistics are its own
         BlockActs b = act_.blocks[0];
         b.mid = A(n * d, blk);
         b.rstd1 = A(n, blk);
         b.rstd2 = A(n, blk);
         b.mean1 = gpt2 ? A(n, blk) : nullptr;
         b.mean2 = gpt2 ? A(n, blk) : nullptr;
+        if (!packed) {  // f32 selective recompute: what the recompute needs
+          b.q = A(n * qw, blk);
+          b.atty = A(n * qw, blk);
+          b.k = A(n * kvw, blk);
+          b.v = A(n * kvw, blk);
+          b.g = gpt2 ? nullptr : A(n * f, blk);
+          b.u = A(n * f, blk);
+        }
         act_.blocks.push_back(b);
       }
       if (packed && s < n_sets - 1) {  // the last block stays in the working set
@@ -188,12 +208,12 @@ void TrainModel::layout_activations() {
         h.atty = H(n * qw);
         h.k = H(n * kvw);
         h.v = H(n * kvw);
-        h.att = H(att);
+        h.att = selective ? nullptr : H(att);
         h.g = gpt2 ? nullptr : H(n * f);
         h.u = H(n * f);
         half_.push_back(h);
       }
-      if (packed && s > 0) continue;
+      if (shared_set_ && s > 0) continue;
       BlockActs b{};
       b.mid = A(n * d, blk);
       b.ln1 = A(n * d, blk);
@@ -259,16 +279,23 @@ void TrainModel::set_threads(int n) {
 TrainModel::~TrainModel() {
   profile::untrack_buffer(arena_.base());
   aligned_free_counted(params_, n_params_ * sizeof(float), MemCategory::kWeights);
-  aligned_free_counted(grads_, n_params_ * sizeof(float), MemCategory::kOptimizer);
+  aligned_free_counted(grads_, grad_floats_ * sizeof(float), MemCategory::kOptimizer);
   if (wcopy_) aligned_free_counted(wcopy_, wcopy_floats_ * sizeof(float), MemCategory::kWeights);
 }
 
-TrainModel::Params TrainModel::bind(float* base) const {
+size_t TrainModel::grad_offset(size_t offset) const {
+  if (!opts_.update_in_backward || offset < blocks_begin_) return offset;
+  if (offset >= blocks_end_) return offset - (blocks_end_ - blocks_begin_) + block_floats_;
+  return blocks_begin_ + (offset - blocks_begin_) % block_floats_;
+}
+
+TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
   const ModelConfig& c = cfg_;
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
   auto at = [&](const std::string& name) -> float* {
     const ParamInfo* info = find(name);
-    return info ? base + info->offset : nullptr;
+    if (!info) return nullptr;
+    return base + (grad_slots ? grad_offset(info->offset) : info->offset);
   };
   Params p{};
   p.tok_embd = at("token_embd.weight");
@@ -323,14 +350,28 @@ Tensor TrainModel::param(const std::string& name) const {
 Tensor TrainModel::grad(const std::string& name) const {
   const ParamInfo* info = find(name);
   NEXUS_CHECK(info, "[train] no parameter named " + name);
-  return Tensor(DType::kF32, info->shape, grads_ + info->offset);
+  NEXUS_CHECK(!opts_.update_in_backward || info->offset < blocks_begin_ ||
+                  info->offset >= blocks_end_,
+              "[train] the gradient of " + name +
+                  " is not kept when updating in backward (the blocks share one buffer)");
+  return Tensor(DType::kF32, info->shape, grads_ + grad_offset(info->offset));
+}
+
+std::span<float> TrainModel::grads() {
+  NEXUS_CHECK(!opts_.update_in_backward,
+              "[train] the gradients are not kept when updating in backward");
+  return {grads_, n_params_};
+}
+
+std::span<const float> TrainModel::grads() const {
+  return const_cast<TrainModel*>(this)->grads();
 }
 
 // Split over the pool: one thread's memset of GPT-2 124M's 497 MB of gradients took ~45 ms a step
 // (the step's own time in --profile-summary), two threads about half.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  zero(grads_, static_cast<int64_t>(n_params_), pool_.get());
+  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get());
 }
 
 
@@ -570,22 +611,34 @@ void TrainModel::backward() {
   const ModelConfig& c = cfg_;
   const int64_t t = cur_t_, n = cur_b_ * t, d = c.dim;
   Activations& a = act_;
+  const bool in_backward = opts_.update_in_backward;
+  NEXUS_CHECK(!in_backward || grad_ready_,
+              "[train backward] updating in backward needs a grad-ready callback");
   // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
   zero(a.dres, n * d, pool_.get());
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+    // One gradient slot for every block: clear what the previous block left.
+    if (in_backward && l != c.n_layers - 1)
+      zero(grads_ + blocks_begin_, static_cast<int64_t>(block_floats_), pool_.get());
     if (!opts_.recompute_blocks) {
-      // Mixed precision: the working set still holds the last block from forward().
-      block_backward(l, a.blocks[l], !half_.empty() && l != c.n_layers - 1);
-      continue;
+      // A shared working set (mixed precision, selective recompute) still holds the last block
+      // from forward(); the others are restored into it.
+      block_backward(l, a.blocks[l], shared_set_ && l != c.n_layers - 1);
+    } else {
+      // Checkpointing: the shared set still holds the last block from forward(); every other
+      // block is recomputed from its saved input, with the same ops in the same order.
+      if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
+      block_backward(l, a.blocks[0]);
     }
-    // Checkpointing: the shared set still holds the last block from forward(); every other
-    // block is recomputed from its saved input, with the same ops in the same order.
-    if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
-    block_backward(l, a.blocks[0]);
+    if (in_backward) grad_ready_(layer_range_[l].first, layer_range_[l].second, grads_ + blocks_begin_);
   }
   embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
+  if (!in_backward) return;
+  grad_ready_(0, blocks_begin_, grads_);
+  if (blocks_end_ < n_params_)
+    grad_ready_(blocks_end_, n_params_, grads_ + blocks_begin_ + block_floats_);
 }
 
 }  // namespace nexus::train

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -51,6 +52,20 @@ struct TrainOptions {
   // as rounded copies of the f32 masters, and activation gradients are rounded as they flow back.
   // The residual stream, norm statistics, parameter gradients and all sums stay f32.
   Precision precision = Precision::kF32;
+  // Selective recompute (Megatron's "selective" granularity): blocks keep their q, k, v,
+  // attention output, FFN input(s) and residual midpoint, and share one working set for the
+  // attention probabilities, the norm outputs and the FFN activation, which backward() recomputes
+  // from the kept ones before each block (a norm, an activation and the attention's forward: no
+  // projection). Gradients are bit-identical to the default. Ignored with recompute_blocks, which
+  // already keeps a single set.
+  bool selective_recompute = false;
+  // The optimizer step in backward (torchtune's optimizer_in_bwd): backward() passes each block's
+  // gradients to the grad-ready callback (set_grad_ready) as soon as they are complete and reuses
+  // their buffer for the next block, so the model holds the gradients of one block plus those of
+  // the tensors outside the blocks (embeddings, final norm, untied output) instead of all of them.
+  // grads() is then unavailable. It rules out gradient clipping, accumulation and loss scaling
+  // (each needs every gradient before the first update); the Trainer checks that.
+  bool update_in_backward = false;
 };
 
 // Bytes of the activation arena by purpose (all of it counted as MemCategory::kActivations).
@@ -94,9 +109,16 @@ class TrainModel {
   // it computes the loss only and leaves grads() alone.
   float forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int64_t b,
                 int64_t t, bool for_backward = true);
-  // Adds the rest of d(mean loss)/d(parameter) of the last forward() to grads().
+  // Adds the rest of d(mean loss)/d(parameter) of the last forward() to grads() (with
+  // update_in_backward: hands them to the grad-ready callback, block by block).
   void backward();
   void zero_grad();
+  // With update_in_backward, backward() calls fn(begin, end, grads) for each range of whole
+  // tensors [begin, end) of the flat parameter array whose gradients are complete, where
+  // grads[i - begin] is element i's: every block's range right after that block's backward (its
+  // buffer is reused by the next block), then the tensors before and after the blocks.
+  using GradReady = std::function<void(size_t begin, size_t end, const float* grads)>;
+  void set_grad_ready(GradReady fn) { grad_ready_ = std::move(fn); }
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
   // are threaded by OpenBLAS, whose thread count this does not change.
   void set_threads(int n);
@@ -119,8 +141,9 @@ class TrainModel {
   Tensor grad(const std::string& name) const;
   std::span<float> params() { return {params_, n_params_}; }
   std::span<const float> params() const { return {params_, n_params_}; }
-  std::span<float> grads() { return {grads_, n_params_}; }
-  std::span<const float> grads() const { return {grads_, n_params_}; }
+  // Every gradient, in the parameters' layout; throws with update_in_backward (not kept).
+  std::span<float> grads();
+  std::span<const float> grads() const;
   // Logits [b * t, n_vocab] of the last forward(), recomputed from its final-norm output with the
   // current output weights (one GEMM; for tests and inspection, not the training loop).
   std::vector<float> logits() const;
@@ -172,7 +195,11 @@ class TrainModel {
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
   void layout_params();
   void layout_activations();
-  Params bind(float* base) const;
+  // Pointers to every tensor in `base`; with `grad_slots` in the gradient array's layout, where
+  // every block shares one block's slot when updating in backward.
+  Params bind(float* base, bool grad_slots = false) const;
+  // Offset in grads_ of flat element `offset`.
+  size_t grad_offset(size_t offset) const;
   const ParamInfo* find(const std::string& name) const;
   // The output head and the fused cross-entropy with their backward; returns the mean loss.
   float head_forward(int64_t n, bool for_backward);
@@ -193,8 +220,10 @@ class TrainModel {
   void keep(float* x, uint16_t* h, int64_t count);
   // Rounds an activation gradient in place (no-op in f32).
   void round_grad(float* x, int64_t count);
-  // Unpacks block l's 16-bit activations into the shared working set `a` and recomputes the
-  // ones not stored (with the block's rounded weights `w`).
+  // Brings block l's activations back into the shared working set `a` before its backward:
+  // unpacks its 16-bit copies (mixed precision) and recomputes the ones not kept (the norm
+  // outputs, the FFN activation, and with selective recompute the attention probabilities) with
+  // the block's (rounded) weights `w`.
   void restore_block(int64_t l, const BlockActs& a, const LayerParams& w);
   bool half() const { return opts_.precision != Precision::kF32; }
 
@@ -207,6 +236,10 @@ class TrainModel {
   size_t n_params_ = 0;
   float* params_ = nullptr;
   float* grads_ = nullptr;
+  size_t grad_floats_ = 0;  // n_params_, or less with update_in_backward
+  size_t blocks_begin_ = 0, blocks_end_ = 0, block_floats_ = 0;  // the blocks in params_
+  GradReady grad_ready_;
+  bool shared_set_ = false;  // blocks share one working set (restore before backward)
   Params p_, g_;
   Arena arena_;
   Activations act_;

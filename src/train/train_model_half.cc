@@ -42,27 +42,36 @@ void TrainModel::round_grad(float* x, int64_t count) {
 void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams& w) {
   const ModelConfig& c = cfg_;
   const auto [t, n, d, f, qw, kvw, as] = dims();
-  const HalfActs& h = half_[l];
   const Precision p = opts_.precision;
   ThreadPool* pool = pool_.get();
-  unpack(p, h.q, a.q, n * qw, pool);
-  unpack(p, h.atty, a.atty, n * qw, pool);
-  unpack(p, h.k, a.k, n * kvw, pool);
-  unpack(p, h.v, a.v, n * kvw, pool);
-  unpack(p, h.att, a.att, as.b * as.n_heads * t * t, pool);
-  if (h.g) unpack(p, h.g, a.g, n * f, pool);
-  unpack(p, h.u, a.u, n * f, pool);
+  const int64_t n_att = as.b * as.n_heads * t * t;
+  if (!half_.empty()) {
+    const HalfActs& h = half_[l];
+    unpack(p, h.q, a.q, n * qw, pool);
+    unpack(p, h.atty, a.atty, n * qw, pool);
+    unpack(p, h.k, a.k, n * kvw, pool);
+    unpack(p, h.v, a.v, n * kvw, pool);
+    if (h.att) unpack(p, h.att, a.att, n_att, pool);
+    if (h.g) unpack(p, h.g, a.g, n * f, pool);
+    unpack(p, h.u, a.u, n * f, pool);
+  }
   // Recomputed as block_forward computed them (the norms also rewrite their statistics with the
   // same values).
   norm_forward(c, a.ln1, a.mean1, a.rstd1, act_.res[l], w.attn_norm, w.attn_norm_b, n, pool);
   keep(a.ln1, nullptr, n * d);
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool);
   keep(a.ln2, nullptr, n * d);
-  if (h.g)
+  if (a.g)
     swiglu_forward(a.hact, a.g, a.u, n * f, pool);
   else
     gelu_forward(a.hact, a.u, n * f, pool);
   keep(a.hact, nullptr, n * f);
+  if (opts_.selective_recompute) {
+    // The probabilities from the block's (rounded) q and k, by the forward's own op; its output
+    // goes to dq, which block_backward clears before using it.
+    attention_forward(act_.dq, a.att, a.q, a.k, a.v, as, pool);
+    keep(a.att, nullptr, n_att);
+  }
 }
 
 }  // namespace nexus::train

@@ -10,6 +10,18 @@
 
 namespace nexus::train {
 
+Status check_update_in_backward(const TrainerOptions& options, const Optimizer& optimizer) {
+  std::string why;
+  if (options.accum != 1) why += ", gradient accumulation";
+  if (options.clip > 0) why += ", gradient clipping (a clip of 0 turns it off)";
+  if (options.loss_scale) why += ", loss scaling";
+  if (!optimizer.supports_range_step())
+    why += std::string(", the ") + optimizer.name() + " optimizer";
+  if (why.empty()) return Status::ok();
+  return Status::error("the optimizer step in backward rules out" + why.substr(1) +
+                       " (each needs every gradient before the first update)");
+}
+
 Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
                  const TrainerOptions& options)
     : model_(model), opt_(optimizer), loader_(loader), opts_(options) {
@@ -28,6 +40,18 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
                 "growth interval >= 1");
     scaler_.emplace(ls);
   }
+  if (!model.options().update_in_backward) return;
+  if (Status st = check_update_in_backward(options, optimizer); !st)
+    throw Error("[trainer] " + st.message());
+  model_.set_grad_ready([this](size_t begin, size_t end, const float* g) {
+    NEXUS_PROFILE_SCOPE("optimizer");
+    sumsq_in_backward_ += grad_sumsq({g, end - begin}, opt_.pool());
+    opt_.step_range(model_.params(), g, begin, end, lr_in_backward_);
+  });
+}
+
+Trainer::~Trainer() {
+  if (model_.options().update_in_backward) model_.set_grad_ready(nullptr);
 }
 
 float Trainer::accumulate() {
@@ -73,7 +97,25 @@ StepStats Trainer::step() {
   NEXUS_PROFILE_SCOPE("step");
   const auto t0 = std::chrono::steady_clock::now();
   StepStats s;
-  s.loss = accumulate();
+  if (model_.options().update_in_backward) {
+    // The updates happen inside backward(), block by block (the constructor's callback).
+    s.lr = lr_in_backward_ = opts_.schedule.at(step_);
+    sumsq_in_backward_ = 0;
+    s.loss = accumulate();
+    opt_.finish_step();
+    s.grad_norm = static_cast<float>(std::sqrt(sumsq_in_backward_));
+  } else {
+    s.loss = accumulate();
+    update(s);
+  }
+  s.step = ++step_;
+  s.tokens = tokens_;
+  s.data_wait_s = wait_;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+void Trainer::update(StepStats& s) {
   NEXUS_PROFILE_SCOPE("optimizer");
   // With clipping off the norm is still reported: an infinite limit never scales. The clip
   // factor goes to the optimizer, which multiplies as it reads (AdamW) or scales the gradients
@@ -87,11 +129,6 @@ StepStats Trainer::step() {
   }
   if (!s.skipped)
     opt_.step_scaled(model_.params(), model_.grads(), s.lr, clip_factor(s.grad_norm, limit));
-  s.step = ++step_;
-  s.tokens = tokens_;
-  s.data_wait_s = wait_;
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return s;
 }
 
 float Trainer::evaluate(SequentialBatches& val, int64_t max_batches) {

@@ -39,11 +39,21 @@ struct StepStats {
   bool skipped = false;    // non-finite gradients under loss scaling: no update was made
 };
 
+// Whether the optimizer step can run in backward (TrainOptions::update_in_backward) with these
+// options: an error naming each setting in the way, else ok.
+Status check_update_in_backward(const TrainerOptions& options, const Optimizer& optimizer);
+
 class Trainer {
  public:
   // All referenced objects must outlive the trainer. The loader's batch must fit the model.
+  // With the model's update_in_backward the optimizer updates each block during backward():
+  // that needs accum 1, clip 0, no loss scaling and an optimizer that updates by ranges (else
+  // this throws naming what is in the way).
   Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
           const TrainerOptions& options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Zeroes the gradients and adds those of the next `accum` micro-batches, scaled by 1/accum so
   // that they are the mean over micro-batches (backward() adds d(mean loss of one micro-batch)).
@@ -65,6 +75,8 @@ class Trainer {
   LossScaler* loss_scaler() { return scaler_ ? &*scaler_ : nullptr; }
 
  private:
+  // Clips and updates from the accumulated gradients (unless loss scaling skips the step).
+  void update(StepStats& s);
   TrainModel& model_;
   Optimizer& opt_;
   DataLoader& loader_;
@@ -72,6 +84,9 @@ class Trainer {
   int64_t step_ = 0, tokens_ = 0;
   double wait_ = 0;
   std::optional<LossScaler> scaler_;
+  // Updating in backward: the step's learning rate and its running sum of squared gradients.
+  float lr_in_backward_ = 0;
+  double sumsq_in_backward_ = 0;
 };
 
 }  // namespace nexus::train

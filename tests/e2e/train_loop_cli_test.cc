@@ -184,7 +184,10 @@ TEST_F(TrainLoopCli, ResumeIsBitExact) {
 TEST_F(TrainLoopCli, OtherOptimizersAndPrecisionsResumeBitExactly) {
   for (const std::string opt : {"--optimizer sgd --nesterov --momentum 0.8 --weight-decay 0.01",
                                 "--optimizer adafactor --adafactor-clip 0.5", "--precision bf16",
-                                "--precision f16 --loss-scale-window 2"}) {
+                                "--precision f16 --loss-scale-window 2",
+                                // the resume runs without these two flags: same numbers
+                                "--optimizer-state bf16 --clip 0 --optimizer-in-backward "
+                                "--selective-recompute"}) {
     SCOPED_TRACE(opt);
     const std::string a_dir = dir_ + "/oa", b_dir = dir_ + "/ob";
     fs::remove_all(a_dir);
@@ -210,6 +213,21 @@ TEST_F(TrainLoopCli, OtherOptimizersAndPrecisionsResumeBitExactly) {
     }
     fs::remove(a_dir + ".jsonl");
   }
+}
+
+TEST_F(TrainLoopCli, OptimizerInBackwardNamesWhatIsInTheWay) {
+  const std::string out = test::quoted(dir_ + "/ib.gguf");
+  CliResult r = run_cli(base("--batch 2 --steps 2 --optimizer-in-backward --accum 2 -o " + out));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.err.find("gradient accumulation, gradient clipping"), std::string::npos) << r.err;
+  r = run_cli(base("--batch 2 --steps 2 --optimizer-state bf16 --optimizer sgd -o " + out));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--optimizer-state bf16 is for adamw"), std::string::npos) << r.err;
+  r = run_cli(base("--batch 2 --steps 2 --clip 0 --optimizer-in-backward --optimizer-state bf16 -o " +
+                  out));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("adamw (bf16 state)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("optimizer in backward"), std::string::npos) << r.err;
 }
 
 TEST_F(TrainLoopCli, KeepsTheLastCheckpoints) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "test_paths.h"
 
@@ -141,10 +142,11 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
     tokens[i] = (i * 7 + 3) % 64;
     targets[i] = (i * 5 + 1) % 64;
   }
-  for (const char* name : {"adamw", "sgd", "adafactor"}) {
+  for (const char* name : {"adamw", "adamw-bf16", "sgd", "adafactor"}) {
     SCOPED_TRACE(name);
     OptimizerOptions o;
-    o.name = name;
+    o.name = std::string(name).substr(0, std::string(name).find('-'));
+    o.adamw.bf16_state = std::string(name) == "adamw-bf16";
     o.adafactor_weight_decay = 0.1f;
     o.sgd_weight_decay = 0.01f;
     auto a = TrainModel::from_gguf(path, 3, 8);
@@ -156,8 +158,15 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
     // Interrupted after 3: save params, state and step count; a fresh optimizer resumes.
     auto opt_b = make_optimizer(**b, o);
     train_steps(**b, **opt_b, 3, tokens, targets);
-    std::vector<std::vector<float>> saved;
-    for (const StateBuffer& s : (*opt_b)->state()) saved.emplace_back(s.data.begin(), s.data.end());
+    // Each buffer's bytes (f32 or bf16).
+    auto bytes_of = [](const StateBuffer& s) {
+      return s.data.empty() ? static_cast<void*>(s.bf16.data()) : s.data.data();
+    };
+    std::vector<std::vector<char>> saved;
+    for (const StateBuffer& s : (*opt_b)->state()) {
+      const char* p = static_cast<const char*>(bytes_of(s));
+      saved.emplace_back(p, p + s.bytes());
+    }
     const int64_t saved_steps = (*opt_b)->steps();
     const std::vector<float> saved_params((*b)->params().begin(), (*b)->params().end());
 
@@ -167,8 +176,8 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
       std::vector<StateBuffer> dst = fresh.state();
       ASSERT_EQ(dst.size(), saved.size());
       for (size_t i = 0; i < dst.size() && with_state; ++i) {
-        ASSERT_EQ(dst[i].data.size(), saved[i].size());
-        std::copy(saved[i].begin(), saved[i].end(), dst[i].data.begin());
+        ASSERT_EQ(dst[i].bytes(), saved[i].size());
+        std::memcpy(bytes_of(dst[i]), saved[i].data(), saved[i].size());
       }
       fresh.set_steps(saved_steps);
       train_steps(**c, fresh, 3, tokens, targets);
