@@ -164,8 +164,8 @@ void TrainModel::layout_activations() {
   const bool gpt2 = c.arch == Arch::kGpt2;
   // With mixed precision the blocks share one f32 working set, and every block but the last (which
   // is still in the working set when backward() starts) keeps a 16-bit copy of its activations.
-  // With selective recompute in f32 they share it too, but keep their own q, k, v, attention
-  // output and FFN input(s); the 16-bit copies then leave out the attention probabilities.
+  // With selective recompute in f32 they share it too, but keep their own q, k, v and FFN
+  // input(s); the 16-bit copies then leave out the attention probabilities and output.
   const bool packed = half() && !opts_.recompute_blocks;
   const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
   shared_set_ = packed || selective;
@@ -194,7 +194,6 @@ void TrainModel::layout_activations() {
         b.mean2 = gpt2 ? A(n, blk) : nullptr;
         if (!packed) {  // f32 selective recompute: what the recompute needs
           b.q = A(n * qw, blk);
-          b.atty = A(n * qw, blk);
           b.k = A(n * kvw, blk);
           b.v = A(n * kvw, blk);
           b.g = gpt2 ? nullptr : A(n * f, blk);
@@ -205,7 +204,7 @@ void TrainModel::layout_activations() {
       if (packed && s < n_sets - 1) {  // the last block stays in the working set
         HalfActs h{};
         h.q = H(n * qw);
-        h.atty = H(n * qw);
+        h.atty = selective ? nullptr : H(n * qw);
         h.k = H(n * kvw);
         h.v = H(n * kvw);
         h.att = selective ? nullptr : H(att);

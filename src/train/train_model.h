@@ -52,10 +52,10 @@ struct TrainOptions {
   // as rounded copies of the f32 masters, and activation gradients are rounded as they flow back.
   // The residual stream, norm statistics, parameter gradients and all sums stay f32.
   Precision precision = Precision::kF32;
-  // Selective recompute (Megatron's "selective" granularity): blocks keep their q, k, v,
-  // attention output, FFN input(s) and residual midpoint, and share one working set for the
-  // attention probabilities, the norm outputs and the FFN activation, which backward() recomputes
-  // from the kept ones before each block (a norm, an activation and the attention's forward: no
+  // Selective recompute (Megatron's "selective" granularity): blocks keep their q, k, v, FFN
+  // input(s) and residual midpoint, and share one working set for the attention probabilities
+  // and output, the norm outputs and the FFN activation, which backward() recomputes from the
+  // kept ones before each block (two norms, an activation and the attention's forward: no
   // projection). Gradients are bit-identical to the default. Ignored with recompute_blocks, which
   // already keeps a single set.
   bool selective_recompute = false;

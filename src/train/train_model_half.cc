@@ -48,7 +48,7 @@ void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams&
   if (!half_.empty()) {
     const HalfActs& h = half_[l];
     unpack(p, h.q, a.q, n * qw, pool);
-    unpack(p, h.atty, a.atty, n * qw, pool);
+    if (h.atty) unpack(p, h.atty, a.atty, n * qw, pool);
     unpack(p, h.k, a.k, n * kvw, pool);
     unpack(p, h.v, a.v, n * kvw, pool);
     if (h.att) unpack(p, h.att, a.att, n_att, pool);
@@ -67,10 +67,11 @@ void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams&
     gelu_forward(a.hact, a.u, n * f, pool);
   keep(a.hact, nullptr, n * f);
   if (opts_.selective_recompute) {
-    // The probabilities from the block's (rounded) q and k, by the forward's own op; its output
-    // goes to dq, which block_backward clears before using it.
-    attention_forward(act_.dq, a.att, a.q, a.k, a.v, as, pool);
+    // The probabilities and output from the block's (rounded) q, k and v, by the forward's own
+    // op (which rounds them only after computing both, as here).
+    attention_forward(a.atty, a.att, a.q, a.k, a.v, as, pool);
     keep(a.att, nullptr, n_att);
+    keep(a.atty, nullptr, n * qw);
   }
 }
 
