@@ -51,7 +51,8 @@ int find_batch_size_main(int argc, char** argv) {
   topts.precision = prec.value();
   if (opt_state != "f32" && opt_state != "bf16")
     return usage("--optimizer-state must be f32 or bf16, got '" + opt_state + "'");
-  if (opt_state == "bf16" && opt.name != "adamw") return usage("--optimizer-state bf16 is for adamw");
+  if (opt_state == "bf16" && opt.name != "adamw")
+    return usage("--optimizer-state bf16 is for adamw");
   opt.adamw.bf16_state = opt_state == "bf16";
   auto budget = train::parse_byte_size(budget_text);
   if (!budget) return usage("--memory-budget: " + budget.status().message());

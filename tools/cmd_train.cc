@@ -201,7 +201,8 @@ struct Run {
 Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   for (const char* flag :
        {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
-        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps", "--optimizer-state",
+        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
+        "--optimizer-state",
         "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
         "--seed", "--precision", "--loss-scale", "--loss-scale-window"})
     if (app.count(flag))

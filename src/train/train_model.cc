@@ -82,8 +82,9 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   for (const auto& [b, e] : layer_range_)
     NEXUS_CHECK(e - b == block_floats_, "[train] blocks of different sizes");
   // Updating in backward, the blocks' gradients share one block's slot.
-  grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) + block_floats_
-                                          : n_params_;
+  grad_floats_ = opts_.update_in_backward
+                     ? n_params_ - (blocks_end_ - blocks_begin_) + block_floats_
+                     : n_params_;
   params_ =
       static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
   grads_ = static_cast<float*>(
@@ -630,7 +631,8 @@ void TrainModel::backward() {
       if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
       block_backward(l, a.blocks[0]);
     }
-    if (in_backward) grad_ready_(layer_range_[l].first, layer_range_[l].second, grads_ + blocks_begin_);
+    if (in_backward)
+      grad_ready_(layer_range_[l].first, layer_range_[l].second, grads_ + blocks_begin_);
   }
   embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);

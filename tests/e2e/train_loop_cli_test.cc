@@ -223,8 +223,8 @@ TEST_F(TrainLoopCli, OptimizerInBackwardNamesWhatIsInTheWay) {
   r = run_cli(base("--batch 2 --steps 2 --optimizer-state bf16 --optimizer sgd -o " + out));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--optimizer-state bf16 is for adamw"), std::string::npos) << r.err;
-  r = run_cli(base("--batch 2 --steps 2 --clip 0 --optimizer-in-backward --optimizer-state bf16 -o " +
-                  out));
+  r = run_cli(base("--batch 2 --steps 2 --clip 0 --optimizer-in-backward --optimizer-state bf16 " +
+                   std::string("-o ") + out));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.err.find("adamw (bf16 state)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("optimizer in backward"), std::string::npos) << r.err;

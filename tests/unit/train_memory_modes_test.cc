@@ -15,22 +15,8 @@
 namespace nexus::train {
 namespace {
 
-std::unique_ptr<TrainModel> load(const std::string& name, int64_t b, int64_t t,
-                                 const TrainOptions& opts) {
-  auto m = TrainModel::from_gguf(nexus::test::fixtures_dir() + "/train/" + name + ".gguf", b, t, opts);
-  EXPECT_TRUE(m.is_ok()) << (m.is_ok() ? "" : m.status().message());
-  return m.is_ok() ? std::move(m).value() : nullptr;
-}
-
-void make_batch(int64_t v, int64_t b, int64_t t, std::vector<int32_t>* tokens,
-                std::vector<int32_t>* targets) {
-  tokens->resize(b * t);
-  targets->resize(b * t);
-  for (int64_t i = 0; i < b * t; ++i) {
-    (*tokens)[i] = static_cast<int32_t>((i * 13 + t) % v);
-    (*targets)[i] = i % 5 == 4 ? -1 : static_cast<int32_t>((i * 7 + 2) % v);
-  }
-}
+using test::load_fixture;
+using test::make_batch;
 
 using Case = std::tuple<std::string, Precision>;
 class SelectiveRecompute : public ::testing::TestWithParam<Case> {};
@@ -38,8 +24,8 @@ class SelectiveRecompute : public ::testing::TestWithParam<Case> {};
 TEST_P(SelectiveRecompute, GivesBitIdenticalGradientsFromLessMemory) {
   const auto& [name, prec] = GetParam();
   const int64_t b = 3, t = 10;
-  auto plain = load(name, b, t, {.precision = prec});
-  auto sel = load(name, b, t, {.precision = prec, .selective_recompute = true});
+  auto plain = load_fixture(name, b, t, {.precision = prec});
+  auto sel = load_fixture(name, b, t, {.precision = prec, .selective_recompute = true});
   ASSERT_TRUE(plain && sel);
   sel->set_threads(2);
   // Two passes of different shapes (the second smaller than the arena), gradients accumulating.

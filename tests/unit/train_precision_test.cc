@@ -15,22 +15,8 @@
 namespace nexus::train {
 namespace {
 
-std::unique_ptr<TrainModel> load(const std::string& name, int64_t b, int64_t t,
-                                 const TrainOptions& o) {
-  auto m = TrainModel::from_gguf(nexus::test::fixtures_dir() + "/train/" + name + ".gguf", b, t, o);
-  EXPECT_TRUE(m.is_ok()) << (m.is_ok() ? "" : m.status().message());
-  return m.is_ok() ? std::move(m).value() : nullptr;
-}
-
-void make_batch(int64_t v, int64_t b, int64_t t, std::vector<int32_t>* tokens,
-                std::vector<int32_t>* targets) {
-  tokens->resize(b * t);
-  targets->resize(b * t);
-  for (int64_t i = 0; i < b * t; ++i) {
-    (*tokens)[i] = static_cast<int32_t>((i * 13 + t) % v);
-    (*targets)[i] = i % 5 == 4 ? -1 : static_cast<int32_t>((i * 7 + 2) % v);
-  }
-}
+using test::load_fixture;
+using test::make_batch;
 
 // ||a - b|| / ||b|| over all gradients.
 double rel_error(std::span<const float> a, std::span<const float> b) {
@@ -52,8 +38,8 @@ class TrainPrecision : public ::testing::TestWithParam<Case> {};
 TEST_P(TrainPrecision, LossAndGradientsCloseToF32) {
   const auto& [name, prec] = GetParam();
   const int64_t b = 3, t = 10;
-  auto ref = load(name, b, t, {});
-  auto half = load(name, b, t, {.precision = prec});
+  auto ref = load_fixture(name, b, t, {});
+  auto half = load_fixture(name, b, t, {.precision = prec});
   ASSERT_TRUE(ref && half);
   std::vector<int32_t> tokens, targets;
   make_batch(ref->config().n_vocab, b, t, &tokens, &targets);
@@ -74,8 +60,8 @@ TEST_P(TrainPrecision, LossAndGradientsCloseToF32) {
 TEST_P(TrainPrecision, RecomputeGivesBitIdenticalGradients) {
   const auto& [name, prec] = GetParam();
   const int64_t b = 3, t = 10;
-  auto packed = load(name, b, t, {.precision = prec});
-  auto recomputed = load(name, b, t, {.recompute_blocks = true, .precision = prec});
+  auto packed = load_fixture(name, b, t, {.precision = prec});
+  auto recomputed = load_fixture(name, b, t, {.recompute_blocks = true, .precision = prec});
   ASSERT_TRUE(packed && recomputed);
   packed->set_threads(2);
   for (const auto& [bb, tt] : {std::pair<int64_t, int64_t>{b, t}, {2, 7}}) {
@@ -92,8 +78,8 @@ TEST_P(TrainPrecision, RecomputeGivesBitIdenticalGradients) {
 
 TEST_P(TrainPrecision, SavedActivationsTakeLessMemory) {
   const auto& [name, prec] = GetParam();
-  auto ref = load(name, 4, 16, {});
-  auto half = load(name, 4, 16, {.precision = prec});
+  auto ref = load_fixture(name, 4, 16, {});
+  auto half = load_fixture(name, 4, 16, {.precision = prec});
   ASSERT_TRUE(ref && half);
   const ActivationBytes& r = ref->activation_bytes();
   const ActivationBytes& h = half->activation_bytes();

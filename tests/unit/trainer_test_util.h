@@ -1,5 +1,5 @@
 // Shared pieces of the Trainer tests: a tiny llama config, a token file of random ids, a
-// per-test temporary directory and a loop of steps.
+// per-test temporary directory, a loop of steps, and a fixture model with a fixed batch.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
 #include "train/token_file.h"
+#include "train/train_model.h"
 #include "train/trainer.h"
 
 namespace nexus::train::test {
@@ -62,6 +64,25 @@ inline std::vector<float> run_steps(Trainer& t, int n) {
   std::vector<float> losses;
   for (int i = 0; i < n; ++i) losses.push_back(t.step().loss);
   return losses;
+}
+
+// tests/fixtures/train/NAME.gguf as a TrainModel for batches up to b x t.
+inline std::unique_ptr<TrainModel> load_fixture(const std::string& name, int64_t b, int64_t t,
+                                                const TrainOptions& o) {
+  auto m = TrainModel::from_gguf(nexus::test::fixtures_dir() + "/train/" + name + ".gguf", b, t, o);
+  EXPECT_TRUE(m.is_ok()) << (m.is_ok() ? "" : m.status().message());
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+// A fixed batch of b x t tokens and targets below v (every fifth target ignored).
+inline void make_batch(int64_t v, int64_t b, int64_t t, std::vector<int32_t>* tokens,
+                       std::vector<int32_t>* targets) {
+  tokens->resize(b * t);
+  targets->resize(b * t);
+  for (int64_t i = 0; i < b * t; ++i) {
+    (*tokens)[i] = static_cast<int32_t>((i * 13 + t) % v);
+    (*targets)[i] = i % 5 == 4 ? -1 : static_cast<int32_t>((i * 7 + 2) % v);
+  }
 }
 
 }  // namespace nexus::train::test
