@@ -49,11 +49,7 @@ int find_batch_size_main(int argc, char** argv) {
   auto prec = train::parse_precision(precision);
   if (!prec) return usage("--precision: " + prec.status().message());
   topts.precision = prec.value();
-  if (opt_state != "f32" && opt_state != "bf16")
-    return usage("--optimizer-state must be f32 or bf16, got '" + opt_state + "'");
-  if (opt_state == "bf16" && opt.name != "adamw")
-    return usage("--optimizer-state bf16 is for adamw");
-  opt.adamw.bf16_state = opt_state == "bf16";
+  if (Status st = train::set_optimizer_state(opt_state, &opt); !st) return usage(st.message());
   auto budget = train::parse_byte_size(budget_text);
   if (!budget) return usage("--memory-budget: " + budget.status().message());
 

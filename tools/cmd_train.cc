@@ -99,11 +99,7 @@ Result<train::TrainSettings> settings_from_flags(const Flags& f, const CLI::App&
   }
   if (f.loss_scale_window < 1) return Status::error("--loss-scale-window must be >= 1");
   s.optimizer = f.opt;
-  if (f.optimizer_state != "f32" && f.optimizer_state != "bf16")
-    return Status::error("--optimizer-state must be f32 or bf16, got '" + f.optimizer_state + "'");
-  if (f.optimizer_state == "bf16" && f.opt.name != "adamw")
-    return Status::error("--optimizer-state bf16 is for adamw (not " + f.opt.name + ")");
-  s.optimizer.adamw.bf16_state = f.optimizer_state == "bf16";
+  NEXUS_RETURN_IF_ERROR(train::set_optimizer_state(f.optimizer_state, &s.optimizer));
   if (app.count("--weight-decay")) {
     s.optimizer.adamw.weight_decay = f.weight_decay;
     s.optimizer.sgd_weight_decay = f.weight_decay;

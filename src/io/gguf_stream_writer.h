@@ -27,7 +27,8 @@ class GgufStreamWriter {
   void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                   RowProducer produce);
   void set_alignment(uint32_t a) { alignment_ = a; }
-  // Most bytes requested from a producer at once (default 32 MiB; at least one row).
+  // Most bytes requested from a producer at once (default 4 MiB, the size of the copy buffer a
+  // training run's checkpoints and exports add to its peak memory; at least one row).
   void set_chunk_bytes(size_t n) { chunk_bytes_ = n; }
 
   // Size in bytes of the file write() will produce.
@@ -48,7 +49,7 @@ class GgufStreamWriter {
   std::vector<uint8_t> header() const;
 
   uint32_t alignment_ = 32;
-  size_t chunk_bytes_ = size_t{32} << 20;
+  size_t chunk_bytes_ = size_t{4} << 20;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Entry> tensors_;
 };

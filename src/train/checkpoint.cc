@@ -216,7 +216,7 @@ Status save_checkpoint(const std::string& path, const TrainSettings& settings,
     blobs.push_back({info.name, info.shape, model.params().data() + info.offset,
                      static_cast<size_t>(info.numel) * sizeof(float), DType::kF32});
   for (const StateBuffer& b : optimizer.state()) {
-    const size_t n = b.data.empty() ? b.bf16.size() : b.data.size();
+    const size_t n = b.count();
     if (n == 0) continue;
     // Rows of up to 64 Ki elements (a divisor of n), so the writer streams the buffer in chunks
     // instead of copying it whole (GPT-2 124M's AdamW moments are 472 MiB each).
@@ -224,9 +224,9 @@ Status save_checkpoint(const std::string& path, const TrainSettings& settings,
     while (n % static_cast<size_t>(cols) != 0) cols /= 2;
     blobs.push_back({kOptimPrefix + b.name,
                      {static_cast<int64_t>(n) / cols, cols},
-                     b.data.empty() ? static_cast<const void*>(b.bf16.data()) : b.data.data(),
+                     b.raw(),
                      b.bytes(),
-                     b.data.empty() ? DType::kBF16 : DType::kF32});
+                     b.dtype()});
   }
 
   Hasher h;
@@ -234,8 +234,6 @@ Status save_checkpoint(const std::string& path, const TrainSettings& settings,
   for (const Blob& b : blobs) h.add(b.data, b.bytes);
 
   GgufStreamWriter w;
-  // Small chunks: the copy buffer adds to the training step's peak memory.
-  w.set_chunk_bytes(size_t{4} << 20);
   for (auto& [key, value] : kv) w.set(key, value);
   w.set(kChecksumKey, gguf_u64(h.h));
   for (const Blob& b : blobs) {
@@ -415,15 +413,14 @@ Status Checkpoint::restore_optimizer(Optimizer& optimizer) const {
     if (b.bytes() == 0) continue;
     ++n_buffers;
     const GgufTensorInfo* t = f.find_tensor(kOptimPrefix + b.name);
-    const DType want = b.data.empty() ? DType::kBF16 : DType::kF32;
+    const DType want = b.dtype();
     if (!t || t->dtype != want || t->nbytes != b.bytes())
       return Status::error("checkpoint '" + f.path() + "': optimizer buffer " + b.name +
                            (!t                   ? " is missing"
                             : t->dtype != want ? " is " + std::string(dtype_name(t->dtype)) +
                                                      ", not " + std::string(dtype_name(want))
                                                : " has another size"));
-    std::memcpy(b.data.empty() ? static_cast<void*>(b.bf16.data()) : b.data.data(), t->data,
-                t->nbytes);
+    std::memcpy(b.raw(), t->data, t->nbytes);
   }
   if (n_buffers != n_state)
     return Status::error("checkpoint '" + f.path() + "' holds " + std::to_string(n_state) +

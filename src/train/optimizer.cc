@@ -135,27 +135,19 @@ void AdamW::apply(float* p, const float* g, size_t g_origin, size_t c0, size_t c
   k.gscale = grad_scale;
   const float keep_decay = 1.0f - lr * opts_.weight_decay;
   const cpu::Isa isa = cpu::active_isa();
-  if (opts_.bf16_state) {
-    uint16_t* m = static_cast<uint16_t*>(state_);
-    uint16_t* v = m + n_;
-    const uint32_t seed = kernels::mix32(static_cast<uint32_t>(step));
-    for_each_chunk(pool_.get(), c1 - c0, [&](size_t i) {
-      const ParamRange& r = chunks_[c0 + i];
-      kernels::AdamWCoef kc = k;
-      kc.keep = r.decay ? keep_decay : 1.0f;
-      kernels::adamw_bf16(isa, p + r.begin, g + (r.begin - g_origin), m + r.begin, v + r.begin,
-                          r.end - r.begin, static_cast<uint32_t>(r.begin), seed, kc);
-    });
-    return;
-  }
-  float* m = static_cast<float*>(state_);
-  float* v = m + n_;
+  float* m = static_cast<float*>(state_);  // one of these two views is used
+  uint16_t* m16 = static_cast<uint16_t*>(state_);
+  const uint32_t seed = kernels::mix32(static_cast<uint32_t>(step));  // bf16 rounding bits
   for_each_chunk(pool_.get(), c1 - c0, [&](size_t i) {
     const ParamRange& r = chunks_[c0 + i];
     kernels::AdamWCoef kc = k;
     kc.keep = r.decay ? keep_decay : 1.0f;
-    kernels::adamw(isa, p + r.begin, g + (r.begin - g_origin), m + r.begin, v + r.begin,
-                   r.end - r.begin, kc);
+    const float* gr = g + (r.begin - g_origin);
+    if (opts_.bf16_state)
+      kernels::adamw_bf16(isa, p + r.begin, gr, m16 + r.begin, m16 + n_ + r.begin,
+                          r.end - r.begin, static_cast<uint32_t>(r.begin), seed, kc);
+    else
+      kernels::adamw(isa, p + r.begin, gr, m + r.begin, m + n_ + r.begin, r.end - r.begin, kc);
   });
 }
 
@@ -273,6 +265,15 @@ Status validate(const OptimizerOptions& o) {
 }
 
 }  // namespace
+
+Status set_optimizer_state(const std::string& value, OptimizerOptions* opts) {
+  if (value != "f32" && value != "bf16")
+    return Status::error("--optimizer-state must be f32 or bf16, got '" + value + "'");
+  if (value == "bf16" && opts->name != "adamw")
+    return Status::error("--optimizer-state bf16 is for adamw (not " + opts->name + ")");
+  opts->adamw.bf16_state = value == "bf16";
+  return Status::ok();
+}
 
 Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,
                                                   const OptimizerOptions& opts) {

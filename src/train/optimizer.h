@@ -45,6 +45,10 @@ struct StateBuffer {
   std::span<float> data;
   std::span<uint16_t> bf16;  // instead of data, for a buffer kept in bf16
   size_t bytes() const { return data.size_bytes() + bf16.size_bytes(); }
+  size_t count() const { return data.size() + bf16.size(); }
+  DType dtype() const { return data.empty() && !bf16.empty() ? DType::kBF16 : DType::kF32; }
+  // The buffer's bytes, whichever type holds them.
+  void* raw() const { return data.empty() ? static_cast<void*>(bf16.data()) : data.data(); }
 };
 
 class Optimizer {
@@ -245,6 +249,10 @@ struct OptimizerOptions {
   float adafactor_clip = 1.0f;          // update RMS clipping threshold
   float adafactor_weight_decay = 0.0f;  // decoupled, rank >= 2
 };
+
+// Sets opts->adamw.bf16_state from a --optimizer-state value ("f32" or "bf16"); an error naming
+// the value when it is neither, or when bf16 is asked of another optimizer than adamw.
+Status set_optimizer_state(const std::string& value, OptimizerOptions* opts);
 
 // The optimizer named by opts.name for these tensors, or an error naming the unknown optimizer.
 Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,

@@ -67,8 +67,6 @@ Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenize
   const bool gpt2 = c.arch == Arch::kGpt2;
   // Streamed tensor by tensor from the parameters: no copy of the model is held in memory.
   GgufStreamWriter w;
-  // Small chunks: the copy buffer would add to the training run's peak memory.
-  w.set_chunk_bytes(size_t{4} << 20);
   auto u32 = [&](const std::string& k, int64_t v) { w.set(k, gguf_u32(static_cast<uint32_t>(v))); };
   const std::string a = gpt2 ? "gpt2." : "llama.";
   w.set("general.architecture", gguf_str(gpt2 ? "gpt2" : "llama"));

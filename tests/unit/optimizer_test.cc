@@ -158,13 +158,9 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
     // Interrupted after 3: save params, state and step count; a fresh optimizer resumes.
     auto opt_b = make_optimizer(**b, o);
     train_steps(**b, **opt_b, 3, tokens, targets);
-    // Each buffer's bytes (f32 or bf16).
-    auto bytes_of = [](const StateBuffer& s) {
-      return s.data.empty() ? static_cast<void*>(s.bf16.data()) : s.data.data();
-    };
-    std::vector<std::vector<char>> saved;
+    std::vector<std::vector<char>> saved;  // each buffer's bytes (f32 or bf16)
     for (const StateBuffer& s : (*opt_b)->state()) {
-      const char* p = static_cast<const char*>(bytes_of(s));
+      const char* p = static_cast<const char*>(s.raw());
       saved.emplace_back(p, p + s.bytes());
     }
     const int64_t saved_steps = (*opt_b)->steps();
@@ -177,7 +173,7 @@ TEST(Optimizer, ResumeFromStateIsBitExact) {
       ASSERT_EQ(dst.size(), saved.size());
       for (size_t i = 0; i < dst.size() && with_state; ++i) {
         ASSERT_EQ(dst[i].bytes(), saved[i].size());
-        std::memcpy(bytes_of(dst[i]), saved[i].data(), saved[i].size());
+        std::memcpy(dst[i].raw(), saved[i].data(), saved[i].size());
       }
       fresh.set_steps(saved_steps);
       train_steps(**c, fresh, 3, tokens, targets);
