@@ -1,7 +1,7 @@
 // Helpers of the eight-row decode kernels (the shared headers dot_q4_kx8_impl.h, dot_q6_kx8_impl.h
-// and dot_q8_0x8_impl.h, which are compiled both for AVX2 and with AVX-512, and dot_q4_0x8_avx2.cc):
-// internal linkage (an unnamed namespace), so that no copy compiled with AVX-512 can stand in for
-// an AVX2 file's.
+// and dot_q8_0x8_impl.h, which are compiled both for AVX2 and with AVX-512, and
+// dot_q4_0x8_avx2.cc): internal linkage (an unnamed namespace), so that no copy compiled with
+// AVX-512 can stand in for an AVX2 file's.
 #pragma once
 
 #include <immintrin.h>
@@ -25,13 +25,13 @@ constexpr size_t kX8PrefetchAhead = 2048;
 // -> 670-672. 16 KiB ahead measured the same as 8 KiB; 4 or 8 KiB as the near distance was slower.
 constexpr size_t kX8PrefetchFar = 8192;
 
-// Column i of a group (kBytes each), after prefetching the kBytes that start kX8PrefetchAhead past
-// it into L1 and those kX8PrefetchFar past it into L2.
-template <size_t kBytes>
+// Column i of a group (kBytes each), after prefetching the kBytes that start kAhead past it into L1
+// and those kFar past it into L2.
+template <size_t kBytes, size_t kAhead = kX8PrefetchAhead, size_t kFar = kX8PrefetchFar>
 inline const uint8_t* fetch_column(const uint8_t* w, int64_t i) {
   const uint8_t* col = w + static_cast<size_t>(i) * kBytes;
-  const char* near = reinterpret_cast<const char*>(col + kX8PrefetchAhead);
-  const char* far = reinterpret_cast<const char*>(col + kX8PrefetchFar);
+  const char* near = reinterpret_cast<const char*>(col + kAhead);
+  const char* far = reinterpret_cast<const char*>(col + kFar);
   for (size_t o = 0; o < kBytes; o += 64) {
     _mm_prefetch(near + o, _MM_HINT_T0);
     _mm_prefetch(far + o, _MM_HINT_T1);
