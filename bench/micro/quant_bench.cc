@@ -108,13 +108,14 @@ void BM_Matmul(benchmark::State& state) {
 // Decode kernel lab: one activation row against a large weight matrix (65536 rows of 1024: out of
 // a 32 MiB L3; or 512 rows, in L2, for the kernel's own speed), one thread. range(1) == 0: vec_dot
 // per row (the one-row kernel); == 1: vec_dot_wrows over kMaxWeightRows rows at a time (what matmul
-// uses for one token); == 2 (Q4_0, Q8_0, Q4_K, Q6_K): the same matrix repacked to Q4_0x8 / Q8_0x8 /
-// Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2 kernel, what matmul runs on weights
-// repacked at load; == 3: the same through the AVX512-VNNI kernel.
+// uses for one token; Q5_0 has none); == 2 (Q4_0, Q5_0, Q8_0, Q4_K, Q6_K): the same matrix
+// repacked to Q4_0x8 / Q5_0x8 / Q8_0x8 / Q4_Kx8 / Q6_Kx8 (backends/cpu/repack.h) through its AVX2
+// kernel, what matmul runs on weights repacked at load; == 3: the same through the AVX512-VNNI
+// kernel.
 // Weight bytes/s against the machine's per-core bandwidth is the figure of merit.
 void BM_DecodeRows(benchmark::State& state) {
   const auto t = static_cast<DType>(state.range(0));
-  const bool multi = state.range(1) != 0;
+  const bool multi = state.range(1) == 1;
   const bool vnni = state.range(1) == 3;
   const bool repacked = state.range(1) >= 2;
   const cpu::RepackedLayout* rk = cpu::layout_of_base(t);
@@ -240,10 +241,10 @@ BENCHMARK(BM_VecDot4Rows)
 // Per block type: the file layout one row and kMaxWeightRows at a time out of cache, then the
 // repacked layout out of cache, and the multi-row and repacked kernels in L2.
 void decode_rows_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
     const auto ti = static_cast<int64_t>(t);
     for (auto [mode, rows] : {std::pair{0, 65536}, {1, 65536}, {2, 65536}, {1, 512}, {2, 512}})
-      b->Args({ti, mode, rows});
+      if (mode != 1 || t != DType::kQ5_0) b->Args({ti, mode, rows});
     for (int64_t rows : {65536, 512}) b->Args({ti, 3, rows});
   }
 }

@@ -17,7 +17,7 @@ struct Entry {
 };
 
 // Block layouts follow ggml's (bit-exact with GGUF files written by llama.cpp).
-constexpr std::array<Entry, 24> kTable = {{
+constexpr std::array<Entry, 25> kTable = {{
     {0, {"F32", 1, 4, false, true}},
     {1, {"F16", 1, 2, false, true}},
     {2, {"Q4_0", 32, 18, true, true}},
@@ -42,6 +42,7 @@ constexpr std::array<Entry, 24> kTable = {{
     {1003, {"Q4_Kx8", 256, 144, true, true}},
     {1004, {"Q6_Kx8", 256, 210, true, true}},
     {1005, {"Q8_0x8", 32, 34, true, true}},
+    {1006, {"Q5_0x8", 32, 22, true, true}},
 }};
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Q8_0x8, Q4_Kx8 and Q6_Kx8 (load-time repacked layouts, backends/cpu/repack.h; Q4_0x8 has its
-// own file): the byte layouts against the header, round trips, scalar and AVX2 kernels
+// Q8_0x8, Q5_0x8, Q4_Kx8 and Q6_Kx8 (load-time repacked layouts, backends/cpu/repack.h; Q4_0x8 has
+// its own file): the byte layouts against the header, round trips, scalar and AVX2 kernels
 // bit-identical to each other and within f32 rounding of a double-precision dot of the dequantized
 // rows, the largest integer sums, and every consumer (matmul at 1-17 tokens and 1-3 threads, the
 // BLAS prefill path, embed_rows).
@@ -35,7 +35,8 @@ using Layout = cpu::RepackedLayout;
 const Layout& kQ4_K = *cpu::layout_of_base(DType::kQ4_K);
 const Layout& kQ6_K = *cpu::layout_of_base(DType::kQ6_K);
 const Layout& kQ8_0 = *cpu::layout_of_base(DType::kQ8_0);
-const Layout* const kLayouts[] = {&kQ4_K, &kQ6_K, &kQ8_0};
+const Layout& kQ5_0 = *cpu::layout_of_base(DType::kQ5_0);
+const Layout* const kLayouts[] = {&kQ4_K, &kQ6_K, &kQ8_0, &kQ5_0};
 
 std::vector<uint8_t> repacked(const Layout& l, const std::vector<uint8_t>& w, int64_t rows,
                               int64_t k) {
@@ -327,6 +328,53 @@ TEST(RepackQ8_0x8, LargestSums) {
   }
 }
 
+// Q5_0x8: every byte where repack.h says (BlockQ5_0: d at 0, qh at 2, qs at 6).
+TEST(RepackQ5_0x8, LayoutFollowsTheHeader) {
+  walk_blocks(kQ5_0, {32, 96, 1024},
+              [](const uint8_t* col, int64_t l, const uint8_t* src, int64_t r) {
+                ASSERT_EQ(std::memcmp(col + 2 * l, src, 2), 0) << "d row " << r;
+                ASSERT_EQ(std::memcmp(col + 16 + 4 * l, src + 2, 4), 0) << "qh row " << r;
+                ASSERT_EQ(std::memcmp(col + 48 + 32 * (l % 4) + 16 * (l / 4), src + 6, 16), 0)
+                    << "qs row " << r;
+              });
+}
+
+// Codes 31 (value 15) or 0 (value -16) against activations of -128 or 127: the largest products
+// and sums every kernel forms (maddubs pairs of 2 * 31 * 128, the -16 * sum(y) start); with
+// d = d_y = 1 the dots are exact.
+TEST(RepackQ5_0x8, LargestSums) {
+  constexpr int64_t kN = 64;
+  const size_t rb = row_bytes(DType::kQ5_0, kN), xs = row_bytes(DType::kQ8_0, kN);
+  for (int code : {0, 31}) {
+    for (int y_code : {-128, 127}) {
+      std::vector<uint8_t> w(rb * 8), x(xs);
+      for (int64_t b = 0; b < kN / 32 * 8; ++b) {
+        uint8_t* blk = &w[b * 22];
+        blk[0] = 0x00, blk[1] = 0x3C;  // 1.0
+        std::memset(blk + 2, code >= 16 ? 0xFF : 0x00, 4);
+        std::memset(blk + 6, (code & 0x0F) * 0x11, 16);
+      }
+      for (int64_t b = 0; b < kN / 32; ++b) {
+        x[b * 34] = 0x00, x[b * 34 + 1] = 0x3C;
+        std::memset(&x[b * 34 + 2], y_code & 0xFF, 32);
+      }
+      const auto p = repacked(kQ5_0, w, 8, kN);
+      for (int kernel = 0; kernel < 3; ++kernel) {
+        if (kernel == 1 && !cpu::isa_supported(Isa::kAvx2)) continue;
+        if (kernel == 2 && !cpu::avx512_supported()) continue;
+        const cpu::GemmX8Fn fn = kernel == 0   ? cpu::gemm_q5_0x8_ref
+                                 : kernel == 1 ? cpu::gemm_q5_0x8_avx2
+                                               : cpu::gemm_q5_0x8_vnni;
+        float y[8];
+        fn(kN, p.data(), 1, x.data(), xs, 1, y, 8);
+        for (int r = 0; r < 8; ++r)
+          EXPECT_EQ(y[r], static_cast<float>(kN * (code - 16) * y_code))
+              << "kernel " << kernel << " code " << code << " y " << y_code << " row " << r;
+      }
+    }
+  }
+}
+
 // matmul on a repacked tensor against the original: decode (1 token) and batched decode (3 and
 // 8) within f32 rounding, the BLAS prefill path (17 tokens, the same dequantized panels) and
 // embed_rows exactly; tails and 1-3 threads included.
@@ -365,7 +413,7 @@ TEST(RepackK, MatmulAndEmbedRowsMatchTheOriginal) {
 // Every layout of the table: an in-memory type of its base's block shape that no file can
 // name, found both ways, and nothing else is repacked.
 TEST(RepackK, TheTableOfLayouts) {
-  EXPECT_EQ(cpu::repacked_layouts().size(), 4u);
+  EXPECT_EQ(cpu::repacked_layouts().size(), 5u);
   for (const Layout& l : cpu::repacked_layouts()) {
     const std::string name(dtype_name(l.packed));
     EXPECT_EQ(traits(l.packed).block_bytes, traits(l.base).block_bytes) << name;

@@ -57,6 +57,8 @@ std::span<const RepackedLayout> repacked_layouts() {
        gemm_q4_0x8_avx2, gemm_q4_0x8_vnni},
       {DType::kQ8_0x8, DType::kQ8_0, repack_q8_0x8, unpack_row_q8_0x8, gemm_q8_0x8_ref,
        gemm_q8_0x8_avx2, gemm_q8_0x8_vnni},
+      {DType::kQ5_0x8, DType::kQ5_0, repack_q5_0x8, unpack_row_q5_0x8, gemm_q5_0x8_ref,
+       gemm_q5_0x8_avx2, gemm_q5_0x8_vnni},
       {DType::kQ4_Kx8, DType::kQ4_K, repack_q4_kx8, unpack_row_q4_kx8, gemm_q4_kx8_ref,
        gemm_q4_kx8_avx2, gemm_q4_kx8_vnni},
       {DType::kQ6_Kx8, DType::kQ6_K, repack_q6_kx8, unpack_row_q6_kx8, gemm_q6_kx8_ref,

@@ -1,5 +1,6 @@
 // Load-time repacked weight layouts, eight rows interleaved so the decode kernels read eight rows
-// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8.
+// with plain 32-byte loads and keep one row per 32-bit lane: Q4_0x8, Q5_0x8, Q8_0x8, Q4_Kx8 and
+// Q6_Kx8.
 //
 // Q4_0x8: Q4_0 weight matrices repacked once at load. Same bytes as Q4_0, reordered; the tensor
 // keeps its {rows, k} shape and DType::kQ4_0x8.
@@ -21,6 +22,12 @@
 // then eight 32-byte vectors, vector 2p + e = row p's codes 16e .. 16e + 15, then row p + 4's.
 // The kernel (dot_q8_0x8_avx2.cc) shares the scale conversion, the multiply by d_y, the FMA and
 // the lane reduction between eight rows instead of paying them per row.
+//
+// Q5_0x8: Q5_0 matrices likewise (DType::kQ5_0x8); block column i is 176 bytes: the eight f16 d,
+// the eight rows' qh words (row r at 16 + 4r), then four 32-byte vectors, vector p = row p's 16 qs
+// bytes, then row p + 4's. The kernel (dot_q5_0x8_impl.h) works a pair of rows per vector as
+// Q8_0x8's, with one in-lane shuffle of the qh vector bringing each element's fifth bit to its
+// byte.
 //
 // Q4_Kx8: Q4_K matrices, the same bytes reordered (DType::kQ4_Kx8, {rows, k}, k % 256 == 0). Group
 // g (rows 8g .. 8g + 7) fills [8g * rb, (8g + 8) * rb), rb = k / 256 * 144, super-block column by
@@ -93,6 +100,18 @@ void gemm_q8_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q8_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
+// Q5_0x8 counterparts: the exact int32 block sum of the unsigned codes (0..31) times the
+// activations less 16 times the activations' sum per (row, token), then acc = fma(S, d * d_y,
+// acc); scalar, AVX2 and VNNI bit-identical.
+void repack_q5_0x8(const void* src, void* dst, int64_t rows, int64_t k);
+void unpack_row_q5_0x8(const void* w, int64_t rows, int64_t k, int64_t r, void* out);
+void gemm_q5_0x8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                     size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q5_0x8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+void gemm_q5_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
+                      size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
 // Q4_Kx8 counterparts. The kernels compute per (row, token) and super-block the exact int32 sums
 // S = sum sc * q * y and M = sum m * (Q8_K group sums), then acc = fma(S, d * d_y, acc) and
 // macc = fma(M, dmin * d_y, macc), output acc - macc: scalar and AVX2 are bit-identical to each
@@ -116,9 +135,10 @@ void gemm_q6_kx8_ref(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_
 void gemm_q6_kx8_avx2(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
-// The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd, the Q6_Kx8 one with its pair sums on
-// vpdpwssd (dot_*_vnni.cc): need AVX512-VNNI and AVX512-VL (avx512_supported(),
-// quant.h); bit-identical to the AVX2 ones; gemm_rows_repacked uses them when avx512_active().
+// The Q4_0x8 and Q8_0x8 kernels with their integer products on vpdpbusd, the Q6_Kx8 one with its
+// pair sums on vpdpwssd (dot_*_vnni.cc; those of Q5_0x8 and Q4_Kx8 are declared above): need
+// AVX512-VNNI and AVX512-VL (avx512_supported(), quant.h); bit-identical to the AVX2 ones;
+// gemm_rows_repacked uses them when avx512_active().
 void gemm_q6_kx8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void gemm_q8_0x8_vnni(int64_t k, const uint8_t* w, int64_t n_groups, const uint8_t* x,
@@ -139,7 +159,7 @@ struct RepackedLayout {
   GemmX8Fn avx2;
   GemmX8Fn vnni;  // AVX512-VNNI/VL on 256-bit registers, bit-identical to avx2; null if none
 };
-// Every repacked layout (Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8).
+// Every repacked layout (Q4_0x8, Q8_0x8, Q5_0x8, Q4_Kx8, Q6_Kx8).
 std::span<const RepackedLayout> repacked_layouts();
 // The layout whose in-memory type is `packed`, or whose file type is `base`; null when none.
 const RepackedLayout* layout_of_packed(DType packed);
