@@ -121,7 +121,7 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
                "probabilities, norms and FFN activation in backward (no projections)");
   app.add_flag("--optimizer-in-backward", f.train_opts.update_in_backward,
                "update each block as soon as its gradients are complete and reuse their memory "
-               "(needs --clip 0, --accum 1, no loss scaling; adamw or sgd)");
+               "(needs --clip 0, --accum 1, no loss scaling)");
   app.add_option("--precision", f.precision,
                  "f32 | bf16 | f16: activations stored in 16 bits, f32 master weights and math")
       ->capture_default_str();

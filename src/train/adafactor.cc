@@ -30,6 +30,8 @@ Adafactor::Adafactor(std::span<const ParamInfo> tensors, const AdafactorOptions&
     slots_.push_back(s);
     n_ = std::max(n_, info.offset + static_cast<size_t>(info.numel));
   }
+  size_t n_flat = 0;
+  ranges_ = param_ranges(tensors, &n_flat);
   const size_t total = n_rows_ + n_cols_ + n_v_;
   state_ = static_cast<float*>(
       aligned_alloc_counted(std::max<size_t>(1, total) * sizeof(float), MemCategory::kOptimizer));
@@ -52,13 +54,21 @@ void Adafactor::step(std::span<float> params, std::span<const float> grads, floa
   NEXUS_CHECK(params.size() == n_ && grads.size() == n_,
               "[adafactor] expected " + std::to_string(n_) + " parameters and gradients, got " +
                   std::to_string(params.size()) + " and " + std::to_string(grads.size()));
-  ++t_;
-  // beta2_t = 1 - t^decay: 0 at the first step (the running means start as the first g^2).
-  const float beta2t =
-      static_cast<float>(1.0 - std::pow(static_cast<double>(t_), static_cast<double>(opts_.decay)));
-  for (const Slot& s : slots_) {
+  step_range(params, grads.data(), 0, n_, lr);
+  finish_step();
+}
+
+void Adafactor::step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                           float lr) {
+  const auto [first, last] = chunks_covering(ranges_, begin, end);
+  // beta2_t = 1 - t^decay for the step finish_step() completes: 0 at the first step (the running
+  // means start as the first g^2).
+  const double t = static_cast<double>(t_ + 1);
+  const float beta2t = static_cast<float>(1.0 - std::pow(t, static_cast<double>(opts_.decay)));
+  for (size_t i = first; i < last; ++i) {
+    const Slot& s = slots_[i];
     float* p = params.data() + s.begin;
-    const float* g = grads.data() + s.begin;
+    const float* g = grads + (s.begin - begin);
     if (s.cols > 0)
       step_factored(s, p, g, lr, beta2t);
     else

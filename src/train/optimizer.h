@@ -66,7 +66,7 @@ class Optimizer {
   // tensors in [begin, end) of the flat arrays, where grads[i - begin] is the gradient of element
   // i, as part of the step that the next finish_step() completes (its bias corrections use
   // steps() + 1). Updating every tensor once this way and then calling finish_step() gives the
-  // bits of step(). AdamW and SGD support it; Adafactor does not (supports_range_step()).
+  // bits of step(). AdamW, SGD and Adafactor support it (supports_range_step()).
   virtual bool supports_range_step() const { return false; }
   virtual void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
                           float lr);
@@ -178,6 +178,11 @@ class Adafactor final : public Optimizer {
   Adafactor& operator=(const Adafactor&) = delete;
 
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
+  // Every statistic Adafactor keeps (row and column means, the update RMS) is per tensor, so
+  // whole tensors can be updated on their own.
+  bool supports_range_step() const override { return true; }
+  void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
+                  float lr) override;
   const char* name() const override { return "adafactor"; }
   // "adafactor.row" (every factored tensor's row means, in tensor order), "adafactor.col"
   // (column means) and "adafactor.v" (vectors' full second moments).
@@ -201,6 +206,7 @@ class Adafactor final : public Optimizer {
 
   AdafactorOptions opts_;
   std::vector<Slot> slots_;
+  std::vector<ParamRange> ranges_;  // slots_[i]'s elements, for step_range
   size_t n_ = 0, n_rows_ = 0, n_cols_ = 0, n_v_ = 0;
   float* state_ = nullptr;          // rows, then cols, then v
   std::vector<double> col_part_;    // per row block column sums of the tensor being updated

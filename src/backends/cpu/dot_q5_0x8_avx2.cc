@@ -15,10 +15,6 @@ struct Avx2Ops {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(code, y), _mm256_set1_epi16(1)));
   }
-  static __m256i minus16_sum(__m256i c16, __m256i y0, __m256i y1) {
-    const __m256i s = dot(dot(_mm256_setzero_si256(), c16, y0), c16, y1);
-    return _mm256_sub_epi32(_mm256_setzero_si256(), s);
-  }
 };
 
 }  // namespace

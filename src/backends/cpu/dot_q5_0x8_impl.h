@@ -37,6 +37,14 @@ inline __m256i high_pick(int p, int e) {
                           b + 1, b + 1);
 }
 
+// -16 times the sums of the activations y0, y1 (elements 0-15 and 16-31, both lanes), four
+// elements per int32 lane like the products: the start of each pair sum.
+template <typename Ops>
+inline __m256i minus16_sum(__m256i c16, __m256i y0, __m256i y1) {
+  const __m256i s = Ops::dot(Ops::dot(_mm256_setzero_si256(), c16, y0), c16, y1);
+  return _mm256_sub_epi32(_mm256_setzero_si256(), s);
+}
+
 // One group (8 rows) against NX tokens; out[t * out_stride + r].
 template <int NX, typename Ops>
 void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_stride, float* out,
@@ -58,7 +66,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
       y0[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs)));
       y1[t] =
           _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)));
-      const __m256i start = Ops::minus16_sum(c16, y0[t], y1[t]);
+      const __m256i start = minus16_sum<Ops>(c16, y0[t], y1[t]);
 #pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) s[t][p] = start;
     }
@@ -75,9 +83,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
 #pragma GCC unroll 4
     for (int t = 0; t < NX; ++t) {
       const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(x + t * x_stride)[i];
-      const __m256i rows = sum4_i32(s[t][0], s[t][1], s[t][2], s[t][3]);
-      const __m256 dy = _mm256_set1_ps(_cvtsh_ss(b.d));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), _mm256_mul_ps(dw, dy), acc[t]);
+      acc[t] = add_block(acc[t], s[t], dw, _cvtsh_ss(b.d));
     }
   }
 #pragma GCC unroll 4

@@ -14,10 +14,6 @@ struct VnniOps {
   static __m256i dot(__m256i acc, __m256i code, __m256i y) {
     return _mm256_dpbusd_epi32(acc, code, y);
   }
-  static __m256i minus16_sum(__m256i c16, __m256i y0, __m256i y1) {
-    const __m256i s = dot(dot(_mm256_setzero_si256(), c16, y0), c16, y1);
-    return _mm256_sub_epi32(_mm256_setzero_si256(), s);
-  }
 };
 
 }  // namespace

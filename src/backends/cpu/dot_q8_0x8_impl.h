@@ -56,9 +56,7 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
           _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16)));
       __m256i s[4];
       Pairs::sums(column, y0, y1, s);
-      const __m256i rows = sum4_i32(s[0], s[1], s[2], s[3]);
-      const __m256 dy = _mm256_set1_ps(_cvtsh_ss(b.d));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), _mm256_mul_ps(dw, dy), acc[t]);
+      acc[t] = add_block(acc[t], s, dw, _cvtsh_ss(b.d));
     }
   }
 #pragma GCC unroll 4

@@ -57,5 +57,12 @@ inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
 }
 
+// The finish of a 32-element block column shared by eight rows (Q8_0x8, Q5_0x8): the four pair
+// sums s (rows p and p + 4) to one exact int32 per row, then acc + sum * (d_w * d_y) in one FMA.
+inline __m256 add_block(__m256 acc, const __m256i s[4], __m256 dw, float dy) {
+  const __m256i rows = sum4_i32(s[0], s[1], s[2], s[3]);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), _mm256_mul_ps(dw, _mm256_set1_ps(dy)), acc);
+}
+
 }  // namespace
 }  // namespace nexus::cpu
