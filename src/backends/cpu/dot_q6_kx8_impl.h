@@ -1,9 +1,9 @@
-// The Q6_Kx8 decode kernel (repack.h), shared by dot_q6_kx8_avx2.cc and dot_q6_kx8_vnni.cc, which
-// differ only in how an int16 pair product is added into an int32 pair sum (madd + add, or one
-// AVX512-VNNI vpdpwssd: the same exact integers, so both are bit-identical to gemm_q6_kx8_ref).
-// Everything here has internal linkage (an unnamed namespace), so the copy compiled with AVX-512
-// in the VNNI file can never stand in for the AVX2 file's; for the same reason it includes no
-// header of inline AVX2 helpers. The layout and the kernel's steps:
+// The Q6_Kx8 decode kernel on 256-bit vectors (repack.h), run by dot_q6_kx8_avx2.cc;
+// dot_q6_kx8_vnni.cc takes the layout constants, the scale shuffle and the prefetch distances
+// from here and runs the same steps on 512-bit vectors. Everything here has internal linkage (an
+// unnamed namespace), so the copy compiled with AVX-512 in the VNNI file can never stand in for
+// the AVX2 file's; for the same reason it includes no header of inline AVX2 helpers. The layout
+// and the kernel's steps:
 //
 // Kernel over the Q6_Kx8 layout (repack.h): eight weight rows x 1-4 tokens per pass. Per
 // super-block column (1680 bytes, eight rows) and 16-element group g (the unit of a Q6_K scale):
@@ -50,9 +50,8 @@ inline __m256i scale_pick(int p, int e) {
 // first, spills them (2 KiB of stack) and sums them afterwards (-24% in BM_DecodeRows).
 inline void settle(__m256i& v) { asm("" : "+x"(v)); }
 
-// One group (8 rows) against NX tokens; out[t * out_stride + r]. Acc::step(acc, p, s) adds the
-// int16 pair products of p and s into the int32 lanes of acc (madd then add, or vpdpwssd).
-template <int NX, typename Acc>
+// One group (8 rows) against NX tokens; out[t * out_stride + r].
+template <int NX>
 void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_stride, float* out,
                   int64_t out_stride) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -107,7 +106,8 @@ void group_tokens(int64_t nb, const uint8_t* w, const uint8_t* x, size_t x_strid
             const __m256i sp = _mm256_shuffle_epi8(sc, scale_pick(p, e));
 #pragma GCC unroll 4
             for (int t = 0; t < NX; ++t) {
-              pair[t][p] = Acc::step(pair[t][p], _mm256_maddubs_epi16(code, y[t]), sp);
+              pair[t][p] = _mm256_add_epi32(
+                  pair[t][p], _mm256_madd_epi16(_mm256_maddubs_epi16(code, y[t]), sp));
               settle(pair[t][p]);
             }
           }
