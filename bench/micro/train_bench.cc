@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "train/precision.h"
@@ -175,6 +176,56 @@ BENCHMARK(BM_TrainOutputHead)
     ->ArgsProduct({{64, 166, 256, 512, 1024}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace nexus::train
+
+namespace nexus::train {
+namespace {
+
+// One thread's share of GPT-2 124M's MLP GEMMs at batch 4 x 256 (1024 tokens, 768 -> 1536 of the
+// 3072 columns): range(0) 0 = forward (x W^T), 1 = d input (dY W), 2 = d weight (dY^T X);
+// range(1) 0 = OpenBLAS sgemm, 1 = AMX-BF16 (cpu::gemm_bf16_amx) on the same bf16-valued
+// operands, conversions included.
+void BM_TrainGemm(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const bool amx = state.range(1) == 1;
+  if (amx && !cpu::amx_bf16_active()) {
+    state.SkipWithError("no AMX-BF16 on this CPU or OS");
+    return;
+  }
+  constexpr int64_t n = 1024, c = 768, oc = 1536;
+  auto x = randn(n * c, 1), w = randn(oc * c, 2), dy = randn(n * oc, 3);
+  round_to(Precision::kBF16, x.data(), n * c);
+  round_to(Precision::kBF16, w.data(), oc * c);
+  round_to(Precision::kBF16, dy.data(), n * oc);
+  std::vector<float> out(n * oc), dx(n * c), dw(oc * c);
+  for (auto _ : state) {
+    if (kind == 0) {
+      if (amx)
+        cpu::gemm_bf16_amx(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(), oc);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, oc, c, 1.0f, x.data(), c,
+                    w.data(), c, 0.0f, out.data(), oc);
+    } else if (kind == 1) {
+      if (amx)
+        cpu::gemm_bf16_amx(false, false, n, c, oc, dy.data(), oc, w.data(), c, true, dx.data(), c);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dy.data(), oc,
+                    w.data(), c, 1.0f, dx.data(), c);
+    } else {
+      if (amx)
+        cpu::gemm_bf16_amx(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(), c);
+      else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dy.data(), oc,
+                    x.data(), c, 1.0f, dw.data(), c);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * c * oc),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TrainGemm)->ArgsProduct({{0, 1, 2}, {0, 1}})->UseRealTime();
 
 }  // namespace
 }  // namespace nexus::train

@@ -422,14 +422,14 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   // output weight's gradient directly).
   for (int64_t r0 = 0; r0 < n; r0 += head_rows_) {
     const int64_t rows = std::min(head_rows_, n - r0);
-    matmul_forward(a.logits, a.lnf + r0 * d, w, rows, d, nv, pool_.get());
+    matmul_forward(a.logits, a.lnf + r0 * d, w, rows, d, nv, pool_.get(), bf16_ops());
     keep(a.logits, nullptr, rows * nv);
     cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale * loss_scale_,
                         pool_.get());
     if (!for_backward) continue;
     round_grad(a.logits, rows * nv);
     matmul_backward(a.dlnf + r0 * d, g_.output, a.logits, a.lnf + r0 * d, w, rows, d, nv,
-                    pool_.get());
+                    pool_.get(), bf16_ops());
   }
   if (for_backward) round_grad(a.dlnf, n * d);
   double total = 0.0;
@@ -491,9 +491,9 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   const float* x = act_.res[l];
   norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
   keep(a.ln1, nullptr, n * d);  // recomputed by restore_block
-  matmul_forward(a.q, a.ln1, w.wq, n, d, qw, pool_.get());
-  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw, pool_.get());
-  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get());
+  matmul_forward(a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops());
+  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops());
+  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops());
   if (w.bq) {
     bias_forward(a.q, w.bq, n, qw, pool_.get());
     bias_forward(a.k, w.bk, n, kvw, pool_.get());
@@ -512,19 +512,19 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   K(a.att, &HalfActs::att, cur_b_ * c.n_heads * t * t);
   K(a.atty, &HalfActs::atty, n * qw);
   // The projections are written where their sum with the residual goes (no scratch).
-  matmul_forward(a.mid, a.atty, w.wo, n, qw, d, pool_.get());
+  matmul_forward(a.mid, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
   if (w.bo) bias_forward(a.mid, w.bo, n, d, pool_.get());
   accumulate(a.mid, x, n * d, pool_.get());
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
   keep(a.ln2, nullptr, n * d);
   if (w.w_gate) {  // SwiGLU
-    matmul_forward(a.g, a.ln2, w.w_gate, n, d, f, pool_.get());
-    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get());
+    matmul_forward(a.g, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops());
+    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
     K(a.g, &HalfActs::g, n * f);
     K(a.u, &HalfActs::u, n * f);
     swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
   } else {  // GELU MLP
-    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get());
+    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
     bias_forward(a.u, w.b_up, n, f, pool_.get());
     K(a.u, &HalfActs::u, n * f);
     gelu_forward(a.hact, a.u, n * f, pool_.get());
@@ -532,7 +532,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   keep(a.hact, nullptr, n * f);
   if (!write_output) return;
   float* out = act_.res[l + 1];
-  matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get());
+  matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops());
   if (w.b_down) bias_forward(out, w.b_down, n, d, pool_.get());
   accumulate(out, a.mid, n * d, pool_.get());
 }
@@ -548,7 +548,7 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
   // d / d res[l+1], which is also the gradient of the down projection's output.
   zero(s.dhact, n * f, pool_.get());
-  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get());
+  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops());
   round_grad(s.dhact, n * f);
   if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
@@ -560,20 +560,20 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
     swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
     round_grad(a.hact, n * f);
     round_grad(du, n * f);
-    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f, pool_.get());
+    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops());
   } else {
     gelu_backward(du, s.dhact, a.u, n * f, pool_.get());
     round_grad(du, n * f);
     bias_backward(gw.b_up, du, n, f, pool_.get());
   }
-  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get());
+  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
                 n, pool_.get());
   round_grad(s.dres, n * d);
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
   zero(s.datty, n * qw, pool_.get());
-  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get());
+  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
   round_grad(s.datty, n * qw);
   if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
   zero(s.dq, n * qw, pool_.get());
@@ -596,9 +596,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
     bias_backward(gw.bv, s.dv, n, kvw, pool_.get());
   }
   zero(s.dln, n * d, pool_.get());
-  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get());
-  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get());
-  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get());
+  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops());
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
                 a.rstd1, n, pool_.get());

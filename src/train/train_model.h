@@ -226,6 +226,9 @@ class TrainModel {
   // the block's (rounded) weights `w`.
   void restore_block(int64_t l, const BlockActs& a, const LayerParams& w);
   bool half() const { return opts_.precision != Precision::kF32; }
+  // Whether every GEMM operand holds bf16 values (the bf16 mode rounds weight copies, kept
+  // activations and gradients), which lets matmul_forward/backward use AMX tiles.
+  bool bf16_ops() const { return opts_.precision == Precision::kBF16; }
 
   ModelConfig cfg_;
   int64_t batch_, seq_;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "train/train_kernels.h"
@@ -53,13 +54,26 @@ void gemm_shares(ThreadPool* pool, int64_t n, int64_t macs, const Fn& fn) {
   });
 }
 
+// A share [m x n] with inner size k goes to AMX when each operand element it converts to bf16
+// (m k of A, k n of B) feeds at least this many flops (2 m n k): below it the conversion costs
+// more than the tiles save (GPT-2's head in blocks of 166 rows: 332 flops per element).
+constexpr int64_t kAmxFlopsPerElement = 512;
+
+bool use_amx(bool bf16_operands, int64_t m, int64_t n, int64_t k) {
+  return bf16_operands && cpu::amx_bf16_active() &&
+         2 * m * n * k >= kAmxFlopsPerElement * (m + n) * k;
+}
+
 }  // namespace
 
-void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c,
-                    int64_t oc, ThreadPool* pool) {
+void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
+                    ThreadPool* pool, bool bf16_operands) {
   NEXUS_TRAIN_OP("train.matmul", 4 * (n * c + c * oc + n * oc), 2 * n * c * oc);
   // Shares of the output columns (rows of w).
   gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
+    if (use_amx(bf16_operands, n, o1 - o0, c))
+      return cpu::gemm_bf16_amx(false, true, n, o1 - o0, c, inp, c, w + o0 * c, c, false, out + o0,
+                                oc);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                 static_cast<int>(o1 - o0), static_cast<int>(c), 1.0f, inp, static_cast<int>(c),
                 w + o0 * c, static_cast<int>(c), 0.0f, out + o0, static_cast<int>(oc));
@@ -67,18 +81,25 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 }
 
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool) {
-  NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc), 2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
+                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands) {
+  NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
+                 2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns.
   if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
+      if (use_amx(bf16_operands, n, c1 - c0, oc))
+        return cpu::gemm_bf16_amx(false, false, n, c1 - c0, oc, dout, oc, w + c0, c, true,
+                                  dinp + c0, c);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, static_cast<int>(c1 - c0), oci,
                   1.0f, dout, oci, w + c0, ci, 1.0f, dinp + c0, ci);
     });
   // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows.
   if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
+      if (use_amx(bf16_operands, o1 - o0, c, n))
+        return cpu::gemm_bf16_amx(true, false, o1 - o0, c, n, dout + o0, oc, inp, c, true,
+                                  dw + o0 * c, c);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(o1 - o0), ci, ni, 1.0f,
                   dout + o0, oci, inp, ci, 1.0f, dw + o0 * c, ci);
     });
@@ -199,7 +220,10 @@ class OneBlasThread {
 
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        const AttnShape& s, ThreadPool* pool) {
-  NEXUS_TRAIN_OP("train.attention", 4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
+  NEXUS_TRAIN_OP(
+      "train.attention",
+      4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
+      2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool blas = blas_attention(s);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   const OneBlasThread one(blas);
@@ -219,7 +243,10 @@ int64_t attention_backward_scratch(int64_t t) { return t * t + t; }
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool) {
-  NEXUS_TRAIN_OP("train.attention_bwd", 8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t, 4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
+  NEXUS_TRAIN_OP(
+      "train.attention_bwd",
+      8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
+      4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   const bool blas = blas_attention(s);
   const OneBlasThread one(blas);

@@ -15,12 +15,17 @@ namespace nexus::train {
 // out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
 // With a pool, each thread computes one contiguous share of the output through its own OpenBLAS
 // call (OpenBLAS should then run on one thread); without, one call on OpenBLAS's own threads.
+// bf16_operands: every operand holds bf16 values (the bf16 mode's rounded copies); then, where the
+// CPU has AMX-BF16 (cpu::amx_bf16_active) and a share is large enough to repay converting its
+// operands, the share runs on AMX tiles (cpu::gemm_bf16_amx): the same exact products, accumulated
+// in f32 in another order.
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
-                    ThreadPool* pool = nullptr);
+                    ThreadPool* pool = nullptr, bool bf16_operands = false);
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
 // over the pool like matmul_forward.
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr);
+                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr,
+                     bool bf16_operands = false);
 
 // The ops below take an optional pool: rows (or elements) are split over its threads, and every
 // result is the same for any thread count (reductions over rows use a fixed blocking).

@@ -1,0 +1,25 @@
+// AMX-BF16 matrix multiply for operands that hold bf16 values in f32 arrays (the bf16 training
+// mode's weight copies, stored activations and rounded gradients): the products of bf16 values
+// are exact in f32 and the tiles accumulate in f32, so the result is the f32 GEMM's within f32
+// accumulation rounding. Row-major, like cblas_sgemm with alpha 1:
+//   C[m x n] = (accumulate ? C : 0) + op(A)[m x k] op(B)[k x n],
+// op(A) = A (trans_a false: A[i * lda + p]) or A^T (A[p * lda + i]), likewise op(B).
+// Inputs that are not bf16 values are rounded to the nearest (even) bf16 first.
+#pragma once
+
+#include <cstdint>
+
+namespace nexus::cpu {
+
+// AMX-TILE and AMX-BF16 reported by the CPU, the tile state granted by the OS (Linux
+// arch_prctl), the AVX-512 kernels active (quant.h: avx512_active) and NEXUS_NO_AMX not set to 1.
+// Decided once.
+bool amx_bf16_active();
+
+// The multiply above on the calling thread (callers split the work across threads). Any m, n, k
+// >= 1; edges are padded internally.
+void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
+                   int64_t ldc);
+
+}  // namespace nexus::cpu
