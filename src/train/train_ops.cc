@@ -54,7 +54,7 @@ void gemm_shares(ThreadPool* pool, int64_t n, int64_t macs, const Fn& fn) {
   });
 }
 
-// A share [m x n] with inner size k goes to AMX when each operand element it converts to bf16
+// A GEMM [m x n] with inner size k goes to AMX when each operand element it converts to bf16
 // (m k of A, k n of B) feeds at least this many flops (2 m n k): below it the conversion costs
 // more than the tiles save (GPT-2's head in blocks of 166 rows: 332 flops per element).
 constexpr int64_t kAmxFlopsPerElement = 512;
@@ -64,16 +64,66 @@ bool use_amx(bool bf16_operands, int64_t m, int64_t n, int64_t k) {
          2 * m * n * k >= kAmxFlopsPerElement * (m + n) * k;
 }
 
+// C[m x n] (+)= op(A) op(B) on AMX tiles (cpu::gemm_bf16_amx_rows): op(A) is converted to bf16
+// once, its rows split over the pool, into the calling thread's buffer; then each thread takes a
+// share of C's columns and packs only its own columns of op(B). (Each thread converting op(A)
+// itself cost GPT-2's bf16 step 7%: 536-538 -> 572-579 tokens/s.)
+void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
+              int64_t ldc) {
+  // The calling thread's buffer: the lambdas below run on the workers too, and a thread_local
+  // named inside them would be each worker's own.
+  // A tall C (the head's d weight: 32000 x 288 for L15M) goes in shares of rows instead: each
+  // thread converts only its own rows, and the small op(B) packed by both costs less than both
+  // threads streaming all of op(A) (L15M bf16: 2,871-2,909 tokens/s by columns, 3,081-3,095 so).
+  if (pool != nullptr && pool->size() > 1 && m > 4 * n) {
+    pool->run([&](int t, int nt) {
+      const int64_t share = ((m + nt - 1) / nt + 31) / 32 * 32;
+      const int64_t r0 = std::min(m, t * share), r1 = std::min(m, (t + 1) * share);
+      if (r0 < r1)
+        cpu::gemm_bf16_amx(trans_a, trans_b, r1 - r0, n, k, trans_a ? a + r0 : a + r0 * lda, lda, b,
+                           ldb, accumulate, c + r0 * ldc, ldc);
+    });
+    return;
+  }
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(cpu::bf16_rows_size(m, k));
+  uint16_t* rows = buffer.data();
+  const int64_t blocks = (m + 15) / 16;  // conversion units of 16 rows
+  const int64_t padded = (m + 31) / 32 * 32;
+  auto convert = [&](int64_t b0, int64_t b1) {
+    cpu::convert_bf16_rows(trans_a, m, k, a, lda, 16 * b0, std::min(padded, 16 * b1), rows);
+  };
+  // The last unit also zeroes the padding rows up to a multiple of 32.
+  if (pool != nullptr && pool->size() > 1)
+    pool->run([&](int t, int nt) {
+      convert(blocks * t / nt, t + 1 == nt ? (padded + 15) / 16 : blocks * (t + 1) / nt);
+    });
+  else
+    convert(0, (padded + 15) / 16);
+  // Shares of whole 32-column panels: a share ending inside a panel would send every block of
+  // that panel through the edge path (L15M's 288 columns in two shares of 144: 3-5% slower).
+  auto columns = [&](int64_t j0, int64_t j1) {
+    if (j0 < j1)
+      cpu::gemm_bf16_amx_rows(rows, m, k, trans_b, j1 - j0, trans_b ? b + j0 * ldb : b + j0, ldb,
+                              accumulate, c + j0, ldc);
+  };
+  if (pool == nullptr || pool->size() == 1) return columns(0, n);
+  pool->run([&](int t, int nt) {
+    const int64_t share = ((n + nt - 1) / nt + 31) / 32 * 32;
+    columns(std::min(n, t * share), std::min(n, (t + 1) * share));
+  });
+}
+
 }  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
                     ThreadPool* pool, bool bf16_operands) {
   NEXUS_TRAIN_OP("train.matmul", 4 * (n * c + c * oc + n * oc), 2 * n * c * oc);
+  if (use_amx(bf16_operands, n, oc, c))
+    return amx_gemm(pool, false, true, n, oc, c, inp, c, w, c, false, out, oc);
   // Shares of the output columns (rows of w).
   gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
-    if (use_amx(bf16_operands, n, o1 - o0, c))
-      return cpu::gemm_bf16_amx(false, true, n, o1 - o0, c, inp, c, w + o0 * c, c, false, out + o0,
-                                oc);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
                 static_cast<int>(o1 - o0), static_cast<int>(c), 1.0f, inp, static_cast<int>(c),
                 w + o0 * c, static_cast<int>(c), 0.0f, out + o0, static_cast<int>(oc));
@@ -86,20 +136,18 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns.
-  if (dinp)
+  if (dinp && use_amx(bf16_operands, n, c, oc))
+    amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
+  else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
-      if (use_amx(bf16_operands, n, c1 - c0, oc))
-        return cpu::gemm_bf16_amx(false, false, n, c1 - c0, oc, dout, oc, w + c0, c, true,
-                                  dinp + c0, c);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, static_cast<int>(c1 - c0), oci,
                   1.0f, dout, oci, w + c0, ci, 1.0f, dinp + c0, ci);
     });
-  // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows.
-  if (dw)
+  // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns).
+  if (dw && use_amx(bf16_operands, oc, c, n))
+    amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
+  else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
-      if (use_amx(bf16_operands, o1 - o0, c, n))
-        return cpu::gemm_bf16_amx(true, false, o1 - o0, c, n, dout + o0, oc, inp, c, true,
-                                  dw + o0 * c, c);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(o1 - o0), ci, ni, 1.0f,
                   dout + o0, oci, inp, ci, 1.0f, dw + o0 * c, ci);
     });

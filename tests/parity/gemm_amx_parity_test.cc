@@ -4,6 +4,7 @@
 // no AMX.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -11,17 +12,14 @@
 #include <vector>
 
 #include "backends/cpu/gemm_amx.h"
+#include "core/thread_pool.h"
+#include "nexus/dtype.h"
+#include "train/train_ops.h"
 
 namespace nexus {
 namespace {
 
-float bf16_value(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+float bf16_value(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 std::vector<float> random_bf16(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -81,6 +79,60 @@ TEST(GemmAmx, MatchesTheDoubleReference) {
   }
 }
 
+// The two-part form the training GEMMs use (op(A) converted once in row ranges, C's columns in
+// shares, each packing its own columns of op(B)) gives the one-call result bit for bit.
+TEST(GemmAmx, SplitConversionAndColumnSharesMatchOneCall) {
+  if (!cpu::amx_bf16_active()) GTEST_SKIP() << "no AMX-BF16 on this CPU or OS";
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      constexpr int64_t m = 37, n = 80, k = 70;
+      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+      const auto a = random_bf16(static_cast<size_t>((ta ? k : m) * lda), 4);
+      const auto b = random_bf16(static_cast<size_t>((tb ? n : k) * ldb), 5);
+      std::vector<float> one(m * n), split(m * n);
+      cpu::gemm_bf16_amx(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, false, one.data(), n);
+      std::vector<uint16_t> rows(cpu::bf16_rows_size(m, k), 0xFFFF);
+      cpu::convert_bf16_rows(ta, m, k, a.data(), lda, 0, 16, rows.data());
+      cpu::convert_bf16_rows(ta, m, k, a.data(), lda, 16, 64, rows.data());
+      for (int64_t j0 : {int64_t{0}, int64_t{48}}) {
+        const int64_t j1 = j0 == 0 ? 48 : n;
+        cpu::gemm_bf16_amx_rows(rows.data(), m, k, tb, j1 - j0,
+                                tb ? b.data() + j0 * ldb : b.data() + j0, ldb, false,
+                                split.data() + j0, n);
+      }
+      EXPECT_EQ(std::memcmp(one.data(), split.data(), one.size() * sizeof(float)), 0)
+          << "ta=" << ta << " tb=" << tb;
+    }
+  }
+}
+
+// The training GEMMs with bf16 operands on a two-thread pool (op(A) converted once by both
+// threads, then column shares) against the same calls on sgemm: forward, d input and d weight
+// within f32 accumulation error.
+TEST(GemmAmx, TrainingGemmsOnAPoolMatchSgemm) {
+  if (!cpu::amx_bf16_active()) GTEST_SKIP() << "no AMX-BF16 on this CPU or OS";
+  ThreadPool pool(2);
+  constexpr int64_t n = 1040, c = 96, oc = 1056;  // large enough for AMX, edges included
+  const auto x = random_bf16(n * c, 6), w = random_bf16(oc * c, 7), dy = random_bf16(n * oc, 8);
+  auto close = [](const std::vector<float>& got, const std::vector<float>& want, double scale) {
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::fabs(got[i] - want[i]) > 1e-5 * scale) return false;
+    return true;
+  };
+  std::vector<float> y_amx(n * oc), y_ref(n * oc);
+  train::matmul_forward(y_amx.data(), x.data(), w.data(), n, c, oc, &pool, true);
+  train::matmul_forward(y_ref.data(), x.data(), w.data(), n, c, oc, &pool, false);
+  EXPECT_TRUE(close(y_amx, y_ref, c));
+  std::vector<float> dx_amx(n * c, 1.0f), dx_ref(n * c, 1.0f), dw_amx(oc * c, 2.0f),
+      dw_ref(oc * c, 2.0f);
+  train::matmul_backward(dx_amx.data(), dw_amx.data(), dy.data(), x.data(), w.data(), n, c, oc,
+                         &pool, true);
+  train::matmul_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), n, c, oc,
+                         &pool, false);
+  EXPECT_TRUE(close(dx_amx, dx_ref, oc));
+  EXPECT_TRUE(close(dw_amx, dw_ref, n));
+}
+
 // Operands that are not bf16 values are rounded to the nearest bf16 first: the result is the
 // product of the rounded operands.
 TEST(GemmAmx, RoundsOtherInputsToBf16) {
@@ -91,6 +143,20 @@ TEST(GemmAmx, RoundsOtherInputsToBf16) {
   float c[16];
   cpu::gemm_bf16_amx(false, false, 1, 16, 32, a, 32, b, 16, false, c, 16);
   EXPECT_EQ(c[0], 3.0f);
+  // A NaN whose rounding would carry into the sign bit stays a NaN, in both the vector path
+  // (32 elements) and the scalar tail (k = 33).
+  float na[33] = {};
+  uint32_t all_ones = 0x7FFFFFFFu;
+  std::memcpy(&na[0], &all_ones, 4);
+  std::memcpy(&na[32], &all_ones, 4);
+  float nb[34 * 16] = {};
+  nb[0] = 1.0f;
+  cpu::gemm_bf16_amx(false, false, 1, 16, 32, na, 33, nb, 16, false, c, 16);
+  EXPECT_TRUE(std::isnan(c[0]));
+  std::fill(nb, nb + 34 * 16, 0.0f);
+  nb[32 * 16] = 1.0f;
+  cpu::gemm_bf16_amx(false, false, 1, 16, 33, na, 33, nb, 16, false, c, 16);
+  EXPECT_TRUE(std::isnan(c[0]));
 }
 
 }  // namespace

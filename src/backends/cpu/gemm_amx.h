@@ -7,6 +7,7 @@
 // Inputs that are not bf16 values are rounded to the nearest (even) bf16 first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace nexus::cpu {
@@ -16,10 +17,20 @@ namespace nexus::cpu {
 // Decided once.
 bool amx_bf16_active();
 
-// The multiply above on the calling thread (callers split the work across threads). Any m, n, k
-// >= 1; edges are padded internally.
+// The multiply above on the calling thread. Any m, n, k >= 1; edges are padded internally.
 void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                    int64_t ldc);
+
+// The same in two parts, so that threads splitting C's columns share one conversion of op(A):
+// - bf16_rows_size: the uint16_t elements op(A) takes converted (m and k rounded up to 32);
+// - convert_bf16_rows: rows [r0, r1) of that (r0 a multiple of 16, r1 <= m rounded up to 32;
+//   rows past m come out zero), so the conversion itself can be split by rows;
+// - gemm_bf16_amx_rows: C (+)= (converted op(A)) op(B) for n columns of op(B) and C.
+size_t bf16_rows_size(int64_t m, int64_t k);
+void convert_bf16_rows(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, int64_t r0,
+                       int64_t r1, uint16_t* rows);
+void gemm_bf16_amx_rows(const uint16_t* rows, int64_t m, int64_t k, bool trans_b, int64_t n,
+                        const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 
 }  // namespace nexus::cpu

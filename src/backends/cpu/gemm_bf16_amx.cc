@@ -1,9 +1,9 @@
-// AMX-BF16 GEMM (gemm_amx.h). op(A) is converted once per call into bf16 rows of kp = k rounded up
-// to 32 (zero padded, mp = m rounded up to 32 rows); op(B) is packed 32 columns at a time into
-// the tile layout tdpbf16ps wants (per k step of 32: 16 rows of 16 column pairs (B[2r][j],
-// B[2r + 1][j]), two such tiles for the 32 columns), and every 32-row block of C meets it as a
-// 2 x 2 block of 16 x 16 f32 accumulator tiles over the k steps. Blocks at the edges of C go
-// through a 32 x 32 scratch block. Tiles: 0-3 C, 4-5 A, 6-7 B.
+// AMX-BF16 GEMM (gemm_amx.h). op(A) is converted into bf16 rows of kp = k rounded up to 32 (zero
+// padded, mp = m rounded up to 32 rows), once for all the threads sharing it; op(B) is packed 32
+// columns at a time into the tile layout tdpbf16ps wants (per k step of 32: 16 rows of 16 column
+// pairs (B[2r][j], B[2r + 1][j]), two such tiles for the 32 columns), and every 32-row block of C
+// meets it as a 2 x 2 block of 16 x 16 f32 accumulator tiles over the k steps. Blocks at the edges
+// of C go through a 32 x 32 scratch block. Tiles: 0-3 C, 4-5 A, 6-7 B.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_amx.h"
+#include "nexus/dtype.h"
 
 namespace nexus::cpu {
 namespace {
@@ -22,20 +23,17 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even (exact for bf16 values)
-  return static_cast<uint16_t>(u >> 16);
-}
-
-// 16 floats to 16 bf16 (round to nearest even), in the low 16 bits of each 32-bit lane.
+// 16 floats to 16 bf16 in the low 16 bits of each 32-bit lane, as f32_to_bf16 does them: round
+// to nearest even, NaN kept a (quiet) NaN rather than carried into the sign bit.
 inline __m512i bf16_lanes(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i odd =
       _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
-  return _mm512_maskz_srli_epi32(
+  const __m512i rounded = _mm512_maskz_srli_epi32(
       0xFFFF, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, _mm512_maskz_srli_epi32(0xFFFF, u, 16),
+                              _mm512_set1_epi32(0x40));
 }
 
 // The 32 floats v0, v1 as 32 bf16 in order (16-bit element j).
@@ -63,19 +61,20 @@ int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 // (Here the zero-masked forms of shifts, conversions and inserts: GCC 12's unmasked ones start
 // from an undefined vector, which -Wmaybe-uninitialized reports.)
 
-// op(A) as bf16 rows [mp][kp], zero padded (as 32-bit k pairs: row i at i * kp / 2).
-void convert_a(bool trans, int64_t m, int64_t k, const float* a, int64_t lda, int64_t mp,
-               int64_t kp, uint16_t* out) {
-  std::memset(out, 0, static_cast<size_t>(mp * kp) * sizeof(uint16_t));
+// Rows [r0, r1) of op(A) as bf16 rows of kp (k pairs: row i at i * kp / 2), zero padded past k
+// and past m; r0 a multiple of 16.
+void convert_a(bool trans, int64_t m, int64_t k, const float* a, int64_t lda, int64_t kp,
+               int64_t r0, int64_t r1, uint16_t* out) {
+  std::memset(out + r0 * kp, 0, static_cast<size_t>((r1 - r0) * kp) * sizeof(uint16_t));
+  r1 = std::min(r1, m);
   auto* pairs = reinterpret_cast<int32_t*>(out);
   if (!trans) {
-    for (int64_t i = 0; i < m; ++i) {
+    for (int64_t i = r0; i < r1; ++i) {
       int64_t p = 0;
-      for (; p + 32 <= k; p += 32) {
+      for (; p + 32 <= k; p += 32)
         _mm512_storeu_si512(out + i * kp + p, bf16x32(_mm512_loadu_ps(a + i * lda + p),
                                                       _mm512_loadu_ps(a + i * lda + p + 16)));
-      }
-      for (; p < k; ++p) out[i * kp + p] = to_bf16(a[i * lda + p]);
+      for (; p < k; ++p) out[i * kp + p] = f32_to_bf16(a[i * lda + p]);
     }
     return;
   }
@@ -84,8 +83,8 @@ void convert_a(bool trans, int64_t m, int64_t k, const float* a, int64_t lda, in
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(kp / 2)));
-  for (int64_t i0 = 0; i0 < m; i0 += 16) {
-    const int64_t cnt = std::min<int64_t>(16, m - i0);
+  for (int64_t i0 = r0; i0 < r1; i0 += 16) {
+    const int64_t cnt = std::min<int64_t>(16, r1 - i0);
     const auto mask = static_cast<__mmask16>((1u << cnt) - 1u);
     for (int64_t p = 0; p < k; p += 2) {
       const __m512 lo = row16(a, lda, p, i0, cnt);
@@ -139,20 +138,37 @@ void pack_b(bool trans, int64_t n, int64_t k, const float* b, int64_t ldb, int64
 
 }  // namespace
 
+size_t bf16_rows_size(int64_t m, int64_t k) {
+  return static_cast<size_t>(round_up(std::max<int64_t>(m, 1), 32) *
+                             round_up(std::max<int64_t>(k, 1), 32));
+}
+
+void convert_bf16_rows(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, int64_t r0,
+                       int64_t r1, uint16_t* rows) {
+  convert_a(trans_a, m, k, a, lda, round_up(std::max<int64_t>(k, 1), 32), r0, r1, rows);
+}
+
 void gemm_bf16_amx(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                    int64_t ldc) {
   if (m <= 0 || n <= 0) return;
+  thread_local std::vector<uint16_t> abuf;
+  abuf.resize(bf16_rows_size(m, k));
+  convert_bf16_rows(trans_a, m, k, a, lda, 0, round_up(m, 32), abuf.data());
+  gemm_bf16_amx_rows(abuf.data(), m, k, trans_b, n, b, ldb, accumulate, c, ldc);
+}
+
+void gemm_bf16_amx_rows(const uint16_t* rows, int64_t m, int64_t k, bool trans_b, int64_t n,
+                        const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
   const int64_t mp = round_up(m, 32), kp = round_up(std::max<int64_t>(k, 1), 32);
-  thread_local std::vector<uint16_t> abuf, bbuf;
-  abuf.resize(static_cast<size_t>(mp * kp));
+  thread_local std::vector<uint16_t> bbuf;
   bbuf.resize(static_cast<size_t>(kp * 32));
-  convert_a(trans_a, m, k, a, lda, mp, kp, abuf.data());
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
   _tile_loadconfig(&cfg);
   alignas(64) float edge[32 * 32];
-  const uint16_t* ab = abuf.data();
+  const uint16_t* ab = rows;
   for (int64_t j0 = 0; j0 < n; j0 += 32) {
     pack_b(trans_b, n, k, b, ldb, j0, kp, bbuf.data());
     const uint16_t* bb = bbuf.data();
