@@ -60,6 +60,8 @@ void Adafactor::step(std::span<float> params, std::span<const float> grads, floa
 
 void Adafactor::step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
                            float lr) {
+  NEXUS_CHECK(params.size() == n_, "[adafactor] expected " + std::to_string(n_) +
+                                       " parameters, got " + std::to_string(params.size()));
   const auto [first, last] = chunks_covering(ranges_, begin, end);
   // beta2_t = 1 - t^decay for the step finish_step() completes: 0 at the first step (the running
   // means start as the first g^2).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backends/cpu/quant.h"
+#include "nexus/dtype.h"
 #include "train/optimizer.h"
 #include "train/optimizer_kernels.h"
 #include "test_random.h"
@@ -47,11 +48,7 @@ TEST(OptimizerParity, AdamWAvx2MatchesScalarBitForBit) {
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& x) {
   std::vector<uint16_t> out(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    uint32_t b;
-    std::memcpy(&b, &x[i], sizeof b);
-    out[i] = static_cast<uint16_t>(b >> 16);
-  }
+  for (size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
   return out;
 }
 

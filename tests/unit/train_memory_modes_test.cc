@@ -28,14 +28,7 @@ TEST_P(SelectiveRecompute, GivesBitIdenticalGradientsFromLessMemory) {
   auto sel = load_fixture(name, b, t, {.precision = prec, .selective_recompute = true});
   ASSERT_TRUE(plain && sel);
   sel->set_threads(2);
-  // Two passes of different shapes (the second smaller than the arena), gradients accumulating.
-  for (const auto& [bb, tt] : {std::pair<int64_t, int64_t>{b, t}, {2, 7}}) {
-    std::vector<int32_t> tokens, targets;
-    make_batch(plain->config().n_vocab, bb, tt, &tokens, &targets);
-    EXPECT_EQ(plain->forward(tokens, targets, bb, tt), sel->forward(tokens, targets, bb, tt));
-    plain->backward();
-    sel->backward();
-  }
+  test::two_passes(*plain, *sel, b, t);
   const size_t n = plain->grads().size();
   size_t nonzero = 0;
   for (float g : plain->grads()) nonzero += g != 0.0f;

@@ -64,14 +64,7 @@ TEST_P(TrainPrecision, RecomputeGivesBitIdenticalGradients) {
   auto recomputed = load_fixture(name, b, t, {.recompute_blocks = true, .precision = prec});
   ASSERT_TRUE(packed && recomputed);
   packed->set_threads(2);
-  for (const auto& [bb, tt] : {std::pair<int64_t, int64_t>{b, t}, {2, 7}}) {
-    std::vector<int32_t> tokens, targets;
-    make_batch(packed->config().n_vocab, bb, tt, &tokens, &targets);
-    EXPECT_EQ(packed->forward(tokens, targets, bb, tt),
-              recomputed->forward(tokens, targets, bb, tt));
-    packed->backward();
-    recomputed->backward();
-  }
+  test::two_passes(*packed, *recomputed, b, t);
   const size_t n = packed->grads().size();
   EXPECT_EQ(std::memcmp(packed->grads().data(), recomputed->grads().data(), n * sizeof(float)), 0);
 }

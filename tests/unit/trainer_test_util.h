@@ -85,4 +85,16 @@ inline void make_batch(int64_t v, int64_t b, int64_t t, std::vector<int32_t>* to
   }
 }
 
+// Two forward + backward passes through both models, of b x t and then 2 x 7 tokens (the second
+// smaller than the arena), gradients accumulating; each pass's losses must be equal.
+inline void two_passes(TrainModel& x, TrainModel& y, int64_t b, int64_t t) {
+  for (const auto& [bb, tt] : {std::pair<int64_t, int64_t>{b, t}, {2, 7}}) {
+    std::vector<int32_t> tokens, targets;
+    make_batch(x.config().n_vocab, bb, tt, &tokens, &targets);
+    EXPECT_EQ(x.forward(tokens, targets, bb, tt), y.forward(tokens, targets, bb, tt));
+    x.backward();
+    y.backward();
+  }
+}
+
 }  // namespace nexus::train::test
