@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
+
+#include "nexus/status.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -25,7 +28,8 @@ constexpr int64_t kChunksPerThread = 4;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(n_threads_)]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -130,6 +134,72 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   run_chunks((n + size - 1) / size, [&](int64_t i) {
     const int64_t b = i * size;
     fn(b, std::min(n, b + size));
+  });
+}
+
+}  // namespace nexus
+
+namespace nexus {
+namespace {
+
+constexpr uint64_t pack_share(uint64_t next, uint64_t end) { return (next << 32) | end; }
+constexpr uint64_t share_next(uint64_t v) { return v >> 32; }
+constexpr uint64_t share_end(uint64_t v) { return v & 0xffffffffu; }
+constexpr uint64_t share_left(uint64_t v) {
+  return share_end(v) > share_next(v) ? share_end(v) - share_next(v) : 0;
+}
+
+}  // namespace
+
+void ThreadPool::steal_for(int64_t n, int64_t step,
+                           const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  NEXUS_CHECK(n < (int64_t{1} << 32), "[thread pool] steal_for over " + std::to_string(n) +
+                                          " units: at most 2^32 - 1");
+  step = std::max<int64_t>(1, step);
+  if (n_threads_ == 1 || n <= step) {
+    fn(0, n);
+    return;
+  }
+  const int nt = n_threads_;
+  for (int i = 0; i < nt; ++i)
+    shares_[i].v.store(pack_share(static_cast<uint64_t>(n * i / nt),
+                                  static_cast<uint64_t>(n * (i + 1) / nt)),
+                       std::memory_order_relaxed);
+  const auto ustep = static_cast<uint64_t>(step);
+  run_chunks(nt, [&](int64_t c) {
+    std::atomic<uint64_t>& mine = shares_[c].v;
+    for (;;) {
+      // Claim the next piece of our own share.
+      uint64_t v = mine.load(std::memory_order_relaxed);
+      if (share_left(v) > 0) {
+        const uint64_t b = share_next(v), e = std::min(share_end(v), b + ustep);
+        if (!mine.compare_exchange_weak(v, pack_share(e, share_end(v)),
+                                        std::memory_order_relaxed))
+          continue;
+        fn(static_cast<int64_t>(b), static_cast<int64_t>(e));
+        continue;
+      }
+      // Ours is used up: split the largest unclaimed remainder (more than one piece) and keep
+      // its upper half. Nobody steals from an empty share, so storing the half into ours is safe.
+      bool stole = false;
+      while (!stole) {
+        int victim = -1;
+        uint64_t seen = 0;
+        for (int i = 0; i < nt; ++i) {
+          const uint64_t w = shares_[i].v.load(std::memory_order_relaxed);
+          if (i != c && share_left(w) > ustep && share_left(w) > share_left(seen))
+            victim = i, seen = w;
+        }
+        if (victim < 0) return;
+        const uint64_t b = share_next(seen), e = share_end(seen), mid = b + (e - b + 1) / 2;
+        if (shares_[victim].v.compare_exchange_strong(seen, pack_share(b, mid),
+                                                      std::memory_order_relaxed)) {
+          mine.store(pack_share(mid, e), std::memory_order_relaxed);
+          stole = true;
+        }
+      }
+    }
   });
 }
 

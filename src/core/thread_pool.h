@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,13 +36,24 @@ class ThreadPool {
   // Runs chunk(i) for i in [0, n_chunks), claimed in order by the caller and the workers as each
   // becomes free; returns when every chunk has finished.
   void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
+  // Calls fn(begin, end) over [0, n) for streaming work: each thread starts on its own contiguous
+  // share and walks it front to back in pieces of `step`, so it reads one unbroken stream; a
+  // thread that runs out takes the upper half of the largest share still unclaimed and walks that.
+  // Runs fn(0, n) inline on one thread or when n <= step. n < 2^32.
+  void steal_for(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   // Claims and runs chunks of generation `gen` until none are left or the generation moved on.
   void work_on(uint32_t gen);
   void worker(int index);
 
+  // One share of steal_for: (next unclaimed << 32) | end, on its own cache line.
+  struct alignas(128) Share {
+    std::atomic<uint64_t> v{0};
+  };
+
   int n_threads_;
+  std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
   // The current job. Written by the caller before the generation is published; a worker reads
   // them only after claiming a chunk of that generation (which keeps the job alive).

@@ -75,37 +75,19 @@ void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
     cpu::gemm_rows(p, r0, r1);
 }
 
-// Runs fn(u0, u1) over [0, units) on the pool: first one contiguous share of kGuidedShare of the
-// units per thread, so each thread streams most of its rows without restarting, then the rest in
-// kGuidedTail small chunks per thread, claimed by whichever thread is free, so a thread slowed
-// down (its share less cached, its core busier) no longer holds the others at the barrier.
-// Measured, Q06B tg64 alternating (medians of 4-8 runs, Intel host): Q8_0 (604 MiB, straddling the
-// 480 MiB L3) 38.6 -> 43.3 and 43.1 -> 45.7 t/s with the spread of runs 4.7 -> 2.6 t/s, Q4_0
-// 71.6 -> 73.5, F16, F32, Q4_K_M and L110M Q8_0 equal. Before, four claimed chunks per thread
-// had lost to one share per thread (Q4_K_M 63.4-63.9 vs 65.5-67.3 t/s).
-constexpr int64_t kGuidedShare = 75;  // percent of the units in the first shares
-constexpr int kGuidedTail = 4;
-constexpr int kMaxGuidedChunks = 256;
-
-template <typename Fn>
-void run_guided(ThreadPool& pool, int64_t units, const Fn& fn) {
-  const int nt = pool.size();
-  if (nt * (kGuidedTail + 1) > kMaxGuidedChunks) {  // a pool this wide: plain dynamic chunks
-    pool.parallel_for(units, fn);
-    return;
-  }
-  const int tail = kGuidedTail * nt;
-  int64_t bounds[kMaxGuidedChunks + 1];
-  int n = 0;
-  bounds[0] = 0;
-  const int64_t share = units * kGuidedShare / 100 / nt;
-  for (int i = 0; i < nt; ++i, ++n) bounds[n + 1] = bounds[n] + share;
-  const int64_t start = bounds[n], rest = units - start;
-  for (int i = 1; i <= tail; ++i, ++n) bounds[n + 1] = start + rest * i / tail;
-  pool.run_chunks(n, [&](int64_t c) {
-    if (bounds[c] < bounds[c + 1]) fn(bounds[c], bounds[c + 1]);
-  });
-}
+// Weight bytes a thread claims at a time on its share (ThreadPool::steal_for): each thread walks
+// one unbroken stream and only the end of a matmul is rebalanced. The split before it (75% of the
+// units in one share per thread, the rest in 8 chunks claimed in turn) restarted a stream at each
+// chunk, about 1 us each. Measured on the Intel host, 2 threads:
+// - 112 back-to-back Q4_0x8 matmuls of Q06B's layer shapes in one buffer (standalone program):
+//   6.86-7.08 ms -> 6.54-6.65 (static halves 6.36-6.51; 16 KiB pieces 6.54, 64 KiB 6.48);
+// - Q06B tg64 in one window (an environment switch, alternating): Q4_0 81.5 -> 83.9 t/s, Q8_0
+//   52.4 -> 54.8, Q4_K_M 79.7 -> 79.7, F16 27.8 -> 28.2; L15M Q4_0 tg128 3,072-3,180 -> 3,301-3,371;
+// - in a later window, two binaries alternating: Q4_0 84.8 -> 84.9, Q4_K_M 79.7 -> 79.3, Q8_0
+//   53.1 -> 53.1, L15M Q4_K 3,055 -> 3,202 (noisy): the same.
+// Static halves measured like stealing, but a thread whose core is busy would hold the other at
+// the barrier for its whole share.
+constexpr int64_t kStealBytes = 32 * 1024;
 
 }  // namespace
 
@@ -198,10 +180,16 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
     }
   };
   const int64_t units = first_unit[count];
-  if (units < 2 || pool.size() == 1 || work < kMinParallelWork)
+  if (units < 2 || pool.size() == 1 || work < kMinParallelWork) {
     run_units(0, units);
-  else
-    run_guided(pool, units, run_units);
+    return;
+  }
+  size_t bytes = 0;
+  for (int i = 0; i < count; ++i)
+    bytes += outs[i].w->row_stride() * static_cast<size_t>(outs[i].w->dim(0));
+  const auto unit_bytes = static_cast<int64_t>(bytes / static_cast<size_t>(units));
+  pool.steal_for(units, std::max<int64_t>(1, kStealBytes / std::max<int64_t>(1, unit_bytes)),
+                 run_units);
 }
 
 }  // namespace nexus

@@ -1,0 +1,119 @@
+// ThreadPool: every index or unit is handed out exactly once, whichever thread takes it, for
+// parallel_for, run_chunks and steal_for (whose shares are split while threads walk them); a slow
+// thread's share is taken over by the others.
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace nexus {
+namespace {
+
+// Counts how often each unit of [0, n) was passed to fn by steal_for.
+std::vector<int> steal_counts(ThreadPool& pool, int64_t n, int64_t step,
+                              const std::function<void(int64_t, int64_t)>& extra = nullptr) {
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  pool.steal_for(n, step, [&](int64_t b, int64_t e) {
+    EXPECT_LT(b, e);
+    // One thread runs everything in one call; otherwise pieces are at most a step.
+    if (pool.size() > 1) {
+      EXPECT_LE(e - b, step);
+    }
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    if (extra) extra(b, e);
+  });
+  std::vector<int> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = hits[static_cast<size_t>(i)];
+  return out;
+}
+
+TEST(ThreadPool, StealForCoversEveryUnitOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 64, 1000, 4097}) {
+      for (int64_t step : {1, 3, 16, 5000}) {
+        const std::vector<int> hits = steal_counts(pool, n, step);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[static_cast<size_t>(i)], 1)
+              << "unit " << i << " of " << n << ", step " << step << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
+// One thread is made slow: the others must take over most of its share (by stealing), and still
+// no unit runs twice.
+TEST(ThreadPool, StealForRebalancesASlowThread) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> by_caller{0}, by_worker{0};
+  const int64_t n = 400;
+  const std::vector<int> hits = steal_counts(pool, n, 4, [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() == caller) {
+      by_caller += e - b;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the slow one
+    } else {
+      by_worker += e - b;
+    }
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "unit " << i;
+  EXPECT_EQ(by_caller + by_worker, n);
+  // Without stealing each thread would run n / 2 units; the worker took well over its half
+  // (unless it never woke, in which case the caller ran everything).
+  if (by_worker > 0) {
+    EXPECT_GT(by_worker, n * 3 / 4) << "caller ran " << by_caller;
+  }
+}
+
+TEST(ThreadPool, StealForRunsInlineForOnePiece) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;
+  pool.steal_for(10, 10, [&](int64_t b, int64_t e) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 10);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  pool.steal_for(0, 4, [&](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ThreadPool, StealForRejectsTooManyUnits) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.steal_for(int64_t{1} << 32, 1024, [](int64_t, int64_t) {}), std::exception);
+}
+
+TEST(ThreadPool, ParallelForAndRunChunksCoverEveryIndexOnce) {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 5, 333}) {
+      std::vector<std::atomic<int>> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) a[static_cast<size_t>(i)]++;
+      });
+      pool.run_chunks(n, [&](int64_t i) { b[static_cast<size_t>(i)]++; });
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(a[static_cast<size_t>(i)], 1) << i;
+        ASSERT_EQ(b[static_cast<size_t>(i)], 1) << i;
+      }
+    }
+  }
+}
+
+// Many back-to-back steal_for calls (decode runs hundreds a token) reuse the shares safely.
+TEST(ThreadPool, StealForBackToBack) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  for (int r = 0; r < 2000; ++r)
+    pool.steal_for(37, 2, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total, 2000 * 37);
+}
+
+}  // namespace
+}  // namespace nexus
