@@ -62,10 +62,10 @@ TEST(ThreadPool, StealForRebalancesASlowThread) {
   });
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "unit " << i;
   EXPECT_EQ(by_caller + by_worker, n);
-  // Without stealing each thread would run n / 2 units; the worker took well over its half
-  // (unless it never woke, in which case the caller ran everything).
+  // Without stealing each thread would run exactly its own n / 2 units; the worker also took part
+  // of the slow caller's share (unless it never woke, in which case the caller ran everything).
   if (by_worker > 0) {
-    EXPECT_GT(by_worker, n * 3 / 4) << "caller ran " << by_caller;
+    EXPECT_GT(by_worker, n / 2) << "caller ran " << by_caller;
   }
 }
 
