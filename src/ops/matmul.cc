@@ -75,16 +75,18 @@ void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
     cpu::gemm_rows(p, r0, r1);
 }
 
-// Weight bytes a thread claims at a time on its share (ThreadPool::steal_for): each thread walks
-// one unbroken stream and only the end of a matmul is rebalanced. The split before it (75% of the
-// units in one share per thread, the rest in 8 chunks claimed in turn) restarted a stream at each
-// chunk, about 1 us each. Measured on the Intel host, 2 threads:
+// Weight bytes a thread claims at a time on its share, per token (ThreadPool::steal_for): each
+// thread walks one unbroken stream and only the end of a matmul is rebalanced. The split before it
+// (75% of the units in one share per thread, the rest in 8 chunks claimed in turn) restarted a
+// stream at each chunk, about 1 us each. Measured on the Intel host, 2 threads:
 // - 112 back-to-back Q4_0x8 matmuls of Q06B's layer shapes in one buffer (standalone program):
 //   6.86-7.08 ms -> 6.54-6.65 (static halves 6.36-6.51; 16 KiB pieces 6.54, 64 KiB 6.48);
-// - Q06B tg64 in one window (an environment switch, alternating): Q4_0 81.5 -> 83.9 t/s, Q8_0
-//   52.4 -> 54.8, Q4_K_M 79.7 -> 79.7, F16 27.8 -> 28.2; L15M Q4_0 tg128 3,072-3,180 -> 3,301-3,371;
-// - in a later window, two binaries alternating: Q4_0 84.8 -> 84.9, Q4_K_M 79.7 -> 79.3, Q8_0
-//   53.1 -> 53.1, L15M Q4_K 3,055 -> 3,202 (noisy): the same.
+// - Q06B tg64, two binaries alternating: Q4_0 84.8 -> 84.9 t/s, Q4_K_M 79.7 -> 79.3, Q8_0 53.1 ->
+//   53.1 (in an earlier window, with an environment switch: Q4_0 81.5 -> 83.9, Q8_0 52.4 -> 54.8);
+//   L15M Q4_0 tg128 3,041 -> 3,385 (medians of 5, noisy);
+// - batched decode (-b 8), where each piece re-reads 8 tokens' activations: 32 KiB pieces lost 5%
+//   (272 against 280-292 t/s), 32 KiB per token measure 283-297 against 280-290 (Q4_0) and 271-273
+//   against 270-271 (Q4_K_M).
 // Static halves measured like stealing, but a thread whose core is busy would hold the other at
 // the barrier for its whole share.
 constexpr int64_t kStealBytes = 32 * 1024;
@@ -188,8 +190,12 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
   for (int i = 0; i < count; ++i)
     bytes += outs[i].w->row_stride() * static_cast<size_t>(outs[i].w->dim(0));
   const auto unit_bytes = static_cast<int64_t>(bytes / static_cast<size_t>(units));
-  pool.steal_for(units, std::max<int64_t>(1, kStealBytes / std::max<int64_t>(1, unit_bytes)),
-                 run_units);
+  // Pieces grow with the tokens (each kernel call re-reads their activations), but a share keeps
+  // at least four of them so its end can still be rebalanced.
+  const int64_t most = std::max<int64_t>(1, units / (4 * pool.size()));
+  const int64_t step =
+      std::clamp<int64_t>(kStealBytes * n_tokens / std::max<int64_t>(1, unit_bytes), 1, most);
+  pool.steal_for(units, step, run_units);
 }
 
 }  // namespace nexus
