@@ -26,6 +26,14 @@ constexpr auto kSpinTime = std::chrono::microseconds(300);
 // Chunks per thread in parallel_for: enough to even out a late or slower thread.
 constexpr int64_t kChunksPerThread = 4;
 
+// steal_for's share word: (next unclaimed unit << 32) | end.
+constexpr uint64_t pack_share(uint64_t next, uint64_t end) { return (next << 32) | end; }
+constexpr uint64_t share_next(uint64_t v) { return v >> 32; }
+constexpr uint64_t share_end(uint64_t v) { return v & 0xffffffffu; }
+constexpr uint64_t share_left(uint64_t v) {
+  return share_end(v) > share_next(v) ? share_end(v) - share_next(v) : 0;
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads)
@@ -136,20 +144,6 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(b, std::min(n, b + size));
   });
 }
-
-}  // namespace nexus
-
-namespace nexus {
-namespace {
-
-constexpr uint64_t pack_share(uint64_t next, uint64_t end) { return (next << 32) | end; }
-constexpr uint64_t share_next(uint64_t v) { return v >> 32; }
-constexpr uint64_t share_end(uint64_t v) { return v & 0xffffffffu; }
-constexpr uint64_t share_left(uint64_t v) {
-  return share_end(v) > share_next(v) ? share_end(v) - share_next(v) : 0;
-}
-
-}  // namespace
 
 void ThreadPool::steal_for(int64_t n, int64_t step,
                            const std::function<void(int64_t, int64_t)>& fn) {
