@@ -4,7 +4,10 @@
 // Run briefly with --benchmark_min_time=0.01 for a smoke test.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -224,6 +227,68 @@ void BM_DecodeTile(benchmark::State& state) {
       std::string(dtype_name(t)) +
       (pr == 0 ? " previous" : " tile " + std::to_string(pr) + "x" + std::to_string(px)));
 }
+
+// A decode token's layer matmuls, Q06B's shapes (28 layers of QKV 2048+1024+1024 x 1024, output
+// 1024 x 2048, gate and up 2 x 3072 x 1024, down 1024 x 3072) in Q4_0 repacked to Q4_0x8, laid
+// out one after another in one 2 MiB-aligned buffer advised for huge pages (as models/
+// weight_repack.cc places them), 248 MB, through matmul_group / matmul on a pool of range(0)
+// threads: what the row split (ThreadPool::steal_for) and the per-call costs do to the weight
+// stream, without the rest of the model. Weight bytes/s against nexus_membw is the figure.
+void BM_DecodeLayerMatmuls(benchmark::State& state) {
+  constexpr int kLayers = 28;
+  constexpr int64_t kDim = 1024, kQ = 2048, kKv = 1024, kFfn = 3072;
+  struct Shape {
+    int64_t rows, k;
+  };
+  const Shape per_layer[7] = {{kQ, kDim}, {kKv, kDim}, {kKv, kDim}, {kDim, kQ},
+                              {kFfn, kDim}, {kFfn, kDim}, {kDim, kFfn}};
+  size_t total = 0;
+  for (const Shape& s : per_layer) total += row_bytes(DType::kQ4_0, s.k) * s.rows;
+  total *= kLayers;
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t alloc = (total + kHuge - 1) / kHuge * kHuge;
+  auto* base = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc));
+  madvise(base, alloc, MADV_HUGEPAGE);
+  std::vector<Tensor> w;
+  size_t off = 0;
+  for (int l = 0; l < kLayers; ++l) {
+    for (const Shape& s : per_layer) {
+      const size_t rb = row_bytes(DType::kQ4_0, s.k);
+      std::vector<uint8_t> plain(rb * static_cast<size_t>(s.rows));
+      const auto one = encode(DType::kQ4_0, random_floats(s.k, 7 + static_cast<uint32_t>(l)));
+      for (int64_t r = 0; r < s.rows; ++r)
+        std::copy(one.begin(), one.end(), plain.begin() + r * rb);
+      cpu::repack_q4_0x8(plain.data(), base + off, s.rows, s.k);
+      w.emplace_back(DType::kQ4_0x8, std::vector<int64_t>{s.rows, s.k}, base + off);
+      off += plain.size();
+    }
+  }
+  const auto x = random_floats(kFfn, 8);
+  std::vector<float> y(kFfn * 3);
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  Arena scratch(1 << 20, MemCategory::kScratch);
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l) {
+      const Tensor* lw = &w[static_cast<size_t>(l) * 7];
+      const MatmulOut qkv[3] = {
+          {&lw[0], y.data()}, {&lw[1], y.data() + kFfn}, {&lw[2], y.data() + 2 * kFfn}};
+      scratch.reset();
+      matmul_group(qkv, 3, x.data(), 1, pool, scratch);
+      scratch.reset();
+      matmul(lw[3], x.data(), 1, y.data(), pool, scratch);
+      const MatmulOut gate_up[2] = {{&lw[4], y.data()}, {&lw[5], y.data() + kFfn}};
+      scratch.reset();
+      matmul_group(gate_up, 2, x.data(), 1, pool, scratch);
+      scratch.reset();
+      matmul(lw[6], x.data(), 1, y.data(), pool, scratch);
+    }
+    benchmark::ClobberMemory();
+  }
+  std::free(base);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(total));
+  state.SetLabel("Q06B layer matmuls, Q4_0x8, " + std::to_string(state.range(0)) + " threads");
+}
+BENCHMARK(BM_DecodeLayerMatmuls)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void vec_dot_args(benchmark::internal::Benchmark* b) {
   for (DType t : kTypes) b->Arg(static_cast<int64_t>(t));
