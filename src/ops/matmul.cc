@@ -79,7 +79,8 @@ void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
 // thread walks one unbroken stream and only the end of a matmul is rebalanced. The split before it
 // (75% of the units in one share per thread, the rest in 8 chunks claimed in turn) restarted a
 // stream at each chunk, about 1 us each. Measured on the Intel host, 2 threads:
-// - 112 back-to-back Q4_0x8 matmuls of Q06B's layer shapes in one buffer (standalone program):
+// - 112 back-to-back Q4_0x8 matmuls of Q06B's layer shapes in one buffer (a standalone program,
+//   since then BM_DecodeLayerMatmuls in bench/micro/quant_bench.cc):
 //   6.86-7.08 ms -> 6.54-6.65 (static halves 6.36-6.51; 16 KiB pieces 6.54, 64 KiB 6.48);
 // - Q06B tg64, two binaries alternating: Q4_0 84.8 -> 84.9 t/s, Q4_K_M 79.7 -> 79.3, Q8_0 53.1 ->
 //   53.1 (in an earlier window, with an environment switch: Q4_0 81.5 -> 83.9, Q8_0 52.4 -> 54.8);
