@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "nexus/dtype.h"
+
 namespace nexus::train::kernels {
 
 void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k) {
@@ -19,12 +21,6 @@ void adamw_scalar(float* p, const float* g, float* m, float* v, size_t n, const 
 }
 
 namespace {
-float widen(uint16_t h) {
-  const uint32_t b = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
 uint16_t round_stochastic(float f, uint32_t r16) {
   uint32_t b;
   std::memcpy(&b, &f, sizeof b);
@@ -37,8 +33,8 @@ void adamw_bf16_scalar(float* p, const float* g, uint16_t* m, uint16_t* v, size_
   const float a1 = 1.0f - k.b1, a2 = 1.0f - k.b2;
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i] * k.gscale;
-    const float mi = k.b1 * widen(m[i]) + a1 * gi;
-    const float vi = k.b2 * widen(v[i]) + a2 * gi * gi;
+    const float mi = k.b1 * bf16_to_f32(m[i]) + a1 * gi;
+    const float vi = k.b2 * bf16_to_f32(v[i]) + a2 * gi * gi;
     const uint32_t r = mix32(index0 + static_cast<uint32_t>(i) + seed);
     m[i] = round_stochastic(mi, r & 0xffffu);
     v[i] = round_stochastic(vi, r >> 16);

@@ -3,6 +3,7 @@
 // multiply-add is fused; IEEE sqrt and division are correctly rounded in both.
 #include <immintrin.h>
 
+#include "train/bf16_avx2.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train::kernels {
@@ -38,15 +39,10 @@ __m256i mix32_avx2(__m256i x) {
   x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
   return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
 }
-__m256 widen8(const uint16_t* h) {
-  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-// (bits + r16) >> 16 per lane, packed to eight u16 in order.
+// (bits + r16) >> 16 per lane, stored as eight u16 in order.
 void store_stochastic8(uint16_t* out, __m256 f, __m256i r16) {
-  const __m256i b = _mm256_srli_epi32(_mm256_add_epi32(_mm256_castps_si256(f), r16), 16);
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                   high_halves(_mm256_add_epi32(_mm256_castps_si256(f), r16)));
 }
 }  // namespace
 
@@ -62,9 +58,9 @@ void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t 
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, widen8(m + i)), _mm256_mul_ps(a1, gi));
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, bf16x8_to_f32(m + i)), _mm256_mul_ps(a1, gi));
     const __m256 vi =
-        _mm256_add_ps(_mm256_mul_ps(b2, widen8(v + i)), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
+        _mm256_add_ps(_mm256_mul_ps(b2, bf16x8_to_f32(v + i)), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
     const uint32_t base = index0 + static_cast<uint32_t>(i) + seed;
     const __m256i r =
         mix32_avx2(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)), iota));

@@ -2,6 +2,7 @@
 // bf16 by integer rounding of the upper half, fp16 through the F16C conversions.
 #include <immintrin.h>
 
+#include "train/bf16_avx2.h"
 #include "train/precision.h"
 
 namespace nexus::train::kern {
@@ -16,12 +17,6 @@ inline __m256i bf16_round(__m256 v) {
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
   return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
-}
-
-// 8 lanes' upper halves packed to 8 uint16 in order.
-inline __m128i high_halves(__m256i r) {
-  const __m256i s = _mm256_srli_epi32(r, 16);
-  return _mm_packus_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -61,10 +56,10 @@ void round_pack_avx2(Precision p, float* x, uint16_t* h, int64_t n) {
 void unpack_avx2(Precision p, const uint16_t* h, float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i));
-    const __m256 v = p == Precision::kBF16
-                         ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(e), 16))
-                         : _mm256_cvtph_ps(e);
+    const __m256 v =
+        p == Precision::kBF16
+            ? bf16x8_to_f32(h + i)
+            : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
     _mm256_storeu_ps(x + i, v);
   }
   unpack_scalar(p, h + i, x + i, n - i);

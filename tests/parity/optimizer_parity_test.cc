@@ -26,16 +26,25 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 const size_t kSizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 1000, kernels::kChunk + 13};
 
+// Inputs of the AdamW loop tests: parameters, gradients and moments (v non-negative) of n
+// elements, and the coefficients of a step early in training.
+struct AdamWInputs {
+  std::vector<float> p, g, m, v;
+  kernels::AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f), 1e-8f};
+  explicit AdamWInputs(size_t n)
+      : p(randn(n, 1, 0.1f)), g(randn(n, 2, 1e-3f)), m(randn(n, 3, 1e-3f)), v(randn(n, 4, 1e-3f)) {
+    for (float& x : v) x = x * x;
+  }
+};
+
 TEST(OptimizerParity, AdamWAvx2MatchesScalarBitForBit) {
   if (!cpu::isa_supported(cpu::Isa::kAvx2)) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   for (size_t n : kSizes) {
     SCOPED_TRACE(n);
-    std::vector<float> p = randn(n, 1, 0.1f), g = randn(n, 2, 1e-3f);
-    std::vector<float> m = randn(n, 3, 1e-3f), v = randn(n, 4, 1e-3f);
-    for (float& x : v) x = x * x;
+    AdamWInputs in(n);
+    std::vector<float> &p = in.p, &g = in.g, &m = in.m, &v = in.v;
     std::vector<float> p2 = p, m2 = m, v2 = v;
-    const kernels::AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f),
-                               1e-8f};
+    const kernels::AdamWCoef& k = in.k;
     for (int rep = 0; rep < 3; ++rep) {
       kernels::adamw_scalar(p.data(), g.data(), m.data(), v.data(), n, k);
       kernels::adamw_avx2(p2.data(), g.data(), m2.data(), v2.data(), n, k);
@@ -56,14 +65,12 @@ TEST(OptimizerParity, AdamWBf16StateAvx2MatchesScalarBitForBit) {
   if (!cpu::isa_supported(cpu::Isa::kAvx2)) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   for (size_t n : kSizes) {
     SCOPED_TRACE(n);
-    std::vector<float> p = randn(n, 1, 0.1f), g = randn(n, 2, 1e-3f);
-    std::vector<float> mf = randn(n, 3, 1e-3f), vf = randn(n, 4, 1e-3f);
-    for (float& x : vf) x = x * x;
-    std::vector<uint16_t> m = to_bf16(mf), v = to_bf16(vf);
+    AdamWInputs in(n);
+    std::vector<float> &p = in.p, &g = in.g;
+    std::vector<uint16_t> m = to_bf16(in.m), v = to_bf16(in.v);
     std::vector<float> p2 = p;
     std::vector<uint16_t> m2 = m, v2 = v;
-    const kernels::AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f),
-                               1e-8f};
+    const kernels::AdamWCoef& k = in.k;
     for (uint32_t rep = 0; rep < 3; ++rep) {
       const uint32_t index0 = 1000 * rep + 5, seed = kernels::mix32(rep + 1);
       kernels::adamw_bf16_scalar(p.data(), g.data(), m.data(), v.data(), n, index0, seed, k);
@@ -95,10 +102,7 @@ TEST(OptimizerParity, AdamWBf16StateIsUnbiased) {
     double s = 0;
     std::vector<uint16_t> seen;
     for (uint16_t h : x) {
-      const uint32_t b = static_cast<uint32_t>(h) << 16;
-      float f;
-      std::memcpy(&f, &b, sizeof f);
-      s += f;
+      s += bf16_to_f32(h);
       if (std::find(seen.begin(), seen.end(), h) == seen.end()) seen.push_back(h);
     }
     *distinct = static_cast<int>(seen.size());
