@@ -80,11 +80,10 @@ int find_batch_size_main(int argc, char** argv) {
   const std::string prec_label = topts.precision == train::Precision::kF32
                                      ? ""
                                      : std::string(train::precision_name(topts.precision)) + ", ";
-  std::printf("batch %lld (seq %lld, %s%s%s%s%s) fits %s:\n", static_cast<long long>(f.batch),
+  const std::string modes = train::memory_modes(topts);
+  std::printf("batch %lld (seq %lld, %s%s%s%s) fits %s:\n", static_cast<long long>(f.batch),
               static_cast<long long>(seq), prec_label.c_str(), opt.name.c_str(),
-              topts.recompute_blocks ? ", gradient checkpointing" : "",
-              topts.selective_recompute && !topts.recompute_blocks ? ", selective recompute" : "",
-              topts.update_in_backward ? ", optimizer in backward" : "",
+              modes.empty() ? "" : ", ", modes.c_str(),
               train::format_bytes(budget.value()).c_str());
   print_row(topts.precision == train::Precision::kF32 ? "parameters"
                                                      : "parameters (+ copies)",

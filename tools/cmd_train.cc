@@ -385,9 +385,10 @@ int train_main(int argc, char** argv) {
   const std::string opt_label =
       std::string(r.optimizer->name()) +
       (s.optimizer.name == "adamw" && s.optimizer.adamw.bf16_state ? " (bf16 state)" : "");
+  const std::string modes = train::memory_modes(f.train_opts);
   std::fprintf(stderr,
                "train: %s, %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
-               "%s, %lld steps, %s, activations %.1f MiB%s%s%s\n",
+               "%s, %lld steps, %s, activations %.1f MiB%s\n",
                m.config().arch_name.c_str(), m.params().size(),
                static_cast<unsigned long long>(data.value().size()),
                val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
@@ -395,11 +396,7 @@ int train_main(int argc, char** argv) {
                static_cast<long long>(s.accum), opt_label.c_str(),
                static_cast<long long>(s.steps), precision_label(s).c_str(),
                static_cast<double>(m.activation_bytes().total()) / (1 << 20),
-               f.train_opts.recompute_blocks ? " (gradient checkpointing)" : "",
-               f.train_opts.selective_recompute && !f.train_opts.recompute_blocks
-                   ? " (selective recompute)"
-                   : "",
-               f.train_opts.update_in_backward ? ", optimizer in backward" : "");
+               modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
   auto save = [&](int64_t step) -> Status {

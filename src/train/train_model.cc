@@ -38,6 +38,15 @@ constexpr int64_t kMinHeadRows = 512;
 
 }  // namespace
 
+std::string memory_modes(const TrainOptions& o) {
+  std::string s;
+  const auto add = [&s](const char* mode) { s += (s.empty() ? "" : ", ") + std::string(mode); };
+  if (o.recompute_blocks) add("gradient checkpointing");
+  if (o.selective_recompute && !o.recompute_blocks) add("selective recompute");
+  if (o.update_in_backward) add("optimizer in backward");
+  return s;
+}
+
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
   if (c.arch != Arch::kLlama && c.arch != Arch::kGpt2)

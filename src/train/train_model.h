@@ -68,6 +68,11 @@ struct TrainOptions {
   bool update_in_backward = false;
 };
 
+// The memory-saving modes `o` turns on, for progress lines: "gradient checkpointing", "selective
+// recompute" (unless checkpointing, which supersedes it), "optimizer in backward", joined by ", ";
+// empty when none is on.
+std::string memory_modes(const TrainOptions& o);
+
 // Bytes of the activation arena by purpose (all of it counted as MemCategory::kActivations).
 struct ActivationBytes {
   size_t blocks = 0;        // per-block saved activations (n_layers sets, or 1 when recomputing)

@@ -211,3 +211,21 @@ TEST(OptimizerRanges, RangesMustBeWholeTensors) {
 
 }  // namespace
 }  // namespace nexus::train
+
+namespace nexus::train {
+namespace {
+
+// The progress lines of train and find-batch-size name the modes through one function.
+TEST(MemoryModes, NamesTheModesThatAreOn) {
+  TrainOptions o;
+  EXPECT_EQ(memory_modes(o), "");
+  o.selective_recompute = true;
+  EXPECT_EQ(memory_modes(o), "selective recompute");
+  o.update_in_backward = true;
+  EXPECT_EQ(memory_modes(o), "selective recompute, optimizer in backward");
+  o.recompute_blocks = true;  // supersedes selective recompute
+  EXPECT_EQ(memory_modes(o), "gradient checkpointing, optimizer in backward");
+}
+
+}  // namespace
+}  // namespace nexus::train
