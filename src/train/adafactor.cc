@@ -28,10 +28,8 @@ Adafactor::Adafactor(std::span<const ParamInfo> tensors, const AdafactorOptions&
       n_v_ += static_cast<size_t>(info.numel);
     }
     slots_.push_back(s);
-    n_ = std::max(n_, info.offset + static_cast<size_t>(info.numel));
   }
-  size_t n_flat = 0;
-  ranges_ = param_ranges(tensors, &n_flat);
+  ranges_ = param_ranges(tensors, &n_);  // also the flat size
   const size_t total = n_rows_ + n_cols_ + n_v_;
   state_ = static_cast<float*>(
       aligned_alloc_counted(std::max<size_t>(1, total) * sizeof(float), MemCategory::kOptimizer));

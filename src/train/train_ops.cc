@@ -71,8 +71,6 @@ bool use_amx(bool bf16_operands, int64_t m, int64_t n, int64_t k) {
 void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
               int64_t ldc) {
-  // The calling thread's buffer: the lambdas below run on the workers too, and a thread_local
-  // named inside them would be each worker's own.
   // A tall C (the head's d weight: 32000 x 288 for L15M) goes in shares of rows instead: each
   // thread converts only its own rows, and the small op(B) packed by both costs less than both
   // threads streaming all of op(A) (L15M bf16: 2,871-2,909 tokens/s by columns, 3,081-3,095 so).
@@ -86,6 +84,8 @@ void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n
     });
     return;
   }
+  // The calling thread's buffer: the lambdas below run on the workers too, and a thread_local
+  // named inside them would be each worker's own.
   thread_local std::vector<uint16_t> buffer;
   buffer.resize(cpu::bf16_rows_size(m, k));
   uint16_t* rows = buffer.data();
