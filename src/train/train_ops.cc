@@ -115,6 +115,50 @@ void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n
   });
 }
 
+// dinp[n, c] += dout[n, oc] w[oc, c] with the inner dimension oc cut into fixed chunks when it is
+// far longer than the output is wide (the output head: oc = the vocabulary, c = 288 or 768).
+// Shares of dinp's 144 or 384 columns made every thread pack all of dout (512 x 32000 floats for
+// L15M's head block); chunks of oc read each element of dout and w once. Chunk 0 adds into dinp,
+// the others go to the calling thread's buffer and are added after it in chunk order, so the
+// result does not depend on the thread count (the chunks depend on the shape only).
+// Standalone, 2 threads, ms per head block of 512 rows: L15M 31.2-31.6 -> 28.4-28.7 (+10%),
+// GPT-2 122.2-122.5 -> 115.0-115.2 (+6%).
+constexpr int64_t kSplitKRatio = 16;      // oc >= this many times c
+constexpr int64_t kSplitKChunk = 16384;  // at most this many of oc per chunk
+
+bool split_k(int64_t c, int64_t oc) { return oc >= kSplitKRatio * c && oc > kSplitKChunk; }
+
+void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float* w, int64_t n,
+                  int64_t c, int64_t oc) {
+  const int64_t chunks = (oc + kSplitKChunk - 1) / kSplitKChunk;
+  const int64_t part = n * c;
+  thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
+  buffer.resize(static_cast<size_t>((chunks - 1) * part));
+  float* partial = buffer.data();
+  const auto chunk_loop = [&](int t, int nt) {
+    for (int64_t j = t; j < chunks; j += nt) {
+      const int64_t k0 = oc * j / chunks, k1 = oc * (j + 1) / chunks;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n),
+                  static_cast<int>(c), static_cast<int>(k1 - k0), 1.0f, dout + k0,
+                  static_cast<int>(oc), w + k0 * c, static_cast<int>(c), j == 0 ? 1.0f : 0.0f,
+                  j == 0 ? dinp : partial + (j - 1) * part, static_cast<int>(c));
+    }
+  };
+  const auto add_partials = [&](int64_t i0, int64_t i1) {
+    for (int64_t j = 1; j < chunks; ++j) {
+      const float* pj = partial + (j - 1) * part;
+      for (int64_t i = i0; i < i1; ++i) dinp[i] += pj[i];
+    }
+  };
+  if (pool == nullptr || pool->size() == 1) {
+    chunk_loop(0, 1);
+    add_partials(0, part);
+    return;
+  }
+  pool->run(chunk_loop);
+  pool->parallel_for(part, add_partials, 1 << 14);
+}
+
 }  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
@@ -138,6 +182,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns.
   if (dinp && use_amx(bf16_operands, n, c, oc))
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
+  else if (dinp && split_k(c, oc))
+    dinp_split_k(pool, dinp, dout, w, n, c, oc);
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, static_cast<int>(c1 - c0), oci,

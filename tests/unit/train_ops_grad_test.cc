@@ -143,7 +143,9 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
 // thread, as in training).
 TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   openblas_set_num_threads(1);
-  for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501}}) {
+  // The last shape is head-like (oc >= 16 c): its d input is summed in chunks of oc.
+  for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501},
+                          {16, 40, 40001}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     auto run = [&](ThreadPool* pool) {
       std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f);
@@ -158,6 +160,25 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
       ThreadPool pool(threads);
       EXPECT_EQ(run(&pool), serial) << threads << " threads, " << n << "x" << c << "x" << oc;
     }
+  }
+}
+
+// A head-shaped d input (the vocabulary as the inner dimension, cut into chunks whose partial
+// sums are added in order) matches a double-precision sum, on a pool and without one.
+TEST(TrainOpsGrad, MatmulHeadInputGradMatchesDouble) {
+  openblas_set_num_threads(1);
+  const int64_t n = 6, c = 24, oc = 50257;
+  const auto w = randn(oc * c, 43), r = randn(n * oc, 44);
+  std::vector<double> ref(n * c, 0.5);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < oc; ++k)
+      for (int64_t j = 0; j < c; ++j) ref[i * c + j] += double(r[i * oc + k]) * w[k * c + j];
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> dinp(n * c, 0.5f);
+    matmul_backward(dinp.data(), nullptr, r.data(), nullptr, w.data(), n, c, oc, p);
+    for (int64_t i = 0; i < n * c; ++i)
+      ASSERT_NEAR(dinp[i], ref[i], 2e-4 * std::sqrt(double(oc))) << "element " << i;
   }
 }
 
