@@ -87,7 +87,14 @@ void BM_TrainCrossEntropyRow(benchmark::State& state) {
   const int64_t v = 32000;
   const auto logits = randn(v, 5, 3.0f);
   std::vector<float> row(v);
-  const auto fn = state.range(0) ? kern::ce_row_avx2 : kern::ce_row_scalar;
+  if (state.range(0) == 2 && !cpu::avx512_active()) {
+    state.SkipWithError("no AVX-512 (or NEXUS_NO_AVX512=1)");
+    return;
+  }
+  // 0 scalar, 1 AVX2, 2 AVX-512 (bit-identical to AVX2).
+  const auto fn = state.range(0) == 2   ? kern::ce_row_avx512
+                  : state.range(0) == 1 ? kern::ce_row_avx2
+                                        : kern::ce_row_scalar;
   for (auto _ : state) {
     state.PauseTiming();
     row = logits;
@@ -96,7 +103,7 @@ void BM_TrainCrossEntropyRow(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * v);
 }
-BENCHMARK(BM_TrainCrossEntropyRow)->Arg(0)->Arg(1);
+BENCHMARK(BM_TrainCrossEntropyRow)->Arg(0)->Arg(1)->Arg(2);
 
 void BM_TrainSwiGlu(benchmark::State& state) {
   if (skip_without_avx2(state)) return;

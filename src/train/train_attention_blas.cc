@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/quant.h"
 #include "train/train_kernels.h"
 #include "train/train_parallel.h"
 
@@ -36,7 +37,9 @@ void attn_forward_head_blas(float* out, float* att, const float* q, const float*
   const float* vb = v + b * t * kvw + kh * hd;
   float* oh = out + b * t * qw + h * hd;
   float* pm = att + (b * s.n_heads + h) * t * t;
-  const auto softmax = par::use_avx2() ? softmax_causal_row_avx2 : softmax_causal_row_scalar;
+  const auto softmax = cpu::avx512_active() ? softmax_causal_row_avx512
+                       : par::use_avx2()      ? softmax_causal_row_avx2
+                                              : softmax_causal_row_scalar;
   for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
     const int64_t r1 = std::min(t, r0 + kRowBlock), m = r1 - r0;
     // S[r0:r1, 0:r1] = scale Q[r0:r1] K[0:r1]^T, into the rows of the saved probabilities.

@@ -38,6 +38,8 @@ inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && h
 // saved probabilities); the scalar version sums in double, the AVX2 one in eight float lanes.
 void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t);
 void softmax_causal_row_avx2(float* p, int64_t cnt, int64_t t);
+// Bit-identical to the AVX2 version, 16 lanes (train_ops_avx512.cc; when cpu::avx512_active()).
+void softmax_causal_row_avx512(float* p, int64_t cnt, int64_t t);
 // Its backward scaled: d[j] = p[j] (d[j] - sum_k p[k] d[k]) scale for j < cnt (the sum in double),
 // zeros in [cnt, end).
 void softmax_causal_row_backward_scalar(float* d, const float* p, int64_t cnt, int64_t end,
@@ -49,6 +51,7 @@ void softmax_causal_row_backward_avx2(float* d, const float* p, int64_t cnt, int
 // the row with (softmax - onehot) * scale. A row with target < 0 becomes zeros and returns 0.
 float ce_row_scalar(float* row, int64_t v, int32_t target, float scale);
 float ce_row_avx2(float* row, int64_t v, int32_t target, float scale);
+float ce_row_avx512(float* row, int64_t v, int32_t target, float scale);  // = the AVX2 row's bits
 
 // out = silu(g) * u and its backward over n values (see swiglu_forward / swiglu_backward).
 void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n);

@@ -396,7 +396,9 @@ void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool) {
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
                            int64_t v, float scale, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.cross_entropy", 8 * n * v, 0);
-  const auto fn = use_avx2() ? kern::ce_row_avx2 : kern::ce_row_scalar;
+  const auto fn = cpu::avx512_active() ? kern::ce_row_avx512
+                  : use_avx2()           ? kern::ce_row_avx2
+                                         : kern::ce_row_scalar;
   for_ranges(pool, n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) row_loss[i] = fn(logits + i * v, v, targets[i], scale);
   });

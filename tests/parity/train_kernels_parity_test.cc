@@ -185,6 +185,36 @@ TEST(TrainKernelsParity, CrossEntropyRow) {
   EXPECT_TRUE(std::all_of(ignored.begin(), ignored.end(), [](float x) { return x == 0.0f; }));
 }
 
+// The AVX-512 rows (16-lane exp, the AVX2 kernels' 8-lane partial sums kept) give the AVX2 rows'
+// bits, for lengths around their 8- and 16-value steps and the cross-entropy's 256-value chunks,
+// with scores far enough apart that exp underflows to zero.
+TEST(TrainKernelsParity, Avx512RowsAreBitIdenticalToAvx2) {
+  if (!cpu::avx512_supported()) GTEST_SKIP() << "no AVX-512 F/VL/BW/VNNI";
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 200, 255, 256, 257, 263, 272, 1000, 32000,
+                    50257}) {
+    for (float spread : {1.0f, 40.0f}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " spread " + std::to_string(spread));
+      const auto x = randn(n, 60 + n, spread);
+      std::vector<float> a = x, b = x;
+      const int32_t target = static_cast<int32_t>(n / 2);
+      EXPECT_EQ(kern::ce_row_avx512(a.data(), n, target, 0.25f),
+                kern::ce_row_avx2(b.data(), n, target, 0.25f));
+      EXPECT_EQ(a, b);
+      const int64_t t = n + 5;  // the causal row's zeros after cnt
+      a.assign(t, 7.0f);
+      b.assign(t, 7.0f);
+      std::copy(x.begin(), x.end(), a.begin());
+      std::copy(x.begin(), x.end(), b.begin());
+      kern::softmax_causal_row_avx512(a.data(), n, t);
+      kern::softmax_causal_row_avx2(b.data(), n, t);
+      EXPECT_EQ(a, b);
+    }
+  }
+  std::vector<float> ignored(19, 3.0f);
+  EXPECT_EQ(kern::ce_row_avx512(ignored.data(), 19, -1, 1.0f), 0.0f);
+  EXPECT_TRUE(std::all_of(ignored.begin(), ignored.end(), [](float x) { return x == 0.0f; }));
+}
+
 TEST(TrainKernelsParity, SwiGlu) {
   NEXUS_REQUIRE_AVX2();
   const int64_t n = 1003;
