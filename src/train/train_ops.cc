@@ -179,7 +179,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
-  // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns.
+  // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
+  // chunks of oc, dinp_split_k).
   if (dinp && use_amx(bf16_operands, n, c, oc))
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc))

@@ -22,7 +22,8 @@ namespace nexus::train {
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
                     ThreadPool* pool = nullptr, bool bf16_operands = false);
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
-// over the pool like matmul_forward.
+// over the pool like matmul_forward; a d input whose inner size oc is the vocabulary (oc >= 16 c)
+// is summed in fixed chunks of oc instead, added in chunk order (the same for any thread count).
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr,
                      bool bf16_operands = false);
