@@ -39,48 +39,82 @@ bool skip_without_avx2(benchmark::State& state) {
 // range(1): head dim, 48 (L15M) or 64 (GPT-2 124M); 6 heads, t = 256.
 AttnShape attn_shape(const benchmark::State& state) { return {1, 256, 6, 6, state.range(1)}; }
 
+// range(0): 0 scalar, 1 AVX2 loops, 2 OpenBLAS GEMMs in row blocks (one thread, as
+// attention_forward runs them), 3 AVX2 register tiles, 4 AVX-512 register tiles (the same bits).
+bool skip_attention(benchmark::State& state) {
+  if (skip_without_avx2(state)) return true;
+  if (state.range(0) >= 3 && !cpu::isa_supported(cpu::Isa::kAvx2)) {
+    state.SkipWithError("no AVX2/FMA CPU");
+    return true;
+  }
+  if (state.range(0) == 4 && !cpu::avx512_active()) {
+    state.SkipWithError("no AVX-512 (or NEXUS_NO_AVX512=1)");
+    return true;
+  }
+  return false;
+}
+
 void BM_TrainAttentionForward(benchmark::State& state) {
-  if (skip_without_avx2(state)) return;
+  if (skip_attention(state)) return;
   const AttnShape kAttn = attn_shape(state);
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3);
-  std::vector<float> out(n * w), att(kAttn.t * kAttn.t);
-  // 0 scalar, 1 AVX2 loops, 2 OpenBLAS GEMMs in row blocks (one thread, as attention_forward runs
-  // them).
-  const auto fn = state.range(0) == 2   ? kern::attn_forward_head_blas
-                  : state.range(0) == 1 ? kern::attn_forward_head_avx2
-                                        : kern::attn_forward_head_scalar;
-  if (state.range(0) == 2) openblas_set_num_threads(1);
-  for (auto _ : state) fn(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
+  std::vector<float> out(n * w), att(kAttn.t * kAttn.t),
+      yt(kern::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
+  const int64_t kind = state.range(0);
+  if (kind == 2) openblas_set_num_threads(1);
+  for (auto _ : state) {
+    if (kind == 4)
+      kern::attn_forward_head_tiled_avx512(out.data(), att.data(), q.data(), k.data(), v.data(),
+                                           kAttn, 0, 0, yt.data());
+    else if (kind == 3)
+      kern::attn_forward_head_tiled_avx2(out.data(), att.data(), q.data(), k.data(), v.data(),
+                                         kAttn, 0, 0, yt.data());
+    else
+      (kind == 2   ? kern::attn_forward_head_blas
+       : kind == 1 ? kern::attn_forward_head_avx2
+                   : kern::attn_forward_head_scalar)(out.data(), att.data(), q.data(), k.data(),
+                                                     v.data(), kAttn, 0, 0);
+  }
   // Causal q k^T and p v: 2 * t (t + 1) / 2 * hd multiply-adds each.
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * 2 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionForward)->ArgsProduct({{0, 1, 2}, {48, 64}});
+BENCHMARK(BM_TrainAttentionForward)->ArgsProduct({{0, 1, 2, 3, 4}, {48, 64}});
 
 void BM_TrainAttentionBackward(benchmark::State& state) {
-  if (skip_without_avx2(state)) return;
+  if (skip_attention(state)) return;
   const AttnShape kAttn = attn_shape(state);
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3), dout = randn(n * w, 4);
   std::vector<float> out(n * w), att(kAttn.n_heads * kAttn.t * kAttn.t),
-      dp(attention_backward_scratch(kAttn.t));
+      dp(attention_backward_scratch(kAttn.t)), yt(kern::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
   std::vector<float> dq(n * w), dk(n * w), dv(n * w);
   kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
-  // 0 scalar, 1 AVX2 loops, 2 OpenBLAS GEMMs (one thread, as attention_backward runs them).
-  const auto fn = state.range(0) == 2   ? kern::attn_backward_group_blas
-                  : state.range(0) == 1 ? kern::attn_backward_group_avx2
-                                        : kern::attn_backward_group_scalar;
-  if (state.range(0) == 2) openblas_set_num_threads(1);
-  for (auto _ : state)
-    fn(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(), v.data(),
-       kAttn, 0, 0, dp.data());
+  const int64_t kind = state.range(0);
+  if (kind == 2) openblas_set_num_threads(1);
+  for (auto _ : state) {
+    if (kind == 4)
+      kern::attn_backward_group_tiled_avx512(dq.data(), dk.data(), dv.data(), dout.data(),
+                                             att.data(), q.data(), k.data(), v.data(), kAttn, 0,
+                                             0, dp.data(), yt.data());
+    else if (kind == 3)
+      kern::attn_backward_group_tiled_avx2(dq.data(), dk.data(), dv.data(), dout.data(),
+                                           att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0,
+                                           dp.data(), yt.data());
+    else
+      (kind == 2   ? kern::attn_backward_group_blas
+       : kind == 1 ? kern::attn_backward_group_avx2
+                   : kern::attn_backward_group_scalar)(dq.data(), dk.data(), dv.data(),
+                                                       dout.data(), att.data(), q.data(), k.data(),
+                                                       v.data(), kAttn, 0, 0, dp.data());
+  }
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * 4 * kAttn.t * (kAttn.t + 1) / 2 * kAttn.head_dim,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainAttentionBackward)->ArgsProduct({{0, 1, 2}, {48, 64}});
+BENCHMARK(BM_TrainAttentionBackward)->ArgsProduct({{0, 1, 2, 3, 4}, {48, 64}});
 
 void BM_TrainCrossEntropyRow(benchmark::State& state) {
   if (skip_without_avx2(state)) return;

@@ -34,6 +34,28 @@ void attn_backward_group_blas(float* dq, float* dk, float* dv, const float* dout
                               const AttnShape& s, int64_t b, int64_t kh, float* dp);
 inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && head_dim <= 64; }
 
+// The same as register tiles (attention_tiles.h; any t): every product a fused multiply-add chain
+// in a fixed order, so the AVX2 (head_dim % 8 == 0) and AVX-512 (head_dim % 16 == 0, when
+// cpu::avx512_active()) versions give the same bits. `yt` holds attn_tiled_scratch(t, head_dim)
+// floats (a transposed copy of the keys or values), `dp` t * t floats.
+inline int64_t attn_tiled_scratch(int64_t t, int64_t head_dim) {
+  return (t + 31) / 32 * 32 * head_dim;
+}
+void attn_forward_head_tiled_avx2(float* out, float* att, const float* q, const float* k,
+                                  const float* v, const AttnShape& s, int64_t b, int64_t h,
+                                  float* yt);
+void attn_forward_head_tiled_avx512(float* out, float* att, const float* q, const float* k,
+                                    const float* v, const AttnShape& s, int64_t b, int64_t h,
+                                    float* yt);
+void attn_backward_group_tiled_avx2(float* dq, float* dk, float* dv, const float* dout,
+                                    const float* att, const float* q, const float* k,
+                                    const float* v, const AttnShape& s, int64_t b, int64_t kh,
+                                    float* dp, float* yt);
+void attn_backward_group_tiled_avx512(float* dq, float* dk, float* dv, const float* dout,
+                                      const float* att, const float* q, const float* k,
+                                      const float* v, const AttnShape& s, int64_t b, int64_t kh,
+                                      float* dp, float* yt);
+
 // Softmax in place of the first cnt scores of a row of t, zeros after them (the causal row of the
 // saved probabilities); the scalar version sums in double, the AVX2 one in eight float lanes.
 void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t);

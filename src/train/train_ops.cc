@@ -282,17 +282,34 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
 
 namespace {
 
-// Sequences of kBlasAttnMinT tokens and more run attention as OpenBLAS GEMMs in causal row blocks
-// (train_attention_blas.cc; one OpenBLAS thread per head or group, the items over the pool's
-// threads); shorter ones, or any length with NEXUS_TRAIN_ATTN=loops, the per-pair register
-// kernels (AVX2 or scalar). GPT-2 124M and L15M, t 256: see docs/TRAINING.md.
+// How attention runs, per head (forward) or per (sequence, KV head) group (backward):
+// - kTiled: register tiles (attention_tiles.h), with AVX2 and a head size that is a multiple of 8,
+//   on 16 lanes where AVX-512 is active and the head size a multiple of 16 (the same bits). At
+//   GPT-2's and L15M's shapes 25-33% faster than the OpenBLAS GEMMs with OpenBLAS's AVX-512
+//   kernels, 18-24% with its AVX2 ones (BM_TrainAttention*, docs/TRAINING.md);
+// - kBlas: OpenBLAS GEMMs in causal row blocks (train_attention_blas.cc; one OpenBLAS thread per
+//   item, the items over the pool's threads), for kBlasAttnMinT tokens and more otherwise;
+// - kLoops: the per-pair register kernels (AVX2, or scalar).
+// NEXUS_TRAIN_ATTN=blas or =loops picks one of the last two whatever the shape.
 constexpr int64_t kBlasAttnMinT = 32;
-bool blas_attention(const AttnShape& s) {
-  static const bool loops = [] {
+enum class AttnPath { kTiled, kBlas, kLoops };
+AttnPath attention_path(const AttnShape& s) {
+  static const std::string forced = [] {
     const char* e = std::getenv("NEXUS_TRAIN_ATTN");
-    return e != nullptr && std::string(e) == "loops";
+    return std::string(e ? e : "");
   }();
-  return !loops && s.t >= kBlasAttnMinT;
+  if (forced == "loops") return AttnPath::kLoops;
+  if (forced == "blas") return AttnPath::kBlas;
+  if (use_avx2() && s.head_dim % 8 == 0) return AttnPath::kTiled;
+  return s.t >= kBlasAttnMinT ? AttnPath::kBlas : AttnPath::kLoops;
+}
+
+// The transposed keys or values of the calling thread's tiled item, kept between calls.
+float* tiled_scratch(const AttnShape& s) {
+  thread_local std::vector<float> buf;
+  const auto need = static_cast<size_t>(kern::attn_tiled_scratch(s.t, s.head_dim));
+  if (buf.size() < need) buf.resize(need);
+  return buf.data();
 }
 
 // Holds OpenBLAS at one thread for its lifetime (TrainModel already does; other callers may not).
@@ -319,12 +336,16 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
       "train.attention",
       4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
       2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
-  const bool blas = blas_attention(s);
+  const AttnPath path = attention_path(s);
+  const bool wide = cpu::avx512_active() && s.head_dim % 16 == 0;
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
-  const OneBlasThread one(blas);
+  const OneBlasThread one(path == AttnPath::kBlas);
   for_items(pool, s.b * s.n_heads, [&](int64_t item, int) {
     const int64_t b = item / s.n_heads, h = item % s.n_heads;
-    if (blas)
+    if (path == AttnPath::kTiled)
+      (wide ? kern::attn_forward_head_tiled_avx512 : kern::attn_forward_head_tiled_avx2)(
+          out, att, q, k, v, s, b, h, tiled_scratch(s));
+    else if (path == AttnPath::kBlas)
       kern::attn_forward_head_blas(out, att, q, k, v, s, b, h);
     else if (simd)
       kern::attn_forward_head_avx2(out, att, q, k, v, s, b, h);
@@ -342,13 +363,17 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
       "train.attention_bwd",
       8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
       4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
+  const AttnPath path = attention_path(s);
+  const bool wide = cpu::avx512_active() && s.head_dim % 16 == 0;
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
-  const bool blas = blas_attention(s);
-  const OneBlasThread one(blas);
+  const OneBlasThread one(path == AttnPath::kBlas);
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
     float* dp = scratch + thread * attention_backward_scratch(s.t);
-    if (blas)
+    if (path == AttnPath::kTiled)
+      (wide ? kern::attn_backward_group_tiled_avx512 : kern::attn_backward_group_tiled_avx2)(
+          dq, dk, dv, dout, att, q, k, v, s, b, kh, dp, tiled_scratch(s));
+    else if (path == AttnPath::kBlas)
       kern::attn_backward_group_blas(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);
     else if (simd)
       kern::attn_backward_group_avx2(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp);

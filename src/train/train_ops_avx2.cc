@@ -36,12 +36,17 @@ inline float exp_row(float* p, int64_t cnt, float mx) {
     _mm256_storeu_ps(p + j, w);
     sumv = _mm256_add_ps(sumv, w);
   }
-  float sum = hsum(sumv);
-  for (; j < cnt; ++j) {
-    p[j] = std::exp(p[j] - mx);
-    sum += p[j];
+  if (j < cnt) {  // the last 1-7 on a masked vector, zeros in the other lanes (as the AVX-512 row)
+    alignas(32) static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                   0,  0,  0,  0,  0,  0,  0,  0};
+    const __m256i m =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - (cnt - j)));
+    const __m256 w = _mm256_and_ps(
+        exp_neg(_mm256_sub_ps(_mm256_maskload_ps(p + j, m), mxv)), _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(p + j, m, w);
+    sumv = _mm256_add_ps(sumv, w);
   }
-  return 1.0f / sum;
+  return 1.0f / hsum(sumv);
 }
 
 template <int NV>
