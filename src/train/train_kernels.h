@@ -104,6 +104,10 @@ void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float*
 void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g, const float* x,
                                  const float* w, float m, float r, int64_t c);
 
+// out[j] = a[j] + b[j] for j < n (the starting values of a GEMM with a residual and a bias).
+void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n);
+void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n);
+
 // Bias gradient over the columns [j0, j1) of dout [n, c]: db[j] += dout[i][j] for i = 0 .. n-1 in
 // order, so both versions (the AVX2 one eight columns per add) give the same bits.
 void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,

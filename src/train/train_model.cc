@@ -552,14 +552,10 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   const float* x = act_.res[l];
   norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
   keep(a.ln1, nullptr, n * d);  // recomputed by restore_block
-  matmul_forward(a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops());
-  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops());
-  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops());
-  if (w.bq) {
-    bias_forward(a.q, w.bq, n, qw, pool_.get());
-    bias_forward(a.k, w.bk, n, kvw, pool_.get());
-    bias_forward(a.v, w.bv, n, kvw, pool_.get());
-  }
+  // Biases and residuals go in as the GEMMs' starting values (matmul_forward's add_rows, bias).
+  matmul_forward(a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), nullptr, w.bq);
+  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bk);
+  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bv);
   if (c.rope != RopeStyle::kNone) {
     rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
                 pool_.get());
@@ -573,9 +569,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   K(a.att, &HalfActs::att, cur_b_ * c.n_heads * t * t);
   K(a.atty, &HalfActs::atty, n * qw);
   // The projections are written where their sum with the residual goes (no scratch).
-  matmul_forward(a.mid, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
-  if (w.bo) bias_forward(a.mid, w.bo, n, d, pool_.get());
-  accumulate(a.mid, x, n * d, pool_.get());
+  matmul_forward(a.mid, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops(), x, w.bo);
   norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
   keep(a.ln2, nullptr, n * d);
   if (w.w_gate) {  // SwiGLU
@@ -585,17 +579,14 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
     K(a.u, &HalfActs::u, n * f);
     swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
   } else {  // GELU MLP
-    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
-    bias_forward(a.u, w.b_up, n, f, pool_.get());
+    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops(), nullptr, w.b_up);
     K(a.u, &HalfActs::u, n * f);
     gelu_forward(a.hact, a.u, n * f, pool_.get());
   }
   keep(a.hact, nullptr, n * f);
   if (!write_output) return;
   float* out = act_.res[l + 1];
-  matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops());
-  if (w.b_down) bias_forward(out, w.b_down, n, d, pool_.get());
-  accumulate(out, a.mid, n * d, pool_.get());
+  matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(), a.mid, w.b_down);
 }
 
 void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore, bool overwrite_dw) {

@@ -19,8 +19,12 @@ namespace nexus::train {
 // CPU has AMX-BF16 (cpu::amx_bf16_active) and a share is large enough to repay converting its
 // operands, the share runs on AMX tiles (cpu::gemm_bf16_amx): the same exact products, accumulated
 // in f32 in another order.
+// With `add_rows` ([n, oc], not `out`) and/or `bias` ([oc]) the output starts from their sum
+// instead of zero: out = add_rows + bias + inp w^T, each share filled right before its GEMM adds
+// into it (a residual connection and a bias with no pass of their own).
 void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int64_t c, int64_t oc,
-                    ThreadPool* pool = nullptr, bool bf16_operands = false);
+                    ThreadPool* pool = nullptr, bool bf16_operands = false,
+                    const float* add_rows = nullptr, const float* bias = nullptr);
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
 // over the pool like matmul_forward; a d input whose inner size oc is the vocabulary (oc >= 16 c)
 // is summed in fixed chunks of oc instead, added in chunk order (the same for any thread count).

@@ -84,6 +84,10 @@ void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPoo
 
 namespace kern {
 
+void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
+}
+
 void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
                           int64_t j1) {
   for (int64_t i = 0; i < n; ++i)

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -147,12 +148,22 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501},
                           {16, 40, 40001}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
+    const auto bias = randn(oc, 45);
     auto run = [&](ThreadPool* pool) {
       std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f);
       matmul_forward(out.data(), inp.data(), w.data(), n, c, oc, pool);
       matmul_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), n, c, oc, pool);
       out.insert(out.end(), dinp.begin(), dinp.end());
       out.insert(out.end(), dw.begin(), dw.end());
+      // Starting from a residual and a bias; gradients written over NaN.
+      std::vector<float> filled(n * oc), dinp2(n * c, NAN), dw2(oc * c, NAN);
+      matmul_forward(filled.data(), inp.data(), w.data(), n, c, oc, pool, false, r.data(),
+                     bias.data());
+      matmul_backward(dinp2.data(), dw2.data(), r.data(), inp.data(), w.data(), n, c, oc, pool,
+                      false, {true, true});
+      out.insert(out.end(), filled.begin(), filled.end());
+      out.insert(out.end(), dinp2.begin(), dinp2.end());
+      out.insert(out.end(), dw2.begin(), dw2.end());
       return out;
     };
     const std::vector<float> serial = run(nullptr);
@@ -160,6 +171,37 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
       ThreadPool pool(threads);
       EXPECT_EQ(run(&pool), serial) << threads << " threads, " << n << "x" << c << "x" << oc;
     }
+  }
+}
+
+// matmul_forward's starting values (out = add_rows + bias + inp w^T, either left out) against a
+// double sum, and matmul_backward's overwrite against adding to zeros: the same bits, whatever the
+// buffers held (NaN here), for the head-shaped d input (chunked) too.
+TEST(TrainOpsGrad, MatmulStartingValuesAndOverwrite) {
+  openblas_set_num_threads(1);
+  ThreadPool pool(2);
+  for (auto [n, c, oc] : {std::array<int64_t, 3>{37, 300, 500}, {16, 40, 40001}}) {
+    const auto inp = randn(n * c, 46), w = randn(oc * c, 47), add = randn(n * oc, 48);
+    const auto bias = randn(oc, 49);
+    for (int mode = 0; mode < 3; ++mode) {  // add + bias, add only, bias only
+      const float* a = mode != 2 ? add.data() : nullptr;
+      const float* b = mode != 1 ? bias.data() : nullptr;
+      std::vector<float> out(n * oc, NAN);
+      matmul_forward(out.data(), inp.data(), w.data(), n, c, oc, &pool, false, a, b);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < oc; o += 97) {
+          double ref = (a ? a[i * oc + o] : 0.0) + (b ? b[o] : 0.0);
+          for (int64_t k = 0; k < c; ++k) ref += double(inp[i * c + k]) * w[o * c + k];
+          ASSERT_NEAR(out[i * oc + o], ref, 1e-4 * std::sqrt(double(c))) << mode << " " << i;
+        }
+    }
+    const auto r = randn(n * oc, 50);
+    std::vector<float> dinp(n * c, 0.0f), dw(oc * c, 0.0f), dinp2(n * c, NAN), dw2(oc * c, NAN);
+    matmul_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), n, c, oc, &pool);
+    matmul_backward(dinp2.data(), dw2.data(), r.data(), inp.data(), w.data(), n, c, oc, &pool,
+                    false, {true, true});
+    EXPECT_EQ(std::memcmp(dinp.data(), dinp2.data(), dinp.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(dw.data(), dw2.data(), dw.size() * sizeof(float)), 0);
   }
 }
 
