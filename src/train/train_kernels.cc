@@ -41,6 +41,33 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
   }
 }
 
+void rmsnorm_forward_row_scalar(float* out, float* rstd, const float* x, const float* w, int64_t c,
+                                float eps) {
+  const double ss = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
+  const float r = static_cast<float>(1.0 / std::sqrt(ss / c + eps));
+  *rstd = r;
+  for (int64_t j = 0; j < c; ++j) out[j] = x[j] * r * w[j];
+}
+
+void rmsnorm_backward_row_scalar(float* dx, float* pw, const float* g, const float* x,
+                                 const float* w, float r, int64_t c) {
+  const double dot =
+      par::sum4(c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * x[j]; });
+  const float k = static_cast<float>(dot * r * r * r / c);
+  for (int64_t j = 0; j < c; ++j) {
+    dx[j] += r * w[j] * g[j] - k * x[j];
+    pw[j] += g[j] * x[j] * r;
+  }
+}
+
+void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float x0 = v[2 * i], x1 = v[2 * i + 1], co = cs[2 * i], si = sign * cs[2 * i + 1];
+    v[2 * i] = x0 * co - x1 * si;
+    v[2 * i + 1] = x0 * si + x1 * co;
+  }
+}
+
 void layernorm_forward_row_scalar(float* out, float* mean, float* rstd, const float* x,
                                   const float* w, const float* b, int64_t c, float eps) {
   const double m = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]); }) / c;

@@ -108,6 +108,23 @@ void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g
 void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n);
 void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n);
 
+// One row of llama's RMSNorm (train_ops.cc): forward (1/rms from par::sum4's double sums of
+// squares) and backward (dx += ..., the row's weight-gradient terms added into pw). The AVX2
+// versions (norm_kernels_avx2.cc) keep sum4's partial sums as lanes and every rounding: the same
+// bits.
+void rmsnorm_forward_row_scalar(float* out, float* rstd, const float* x, const float* w, int64_t c,
+                                float eps);
+void rmsnorm_forward_row_avx2(float* out, float* rstd, const float* x, const float* w, int64_t c,
+                              float eps);
+void rmsnorm_backward_row_scalar(float* dx, float* pw, const float* g, const float* x,
+                                 const float* w, float r, int64_t c);
+void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float* x,
+                               const float* w, float r, int64_t c);
+// Rotates the `half` adjacent pairs of one head's vector v by the (cos, sin) pairs cs (sin times
+// `sign`: -1 for the inverse); the AVX2 version gives the same bits.
+void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign);
+void rope_rotate_row_avx2(float* v, const float* cs, int64_t half, float sign);
+
 // Bias gradient over the columns [j0, j1) of dout [n, c]: db[j] += dout[i][j] for i = 0 .. n-1 in
 // order, so both versions (the AVX2 one eight columns per add) give the same bits.
 void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,

@@ -234,15 +234,9 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t n, int64_t c,
                      float eps, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.rmsnorm", 8 * n * c, 4 * n * c);
+  const auto row = use_avx2() ? kern::rmsnorm_forward_row_avx2 : kern::rmsnorm_forward_row_scalar;
   for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      const float* xi = x + i * c;
-      const double ss = par::sum4(c, [&](int64_t j) { return static_cast<double>(xi[j]) * xi[j]; });
-      const float r = static_cast<float>(1.0 / std::sqrt(ss / c + eps));
-      rstd[i] = r;
-      float* oi = out + i * c;
-      for (int64_t j = 0; j < c; ++j) oi[j] = xi[j] * r * w[j];
-    }
+    for (int64_t i = r0; i < r1; ++i) row(out + i * c, rstd + i, x + i * c, w, c, eps);
   });
 }
 
@@ -255,22 +249,13 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
   constexpr int64_t kRows = 64;
   const int64_t blocks = (n + kRows - 1) / kRows;
   std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);
+  const auto row =
+      use_avx2() ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar;
   for_ranges(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       float* pw = part.data() + blk * c;
-      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i) {
-        const float* xi = x + i * c;
-        const float* gi = dout + i * c;
-        const float r = rstd[i];
-        const double dot =
-            par::sum4(c, [&](int64_t j) { return static_cast<double>(gi[j]) * w[j] * xi[j]; });
-        const float k = static_cast<float>(dot * r * r * r / c);
-        float* di = dx + i * c;
-        for (int64_t j = 0; j < c; ++j) {
-          di[j] += r * w[j] * gi[j] - k * xi[j];
-          pw[j] += gi[j] * xi[j] * r;
-        }
-      }
+      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i)
+        row(dx + i * c, pw, dout + i * c, x + i * c, w, rstd[i], c);
     }
   });
   for (int64_t blk = 0; blk < blocks; ++blk)
@@ -294,17 +279,20 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
   NEXUS_TRAIN_OP("train.rope", 8 * n * n_heads * rope_dim, 3 * n * n_heads * rope_dim);
   const int64_t half = rope_dim / 2;
   const float sign = inverse ? -1.0f : 1.0f;
+  const auto pair_row = use_avx2() ? kern::rope_rotate_row_avx2 : kern::rope_rotate_row_scalar;
   for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* c = cs + (r % t) * half * 2;
       for (int64_t h = 0; h < n_heads; ++h) {
         float* v = x + (r * n_heads + h) * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const int64_t a = style == RopeStyle::kNeox ? i : 2 * i;
-          const int64_t b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;
-          const float x0 = v[a], x1 = v[b], co = c[2 * i], si = sign * c[2 * i + 1];
-          v[a] = x0 * co - x1 * si;
-          v[b] = x0 * si + x1 * co;
+        if (style != RopeStyle::kNeox) {  // adjacent pairs (2i, 2i + 1)
+          pair_row(v, c, half, sign);
+          continue;
+        }
+        for (int64_t i = 0; i < half; ++i) {  // pairs (i, i + half)
+          const float x0 = v[i], x1 = v[i + half], co = c[2 * i], si = sign * c[2 * i + 1];
+          v[i] = x0 * co - x1 * si;
+          v[i + half] = x0 * si + x1 * co;
         }
       }
     }

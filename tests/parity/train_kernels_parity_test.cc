@@ -228,6 +228,42 @@ TEST(TrainKernelsParity, LayerNormRowsBitIdentical) {
   }
 }
 
+// The RMSNorm rows and the adjacent-pair RoPE rotation, AVX2 against scalar, bit for bit: widths
+// around the 4- and 8-value steps, L15M's 288, a row of large values; rotations forward and back.
+TEST(TrainKernelsParity, RmsNormAndRopeRowsBitIdentical) {
+  NEXUS_REQUIRE_AVX2();
+  for (int64_t c : {1, 3, 4, 5, 7, 8, 9, 15, 17, 100, 288, 291}) {
+    SCOPED_TRACE("c " + std::to_string(c));
+    auto x = randn(c, 80 + c, 2.0f);
+    if (c == 291)
+      for (float& v : x) v *= 1e3f;
+    const auto w = randn(c, 81 + c), g = randn(c, 82 + c);
+    std::vector<float> out[2], dx[2], pw[2];
+    float rstd[2];
+    for (int simd = 0; simd < 2; ++simd) {
+      out[simd].assign(c, -1.0f);
+      (simd ? kern::rmsnorm_forward_row_avx2 : kern::rmsnorm_forward_row_scalar)(
+          out[simd].data(), &rstd[simd], x.data(), w.data(), c, 1e-5f);
+      dx[simd].assign(c, 0.5f);  // the backward accumulates
+      pw[simd].assign(c, -0.25f);
+      (simd ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar)(
+          dx[simd].data(), pw[simd].data(), g.data(), x.data(), w.data(), rstd[0], c);
+    }
+    EXPECT_EQ(rstd[1], rstd[0]);
+    EXPECT_EQ(out[1], out[0]);
+    EXPECT_EQ(dx[1], dx[0]);
+    EXPECT_EQ(pw[1], pw[0]);
+    const int64_t half = (c + 1) / 2;
+    const auto cs = randn(2 * half, 83 + c);
+    for (float sign : {1.0f, -1.0f}) {
+      std::vector<float> v[2] = {randn(2 * half, 84 + c, 3.0f), randn(2 * half, 84 + c, 3.0f)};
+      kern::rope_rotate_row_scalar(v[0].data(), cs.data(), half, sign);
+      kern::rope_rotate_row_avx2(v[1].data(), cs.data(), half, sign);
+      EXPECT_EQ(v[1], v[0]) << "sign " << sign;
+    }
+  }
+}
+
 TEST(TrainKernelsParity, CrossEntropyRow) {
   NEXUS_REQUIRE_AVX2();
   for (int64_t v : {1, 7, 8, 37, 255, 257, 1000, 32000}) {
