@@ -102,7 +102,6 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   zero(grads_, static_cast<int64_t>(grad_floats_));
   p_ = bind(params_);
   g_ = bind(grads_, true);
-  split_grad_ranges();
   if (half()) {
     // Rounded weight copies: the largest block, the output matrix and the final norm's weights.
     size_t layer_max = 0;
@@ -364,14 +363,12 @@ Tensor TrainModel::grad(const std::string& name) const {
                   info->offset >= blocks_end_,
               "[train] the gradient of " + name +
                   " is not kept when updating in backward (the blocks share one buffer)");
-  settle_grads();
   return Tensor(DType::kF32, info->shape, grads_ + grad_offset(info->offset));
 }
 
 std::span<float> TrainModel::grads() {
   NEXUS_CHECK(!opts_.update_in_backward,
               "[train] the gradients are not kept when updating in backward");
-  settle_grads();
   return {grads_, n_params_};
 }
 
@@ -383,54 +380,7 @@ std::span<const float> TrainModel::grads() const {
 // (the step's own time in --profile-summary), two threads about half.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  zero_other_grads(0, grad_floats_);
-  matrices_stale_ = head_stale_ = true;
-}
-
-void TrainModel::zero_other_grads(size_t begin, size_t end) {
-  for (const auto& [b, e] : other_grads_) {
-    const size_t lo = std::max(b, begin), hi = std::min(e, end);
-    if (lo < hi) zero(grads_ + lo, static_cast<int64_t>(hi - lo), pool_.get());
-  }
-}
-
-void TrainModel::settle_grads() const {
-  if (matrices_stale_)
-    for (const auto& [b, e] : matrix_grads_)
-      zero(grads_ + b, static_cast<int64_t>(e - b), pool_.get());
-  if (head_stale_)
-    zero(grads_ + head_grad_.first, static_cast<int64_t>(head_grad_.second - head_grad_.first),
-         pool_.get());
-  matrices_stale_ = head_stale_ = false;
-}
-
-void TrainModel::split_grad_ranges() {
-  // In the gradient buffer's layout (with update_in_backward every block maps onto one slot).
-  std::vector<std::pair<size_t, size_t>> matrices;
-  for (const ParamInfo& info : infos_) {
-    if (info.shape.size() != 2 || info.offset < blocks_begin_ || info.offset >= blocks_end_)
-      continue;
-    const size_t g = grad_offset(info.offset);
-    matrices.push_back({g, g + static_cast<size_t>(info.numel)});
-  }
-  std::sort(matrices.begin(), matrices.end());
-  matrices.erase(std::unique(matrices.begin(), matrices.end()), matrices.end());
-  matrix_grads_ = matrices;
-  // The output matrix (the token embedding when tied) is written by the head's first block of
-  // rows instead (added to by the other blocks and the embedding's scatter).
-  const ParamInfo* out = find(cfg_.tied_output ? "token_embd.weight" : "output.weight");
-  NEXUS_CHECK(out != nullptr, "[train] no output matrix");
-  head_grad_ = {grad_offset(out->offset), grad_offset(out->offset) + static_cast<size_t>(out->numel)};
-  std::vector<std::pair<size_t, size_t>> skip = matrices;
-  skip.push_back(head_grad_);
-  std::sort(skip.begin(), skip.end());
-  other_grads_.clear();
-  size_t at = 0;
-  for (const auto& [b, e] : skip) {
-    if (at < b) other_grads_.push_back({at, b});
-    at = std::max(at, e);
-  }
-  if (at < grad_floats_) other_grads_.push_back({at, grad_floats_});
+  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get());
 }
 
 
@@ -471,6 +421,7 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
+  if (for_backward) zero(a.dlnf, n * d, pool_.get());
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
@@ -486,12 +437,9 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
                         pool_.get());
     if (!for_backward) continue;
     round_grad(a.logits, rows * nv);
-    // Each block of rows writes its rows of d lnf; the weight gradient adds up over the blocks
-    // (the first writes it after zero_grad()).
     matmul_backward(a.dlnf + r0 * d, g_.output, a.logits, a.lnf + r0 * d, w, rows, d, nv,
-                    pool_.get(), bf16_ops(), {true, r0 == 0 && head_stale_});
+                    pool_.get(), bf16_ops());
   }
-  if (for_backward) head_stale_ = false;
   if (for_backward) round_grad(a.dlnf, n * d);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
@@ -589,7 +537,7 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(), a.mid, w.b_down);
 }
 
-void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore, bool overwrite_dw) {
+void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   NEXUS_PROFILE_LAYER(l);
   const ModelConfig& c = cfg_;
   const auto [t, n, d, f, qw, kvw, as] = dims();
@@ -599,35 +547,33 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore, boo
   Activations& s = act_;
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
   // d / d res[l+1], which is also the gradient of the down projection's output.
-  // The d-input GEMMs write their buffer (the first of dln's two or three adds too): no clearing.
-  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(),
-                  {true, overwrite_dw});
+  zero(s.dhact, n * f, pool_.get());
+  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops());
   round_grad(s.dhact, n * f);
   if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
   float* du = w.w_gate ? s.du : a.hact;
   zero(du, n * f, pool_.get());
+  zero(s.dln, n * d, pool_.get());
   if (w.w_gate) {
     zero(a.hact, n * f, pool_.get());
     swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
     round_grad(a.hact, n * f);
     round_grad(du, n * f);
-    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops(),
-                    {true, overwrite_dw});
+    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops());
   } else {
     gelu_backward(du, s.dhact, a.u, n * f, pool_.get());
     round_grad(du, n * f);
     bias_backward(gw.b_up, du, n, f, pool_.get());
   }
-  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops(),
-                  {w.w_gate == nullptr, overwrite_dw});
+  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
                 n, pool_.get());
   round_grad(s.dres, n * d);
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
-  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops(),
-                  {true, overwrite_dw});
+  zero(s.datty, n * qw, pool_.get());
+  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
   round_grad(s.datty, n * qw);
   if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
   zero(s.dq, n * qw, pool_.get());
@@ -649,12 +595,10 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore, boo
     bias_backward(gw.bk, s.dk, n, kvw, pool_.get());
     bias_backward(gw.bv, s.dv, n, kvw, pool_.get());
   }
-  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(),
-                  {true, overwrite_dw});
-  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(),
-                  {false, overwrite_dw});
-  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(),
-                  {false, overwrite_dw});
+  zero(s.dln, n * d, pool_.get());
+  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops());
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
                 a.rstd1, n, pool_.get());
@@ -670,25 +614,22 @@ void TrainModel::backward() {
   const bool in_backward = opts_.update_in_backward;
   NEXUS_CHECK(!in_backward || grad_ready_,
               "[train backward] updating in backward needs a grad-ready callback");
-  // The blocks' weight matrices are written by their GEMMs after zero_grad() (which leaves them
-  // alone), and always when the blocks share one slot; otherwise added to.
-  const bool overwrite_dw = matrices_stale_ || in_backward;
-  matrices_stale_ = false;
   // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
   zero(a.dres, n * d, pool_.get());
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    // One gradient slot for every block: clear what the previous block left (but the matrices).
-    if (in_backward && l != c.n_layers - 1) zero_other_grads(blocks_begin_, blocks_begin_ + block_floats_);
+    // One gradient slot for every block: clear what the previous block left.
+    if (in_backward && l != c.n_layers - 1)
+      zero(grads_ + blocks_begin_, static_cast<int64_t>(block_floats_), pool_.get());
     if (!opts_.recompute_blocks) {
       // A shared working set (mixed precision, selective recompute) still holds the last block
       // from forward(); the others are restored into it.
-      block_backward(l, a.blocks[l], shared_set_ && l != c.n_layers - 1, overwrite_dw);
+      block_backward(l, a.blocks[l], shared_set_ && l != c.n_layers - 1);
     } else {
       // Checkpointing: the shared set still holds the last block from forward(); every other
       // block is recomputed from its saved input, with the same ops in the same order.
       if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
-      block_backward(l, a.blocks[0], false, overwrite_dw);
+      block_backward(l, a.blocks[0]);
     }
     if (in_backward)
       grad_ready_(layer_range_[l].first, layer_range_[l].second, grads_ + blocks_begin_);

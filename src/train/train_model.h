@@ -117,11 +117,6 @@ class TrainModel {
   // Adds the rest of d(mean loss)/d(parameter) of the last forward() to grads() (with
   // update_in_backward: hands them to the grad-ready callback, block by block).
   void backward();
-  // Clears the gradients. The blocks' weight matrices, which get exactly one contribution each per
-  // backward() (their weight-gradient GEMM), and the output matrix, whose first contribution is
-  // the head's first block of rows in forward(), are only marked: those GEMMs write them instead of
-  // adding (saves a pass over most of the gradient memory); grads() and grad() clear them first
-  // if asked for before that.
   void zero_grad();
   // With update_in_backward, backward() calls fn(begin, end, grads) for each range of whole
   // tensors [begin, end) of the flat parameter array whose gradients are complete, where
@@ -218,9 +213,8 @@ class TrainModel {
   // recompute for the backward needs every saved activation but not the block's output).
   void block_forward(int64_t l, const BlockActs& a, bool write_output);
   // Adds block l's parameter gradients and turns dres (d loss / d res[l + 1]) into d / d res[l].
-  // With `restore`, first brings block l's activations back into the working set `a`; with
-  // `overwrite_dw`, writes the weight matrices' gradients instead of adding them.
-  void block_backward(int64_t l, const BlockActs& a, bool restore, bool overwrite_dw);
+  // With `restore`, first brings block l's activations back into the working set `a`.
+  void block_backward(int64_t l, const BlockActs& a, bool restore = false);
   void final_norm_forward(int64_t n);
   void final_norm_backward(int64_t n);
   // Mixed precision (train_model_half.cc). The weights of block l to compute with: the masters
@@ -253,14 +247,6 @@ class TrainModel {
   size_t grad_floats_ = 0;  // n_params_, or less with update_in_backward
   size_t blocks_begin_ = 0, blocks_end_ = 0, block_floats_ = 0;  // the blocks in params_
   GradReady grad_ready_;
-  // grads_ split into the blocks' weight matrices and the rest, [begin, end) pairs in order.
-  std::vector<std::pair<size_t, size_t>> matrix_grads_, other_grads_;
-  std::pair<size_t, size_t> head_grad_;   // the output matrix's, written by the head's first rows
-  // zero_grad() ran and the blocks' matrices (the output matrix) hold old values.
-  mutable bool matrices_stale_ = false, head_stale_ = false;
-  void split_grad_ranges();
-  void zero_other_grads(size_t begin, size_t end);
-  void settle_grads() const;  // clears the matrices if they are stale
   bool shared_set_ = false;  // blocks share one working set (restore before backward)
   Params p_, g_;
   Arena arena_;

@@ -130,7 +130,7 @@ constexpr int64_t kSplitKChunk = 16384;  // at most this many of oc per chunk
 bool split_k(int64_t c, int64_t oc) { return oc >= kSplitKRatio * c && oc > kSplitKChunk; }
 
 void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float* w, int64_t n,
-                  int64_t c, int64_t oc, bool overwrite) {
+                  int64_t c, int64_t oc) {
   const int64_t chunks = (oc + kSplitKChunk - 1) / kSplitKChunk;
   const int64_t part = n * c;
   thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
@@ -141,7 +141,7 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
       const int64_t k0 = oc * j / chunks, k1 = oc * (j + 1) / chunks;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n),
                   static_cast<int>(c), static_cast<int>(k1 - k0), 1.0f, dout + k0,
-                  static_cast<int>(oc), w + k0 * c, static_cast<int>(c), j == 0 && !overwrite ? 1.0f : 0.0f,
+                  static_cast<int>(oc), w + k0 * c, static_cast<int>(c), j == 0 ? 1.0f : 0.0f,
                   j == 0 ? dinp : partial + (j - 1) * part, static_cast<int>(c));
     }
   };
@@ -201,33 +201,28 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 }
 
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands,
-                     GradOverwrite overwrite) {
+                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands) {
   NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
-  // OpenBLAS with beta 0 clears each share of C right before its kernels add into it, while the
-  // share is still in cache; the caller's clearing pass ran long before (zero_grad) or over a
-  // whole buffer at once.
-  const float beta_dinp = overwrite.dinp ? 0.0f : 1.0f, beta_dw = overwrite.dw ? 0.0f : 1.0f;
-  // dinp[n, c] (+)= dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
+  // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
   // chunks of oc, dinp_split_k).
   if (dinp && use_amx(bf16_operands, n, c, oc))
-    amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, !overwrite.dinp, dinp, c);
+    amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc))
-    dinp_split_k(pool, dinp, dout, w, n, c, oc, overwrite.dinp);
+    dinp_split_k(pool, dinp, dout, w, n, c, oc);
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, static_cast<int>(c1 - c0), oci,
-                  1.0f, dout, oci, w + c0, ci, beta_dinp, dinp + c0, ci);
+                  1.0f, dout, oci, w + c0, ci, 1.0f, dinp + c0, ci);
     });
-  // dw[oc, c] (+)= dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns).
+  // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns).
   if (dw && use_amx(bf16_operands, oc, c, n))
-    amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, !overwrite.dw, dw, c);
+    amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(o1 - o0), ci, ni, 1.0f,
-                  dout + o0, oci, inp, ci, beta_dw, dw + o0 * c, ci);
+                  dout + o0, oci, inp, ci, 1.0f, dw + o0 * c, ci);
     });
 }
 

@@ -28,15 +28,9 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
 // over the pool like matmul_forward; a d input whose inner size oc is the vocabulary (oc >= 16 c)
 // is summed in fixed chunks of oc instead, added in chunk order (the same for any thread count).
-// With `overwrite` an output is written instead of added to (its old contents are never read, so
-// it needs no clearing pass before): the first contribution to a gradient.
-struct GradOverwrite {
-  bool dinp = false;
-  bool dw = false;
-};
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr,
-                     bool bf16_operands = false, GradOverwrite overwrite = {});
+                     bool bf16_operands = false);
 
 // The ops below take an optional pool: rows (or elements) are split over its threads, and every
 // result is the same for any thread count (reductions over rows use a fixed blocking).
