@@ -177,8 +177,8 @@ void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float
   // silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)).
   for (int64_t i = 0; i < n; ++i) {
     const float sg = 1.0f / (1.0f + std::exp(-g[i]));
-    dg[i] += dout[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
-    du[i] += dout[i] * g[i] * sg;
+    dg[i] = dout[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
+    du[i] = dout[i] * g[i] * sg;
   }
 }
 

@@ -75,7 +75,8 @@ float ce_row_scalar(float* row, int64_t v, int32_t target, float scale);
 float ce_row_avx2(float* row, int64_t v, int32_t target, float scale);
 float ce_row_avx512(float* row, int64_t v, int32_t target, float scale);  // = the AVX2 row's bits
 
-// out = silu(g) * u and its backward over n values (see swiglu_forward / swiglu_backward).
+// out = silu(g) * u and its backward (writing dg, du) over n values (see swiglu_forward /
+// swiglu_backward).
 void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n);
 void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n);
 void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float* g, const float* u,
@@ -83,7 +84,7 @@ void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float
 void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
                           int64_t n);
 
-// GPT-2's tanh GELU and its backward (dx += dout * gelu'(x)) over n values (train_ops_gpt2.cc,
+// GPT-2's tanh GELU and its backward (dx = dout * gelu'(x)) over n values (train_ops_gpt2.cc,
 // train_ops_gpt2_avx2.cc); the AVX2 tanh goes through the vectorised exp (~1e-7 absolute).
 void gelu_forward_scalar(float* out, const float* x, int64_t n);
 void gelu_forward_avx2(float* out, const float* x, int64_t n);

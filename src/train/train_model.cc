@@ -552,11 +552,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   round_grad(s.dhact, n * f);
   if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
-  float* du = w.w_gate ? s.du : a.hact;
-  zero(du, n * f, pool_.get());
+  float* du = w.w_gate ? s.du : a.hact;  // written (not added to) by the activation's backward
   zero(s.dln, n * d, pool_.get());
   if (w.w_gate) {
-    zero(a.hact, n * f, pool_.get());
     swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
     round_grad(a.hact, n * f);
     round_grad(du, n * f);

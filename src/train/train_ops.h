@@ -68,7 +68,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* q, const float* k, const float* v, const AttnShape& s,
                         float* scratch, ThreadPool* pool = nullptr);
 
-// out = silu(g) * u elementwise over n values.
+// out = silu(g) * u elementwise over n values; the backward writes dg and du (it does not add to
+// them: each is the only term of its gradient).
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n,
                     ThreadPool* pool = nullptr);
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
@@ -99,7 +100,8 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
                         const float* w, const float* mean, const float* rstd, int64_t n,
                         int64_t c, ThreadPool* pool = nullptr);
 
-// out = gelu(x) with GPT-2's tanh approximation, elementwise over n values.
+// out = gelu(x) with GPT-2's tanh approximation, elementwise over n values; the backward writes
+// dx = dout gelu'(x).
 void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool = nullptr);
 void gelu_backward(float* dx, const float* dout, const float* x, int64_t n,
                    ThreadPool* pool = nullptr);

@@ -361,8 +361,8 @@ void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* 
     const __m256 dsilu = _mm256_mul_ps(sg, _mm256_fmadd_ps(gv, _mm256_sub_ps(one, sg), one));
     const __m256 du_add = _mm256_mul_ps(d, _mm256_mul_ps(gv, sg));
     const __m256 dg_add = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(u + i)), dsilu);
-    _mm256_storeu_ps(dg + i, _mm256_add_ps(_mm256_loadu_ps(dg + i), dg_add));
-    _mm256_storeu_ps(du + i, _mm256_add_ps(_mm256_loadu_ps(du + i), du_add));
+    _mm256_storeu_ps(dg + i, dg_add);
+    _mm256_storeu_ps(du + i, du_add);
   }
   swiglu_backward_scalar(dg + i, du + i, dout + i, g + i, u + i, n - i);
 }

@@ -114,7 +114,7 @@ void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t 
     const float th = std::tanh(kGeluC * (v + kGeluA * v * v * v));
     const float d =
         0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx[i] += dout[i] * d;
+    dx[i] = dout[i] * d;
   }
 }
 

@@ -46,7 +46,7 @@ void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n)
     const __m256 inner = _mm256_mul_ps(c, _mm256_fmadd_ps(a3, _mm256_mul_ps(v, v), one));
     const __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, v), sech2), inner,
                                      _mm256_mul_ps(half, _mm256_add_ps(one, th)));
-    _mm256_storeu_ps(dx + i, _mm256_fmadd_ps(_mm256_loadu_ps(dout + i), d, _mm256_loadu_ps(dx + i)));
+    _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(dout + i), d));
   }
   gelu_backward_scalar(dx + i, dout + i, x + i, n - i);
 }

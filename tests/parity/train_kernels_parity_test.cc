@@ -330,8 +330,8 @@ TEST(TrainKernelsParity, SwiGlu) {
   std::vector<float> out[2], dg[2], du[2];
   for (int simd = 0; simd < 2; ++simd) {
     out[simd].assign(n, 0.0f);
-    dg[simd].assign(n, 0.25f);
-    du[simd].assign(n, 0.25f);
+    dg[simd].assign(n, NAN);  // the backward writes every value
+    du[simd].assign(n, NAN);
     (simd ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar)(out[simd].data(), g.data(),
                                                                      u.data(), n);
     (simd ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar)(
@@ -341,6 +341,9 @@ TEST(TrainKernelsParity, SwiGlu) {
   EXPECT_LE(rel_diff(dg[1], dg[0]), 1e-6);
   EXPECT_LE(rel_diff(du[1], du[0]), 1e-6);
   EXPECT_TRUE(std::isfinite(out[1][1]) && std::isfinite(dg[1][1]));
+  for (int simd = 0; simd < 2; ++simd)
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(std::isfinite(dg[simd][i]) && std::isfinite(du[simd][i])) << simd << " " << i;
 }
 
 TEST(TrainKernelsParity, Gelu) {
@@ -354,7 +357,7 @@ TEST(TrainKernelsParity, Gelu) {
   std::vector<float> out[2], dx[2];
   for (int simd = 0; simd < 2; ++simd) {
     out[simd].assign(n, 0.0f);
-    dx[simd].assign(n, 0.25f);
+    dx[simd].assign(n, NAN);  // the backward writes every value
     (simd ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar)(out[simd].data(), x.data(), n);
     (simd ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar)(dx[simd].data(), dout.data(),
                                                                    x.data(), n);
@@ -366,6 +369,8 @@ TEST(TrainKernelsParity, Gelu) {
   EXPECT_EQ(out[1][0], 30.0f);
   EXPECT_EQ(out[1][1], 0.0f);
   EXPECT_NEAR(out[1][2], 0.5e-6f, 1e-12);
+  for (int simd = 0; simd < 2; ++simd)
+    for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(dx[simd][i])) << simd << " " << i;
 }
 
 // The AVX2 bias gradient adds each column's rows in the scalar loop's order: equal bit for bit,
