@@ -2,8 +2,8 @@
 // (backward) for training, written once over a vector type V and compiled by
 // train_attention_tiles_avx2.cc (8 lanes) and train_attention_tiles_avx512.cc (16 lanes).
 //   forward:  S = scale Q K^T, P = causal softmax(S) (saved), O = P V;
-//   backward: dP = dO V^T, dS = P (dP - rowsum(P dP)) scale, dQ += dS K, dK += dS^T Q,
-//             dV += P^T dO.
+//   backward: dP = dO V^T, dS = P (dP - rowsum(P dP)) scale, dQ = dS K, dK = dS^T Q,
+//             dV = P^T dO (written, not added: the only terms of those gradients).
 // Three tile kernels do all the products, each output element a chain of fused multiply-adds in
 // one fixed order:
 //   dot_tile: S and dP, over the head's dimensions d = 0 .. hd-1 against a transposed copy of K or
@@ -136,17 +136,18 @@ void nn_tile(float* o, int64_t ldo, const float* a, int64_t lda, const float* y,
     for (int c = 0; c < NV; ++c) V::store(o + r * ldo + c * V::kW, acc[r][c]);
 }
 
-// o[r][0 .. NV kW) += sum_{i = j0 + r}^{t - 1} a[i][j0 + r] y[i][0 .. NV kW) for r < R, in order
-// of i (a and y point at row 0).
+// o[r][0 .. NV kW) (+)= sum_{i = j0 + r}^{t - 1} a[i][j0 + r] y[i][0 .. NV kW) for r < R, in
+// order of i (a and y point at row 0); without `accumulate` the sums start from zero.
 template <class V, int R, int NV>
 void tn_tile(float* o, int64_t ldo, const float* a, int64_t lda, const float* y, int64_t ldy,
-             int64_t j0, int64_t t) {
+             int64_t j0, int64_t t, bool accumulate) {
   using vec = typename V::vec;
   vec acc[R][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) acc[r][c] = V::load(o + r * ldo + c * V::kW);
+    for (int c = 0; c < NV; ++c)
+      acc[r][c] = accumulate ? V::load(o + r * ldo + c * V::kW) : V::zero();
 #pragma GCC unroll 16
   for (int ii = 0; ii + 1 < R; ++ii) {  // the diagonal triangle: query j0 + ii reaches keys <= it
     vec yv[NV];
@@ -183,7 +184,7 @@ void sum_rows(int rows, float* o, int64_t ldo, const float* a, int64_t lda, cons
               int64_t ldy, int64_t r0, int64_t t, bool accumulate) {
   if (rows == R) {
     if constexpr (kTn)
-      tn_tile<V, R, NV>(o + r0 * ldo, ldo, a, lda, y, ldy, r0, t);
+      tn_tile<V, R, NV>(o + r0 * ldo, ldo, a, lda, y, ldy, r0, t, accumulate);
     else
       nn_tile<V, R, NV>(o + r0 * ldo, ldo, a + r0 * lda, lda, y, ldy, r0, accumulate);
     return;
@@ -274,14 +275,16 @@ void backward_group(float* dq, float* dk, float* dv, const float* dout, const fl
   const int64_t group = s.n_heads / s.n_kv_heads;
   const int64_t kvo = b * t * kvw + kh * hd;
   transpose<V>(vt, v + kvo, kvw, t, hd);
+  // Writes dq, dk, dv: each query head's dq once, the group's dk and dv summed over its heads.
   for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
     const float* pm = att + (b * s.n_heads + h) * t * t;
     const int64_t qo = b * t * qw + h * hd;
+    const bool add = h != kh * group;
     scores<V>(dp, dout + qo, qw, vt, padded<V>(t), t, hd, 1.0f);
     for (int64_t i = 0; i < t; ++i) softmax_bwd(dp + i * t, pm + i * t, i + 1, i + 1, scale);
-    sums<V, false>(dq + qo, qw, dp, t, k + kvo, kvw, t, hd, true);
-    sums<V, true>(dk + kvo, kvw, dp, t, q + qo, qw, t, hd, true);
-    sums<V, true>(dv + kvo, kvw, pm, t, dout + qo, qw, t, hd, true);
+    sums<V, false>(dq + qo, qw, dp, t, k + kvo, kvw, t, hd, false);
+    sums<V, true>(dk + kvo, kvw, dp, t, q + qo, qw, t, hd, add);
+    sums<V, true>(dv + kvo, kvw, pm, t, dout + qo, qw, t, hd, add);
   }
 }
 

@@ -36,7 +36,8 @@ inline bool attn_avx2_supports(int64_t head_dim) { return head_dim % 8 == 0 && h
 
 // The same as register tiles (attention_tiles.h; any t): every product a fused multiply-add chain
 // in a fixed order, so the AVX2 (head_dim % 8 == 0) and AVX-512 (head_dim % 16 == 0, when
-// cpu::avx512_active()) versions give the same bits. `yt` holds attn_tiled_scratch(t, head_dim)
+// cpu::avx512_active()) versions give the same bits. Their backward writes dq, dk and dv (the
+// other versions add to them). `yt` holds attn_tiled_scratch(t, head_dim)
 // floats (a transposed copy of the keys or values), `dp` t * t floats.
 inline int64_t attn_tiled_scratch(int64_t t, int64_t head_dim) {
   return (t + 31) / 32 * 32 * head_dim;

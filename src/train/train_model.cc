@@ -574,9 +574,6 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
   round_grad(s.datty, n * qw);
   if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
-  zero(s.dq, n * qw, pool_.get());
-  zero(s.dk, n * kvw, pool_.get());
-  zero(s.dv, n * kvw, pool_.get());
   attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
                      pool_.get());
   if (c.rope != RopeStyle::kNone) {

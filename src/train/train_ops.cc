@@ -381,6 +381,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const bool wide = cpu::avx512_active() && s.head_dim % 16 == 0;
   const bool simd = use_avx2() && kern::attn_avx2_supports(s.head_dim);
   const OneBlasThread one(path == AttnPath::kBlas);
+  if (path != AttnPath::kTiled) {  // the other kernels add into the gradients
+    const int64_t n = s.b * s.t, qw = s.n_heads * s.head_dim, kvw = s.n_kv_heads * s.head_dim;
+    for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
+      std::fill(dq + r0 * qw, dq + r1 * qw, 0.0f);
+      std::fill(dk + r0 * kvw, dk + r1 * kvw, 0.0f);
+      std::fill(dv + r0 * kvw, dv + r1 * kvw, 0.0f);
+    });
+  }
   for_items(pool, s.b * s.n_kv_heads, [&](int64_t item, int thread) {
     const int64_t b = item / s.n_kv_heads, kh = item % s.n_kv_heads;
     float* dp = scratch + thread * attention_backward_scratch(s.t);

@@ -60,8 +60,8 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
                        const AttnShape& s, ThreadPool* pool = nullptr);
 // Floats of attention_backward scratch per thread for sequences of t tokens (t * t + t).
 int64_t attention_backward_scratch(int64_t t);
-// Accumulates dq, dk, dv; `scratch` holds attention_backward_scratch(t) floats per thread of
-// `pool` (for one thread when it is null).
+// Writes dq, dk, dv (what they held is not read); `scratch` holds attention_backward_scratch(t)
+// floats per thread of `pool` (for one thread when it is null).
 // Work is split by (sequence, KV head), so no two threads write the same dk / dv row, and each
 // element is accumulated in the same order as the serial loop (bit-identical results).
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,

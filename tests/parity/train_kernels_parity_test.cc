@@ -110,8 +110,8 @@ TEST(TrainKernelsParity, AttentionBlas) {
 
 // The register-tiled forward and backward (attention_tiles.h) against the scalar ones: head sizes
 // 8-128 (one and several column slices), GQA groups 1-3, lengths around the tiles' rows (6 and 12
-// for the dot tiles, 3-8 for the sums) and key vectors (16, 32); starting values in every output
-// (the backward accumulates). The AVX-512 build gives the AVX2 build's bits.
+// for the dot tiles, 3-8 for the sums) and key vectors (16, 32); the tiled backward must write
+// every gradient value (they start at NaN). The AVX-512 build gives the AVX2 build's bits.
 TEST(TrainKernelsParity, AttentionTiled) {
   NEXUS_REQUIRE_AVX2();
   const bool wide = cpu::avx512_active();
@@ -129,9 +129,11 @@ TEST(TrainKernelsParity, AttentionTiled) {
         for (int kind = 0; kind < kinds; ++kind) {
           out[kind].assign(n * qw, -3.0f);
           att[kind].assign(s.b * s.n_heads * t * t, -1.0f);
-          dq[kind].assign(n * qw, 0.5f);
-          dk[kind].assign(n * kvw, -0.25f);
-          dv[kind].assign(n * kvw, 0.5f);
+          // The scalar backward adds (from zeros here); the tiled ones write every value.
+          const float start = kind == 0 ? 0.0f : NAN;
+          dq[kind].assign(n * qw, start);
+          dk[kind].assign(n * kvw, start);
+          dv[kind].assign(n * kvw, start);
           for (int64_t b = 0; b < s.b; ++b)
             for (int64_t h = 0; h < s.n_heads; ++h) {
               float *o = out[kind].data(), *a = att[kind].data();
@@ -162,6 +164,8 @@ TEST(TrainKernelsParity, AttentionTiled) {
         EXPECT_LE(rel_diff(dq[1], dq[0]), 1e-5);
         EXPECT_LE(rel_diff(dk[1], dk[0]), 1e-5);
         EXPECT_LE(rel_diff(dv[1], dv[0]), 1e-5);
+        for (const auto* g : {&dq[1], &dk[1], &dv[1]})
+          EXPECT_TRUE(std::all_of(g->begin(), g->end(), [](float x) { return std::isfinite(x); }));
         if (kinds == 3) {
           EXPECT_EQ(att[2], att[1]);
           EXPECT_EQ(out[2], out[1]);
