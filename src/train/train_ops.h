@@ -13,8 +13,9 @@ class ThreadPool;
 namespace nexus::train {
 
 // out[n, oc] = sum_c inp[n, c] * w[oc, c]   (torch's x W^T; w is a GGUF [out, in] matrix).
-// With a pool, each thread computes one contiguous share of the output through its own OpenBLAS
-// call (OpenBLAS should then run on one thread); without, one call on OpenBLAS's own threads.
+// With a pool, each thread computes one contiguous share of the output (rows, or columns for the
+// output head and short batches: split_rows in train_ops.cc) through its own OpenBLAS call
+// (OpenBLAS should then run on one thread); without, one call on OpenBLAS's own threads.
 // bf16_operands: every operand holds bf16 values (the bf16 mode's rounded copies); then, where the
 // CPU has AMX-BF16 (cpu::amx_bf16_active) and a share is large enough to repay converting its
 // operands, the share runs on AMX tiles (cpu::gemm_bf16_amx): the same exact products, accumulated

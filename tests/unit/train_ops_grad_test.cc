@@ -143,9 +143,10 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
 // thread, as in training).
 TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   openblas_set_num_threads(1);
-  // The last shape is head-like (oc >= 16 c): its d input is summed in chunks of oc.
+  // 1040 tokens split by rows on two threads (the d input of the second by columns: c >= 4 oc);
+  // the last shape is head-like (oc >= 16 c): its d input is summed in chunks of oc.
   for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501},
-                          {16, 40, 40001}}) {
+                          {1040, 96, 200}, {1040, 400, 96}, {16, 40, 40001}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     const auto bias = randn(oc, 45);
     auto run = [&](ThreadPool* pool) {
