@@ -106,6 +106,10 @@ void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float*
 void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g, const float* x,
                                  const float* w, float m, float r, int64_t c);
 
+// p[0, n) = 0 with non-temporal stores (no cache line read for ownership first): for buffers the
+// caller will not read soon, like the gradients cleared at the start of a step.
+void zero_stream_avx2(float* p, int64_t n);
+
 // out[j] = a[j] + b[j] for j < n (the starting values of a GEMM with a residual and a bias).
 void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n);
 void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n);

@@ -10,7 +10,9 @@
 #include "core/thread_pool.h"
 #include "nexus/profile.h"
 #include "profile/memory.h"
+#include "train/train_kernels.h"
 #include "train/train_ops.h"
+#include "train/train_parallel.h"
 
 namespace nexus::train {
 namespace {
@@ -378,9 +380,16 @@ std::span<const float> TrainModel::grads() const {
 
 // Split over the pool: one thread's memset of GPT-2 124M's 497 MB of gradients took ~45 ms a step
 // (the step's own time in --profile-summary), two threads about half.
+// With streaming stores where the CPU has AVX2: a plain memset first reads every line it clears
+// (GPT-2 124M's 497 MB on two threads, standalone: 25.5 ms with memset, 12.5 with streaming
+// stores), and the gradients are not read again until their backward GEMM.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get());
+  if (!par::use_avx2()) return zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get());
+  const auto n = static_cast<int64_t>(grad_floats_);
+  if (pool_ == nullptr || pool_->size() == 1) return kern::zero_stream_avx2(grads_, n);
+  pool_->parallel_for(
+      n, [&](int64_t i0, int64_t i1) { kern::zero_stream_avx2(grads_ + i0, i1 - i0); }, 1 << 17);
 }
 
 

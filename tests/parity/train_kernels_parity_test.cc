@@ -266,6 +266,20 @@ TEST(TrainKernelsParity, RmsNormAndRopeRowsBitIdentical) {
   }
 }
 
+// The streaming clear writes zeros exactly over [begin, begin + n): unaligned starts, lengths
+// around the 8-float vectors, nothing touched outside.
+TEST(TrainKernelsParity, ZeroStream) {
+  NEXUS_REQUIRE_AVX2();
+  for (int64_t begin : {0, 1, 3, 7, 8, 13}) {
+    for (int64_t n : {0, 1, 7, 8, 9, 31, 100, 1000}) {
+      std::vector<float> buf(begin + n + 9, 2.5f);
+      kern::zero_stream_avx2(buf.data() + begin, n);
+      for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i)
+        ASSERT_EQ(buf[i], i >= begin && i < begin + n ? 0.0f : 2.5f) << begin << " " << n << " " << i;
+    }
+  }
+}
+
 TEST(TrainKernelsParity, CrossEntropyRow) {
   NEXUS_REQUIRE_AVX2();
   for (int64_t v : {1, 7, 8, 37, 255, 257, 1000, 32000}) {
