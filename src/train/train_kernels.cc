@@ -41,6 +41,10 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
   }
 }
 
+void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
+}
+
 void rmsnorm_forward_row_scalar(float* out, float* rstd, const float* x, const float* w, int64_t c,
                                 float eps) {
   const double ss = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });

@@ -17,14 +17,16 @@
 namespace nexus::train {
 namespace {
 
-void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
+void memset_floats(float* p, int64_t n) {
+  std::memset(p, 0, static_cast<size_t>(n) * sizeof(float));
+}
 
-// zero() split over `pool` (one thread's memset runs at about half of what two reach): the
-// gradient buffers cleared before each backward GEMM that accumulates into them (GPT-2 124M:
-// ~40 MB a layer) and the gradients themselves.
-void zero(float* p, int64_t n, ThreadPool* pool) {
-  if (pool == nullptr || pool->size() == 1 || n < (int64_t{1} << 18)) return zero(p, n);
-  pool->parallel_for(n, [&](int64_t i0, int64_t i1) { zero(p + i0, i1 - i0); }, 1 << 17);
+// `clear` (a memset by default) split over `pool` (one thread's memset runs at about half of what
+// two reach): the gradient buffers cleared before each backward GEMM that accumulates into them
+// (GPT-2 124M: ~40 MB a layer) and the gradients themselves.
+void zero(float* p, int64_t n, ThreadPool* pool, void (*clear)(float*, int64_t) = memset_floats) {
+  if (pool == nullptr || pool->size() == 1 || n < (int64_t{1} << 18)) return clear(p, n);
+  pool->parallel_for(n, [&](int64_t i0, int64_t i1) { clear(p + i0, i1 - i0); }, 1 << 17);
 }
 
 // Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary).
@@ -100,8 +102,8 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
       static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
   grads_ = static_cast<float*>(
       aligned_alloc_counted(grad_floats_ * sizeof(float), MemCategory::kOptimizer));
-  zero(params_, static_cast<int64_t>(n_params_));
-  zero(grads_, static_cast<int64_t>(grad_floats_));
+  memset_floats(params_, static_cast<int64_t>(n_params_));
+  memset_floats(grads_, static_cast<int64_t>(grad_floats_));
   p_ = bind(params_);
   g_ = bind(grads_, true);
   if (half()) {
@@ -385,11 +387,8 @@ std::span<const float> TrainModel::grads() const {
 // stores), and the gradients are not read again until their backward GEMM.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  if (!par::use_avx2()) return zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get());
-  const auto n = static_cast<int64_t>(grad_floats_);
-  if (pool_ == nullptr || pool_->size() == 1) return kern::zero_stream_avx2(grads_, n);
-  pool_->parallel_for(
-      n, [&](int64_t i0, int64_t i1) { kern::zero_stream_avx2(grads_ + i0, i1 - i0); }, 1 << 17);
+  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(),
+       par::use_avx2() ? kern::zero_stream_avx2 : memset_floats);
 }
 
 

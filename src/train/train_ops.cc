@@ -465,13 +465,6 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
   }
 }
 
-void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool) {
-  NEXUS_TRAIN_OP("train.add", 12 * n, n);
-  for_ranges(pool, n, 1 << 14, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dst[i] += src[i];
-  });
-}
-
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
                            int64_t v, float scale, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.cross_entropy", 8 * n * v, 0);

@@ -1,5 +1,6 @@
 // Forward and backward kernels of the training pass (llm.c style: explicit, F32, row-major, one
-// function per op and direction). Backward functions accumulate (+=) into their gradient outputs.
+// function per op and direction). Backward functions accumulate (+=) into their gradient outputs,
+// but for those that say they write them (attention, SwiGLU, GELU: each the only term).
 #pragma once
 
 #include <cstdint>
@@ -81,9 +82,6 @@ void embedding_forward(float* out, const int32_t* tokens, const float* table, in
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c);
 
-// dst[i] += src[i] over n values.
-void accumulate(float* dst, const float* src, int64_t n, ThreadPool* pool = nullptr);
-
 // Cross-entropy fused with its backward (llm.c style, one exp pass): for each of n rows of v
 // logits, row_loss[i] = logsumexp(row) - row[targets[i]] (0 when targets[i] < 0), and the row is
 // overwritten with d(scale * sum of row losses)/d row = (softmax - onehot) * scale (zeros for an
@@ -107,8 +105,8 @@ void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool = null
 void gelu_backward(float* dx, const float* dout, const float* x, int64_t n,
                    ThreadPool* pool = nullptr);
 
-// out[i, :] += b for each of n rows of c; the backward adds the column sums of dout into db.
-void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* pool = nullptr);
+// The gradient of a bias added to each of n rows of c (matmul_forward's `bias`): adds the column
+// sums of dout into db.
 void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool = nullptr);
 
 // Learned positions: out[r, :] += table[r % t, :] for n rows of c (row r is at position r % t).

@@ -349,6 +349,22 @@ void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n) 
   swiglu_forward_scalar(out + i, g + i, u + i, n - i);
 }
 
+void zero_stream_avx2(float* p, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && (reinterpret_cast<uintptr_t>(p + i) & 31) != 0; ++i) p[i] = 0.0f;
+  const __m256 z = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(p + i, z);
+  for (; i < n; ++i) p[i] = 0.0f;
+  _mm_sfence();  // the stores are visible before the pool's join publishes them
+}
+
+void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(out + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+  for (; j < n; ++j) out[j] = a[j] + b[j];
+}
+
 void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
                           int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f);

@@ -103,7 +103,8 @@ void softmax_causal_row_avx512(float* p, int64_t cnt, int64_t t) {
     if (r > 8) part = _mm256_add_ps(part, hi256(tail));
   }
   const __m512 inv = _mm512_set1_ps(1.0f / hsum8(part));
-  for (int64_t i = 0; i < j; i += 16) _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), inv));
+  for (int64_t i = 0; i < j; i += 16)
+    _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), inv));
   if (r > 0) {  // the tail and the zeros after it, up to t
     const int64_t n = t - j < 16 ? t - j : 16;
     _mm512_mask_storeu_ps(p + j, static_cast<__mmask16>((1u << n) - 1u), _mm512_mul_ps(tail, inv));

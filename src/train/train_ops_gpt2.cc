@@ -67,14 +67,6 @@ void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, Thre
              [&](int64_t i0, int64_t i1) { fn(dx + i0, dout + i0, x + i0, i1 - i0); });
 }
 
-void bias_forward(float* out, const float* b, int64_t n, int64_t c, ThreadPool* pool) {
-  NEXUS_TRAIN_OP("train.bias", 8 * n * c, n * c);
-  for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = 0; j < c; ++j) out[i * c + j] += b[j];
-  });
-}
-
 void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.bias_bwd", 4 * n * c, n * c);
   // Split over columns: each column still sums its rows in order.
@@ -83,10 +75,6 @@ void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPoo
 }
 
 namespace kern {
-
-void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
-}
 
 void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
                           int64_t j1) {

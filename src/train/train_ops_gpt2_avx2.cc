@@ -51,22 +51,6 @@ void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n)
   gelu_backward_scalar(dx + i, dout + i, x + i, n - i);
 }
 
-void zero_stream_avx2(float* p, int64_t n) {
-  int64_t i = 0;
-  for (; i < n && (reinterpret_cast<uintptr_t>(p + i) & 31) != 0; ++i) p[i] = 0.0f;
-  const __m256 z = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8) _mm256_stream_ps(p + i, z);
-  for (; i < n; ++i) p[i] = 0.0f;
-  _mm_sfence();  // the stores are visible before the pool's join publishes them
-}
-
-void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(out + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
-  for (; j < n; ++j) out[j] = a[j] + b[j];
-}
-
 // Row by row like the scalar loop (each column's sum keeps its order), eight columns per add: the
 // column range's partial sums stay in L1 while the rows stream past. GPT-2 124M, 2 threads:
 // 8.6 GB/s for the scalar loop, which GCC -O2 does not vectorise.

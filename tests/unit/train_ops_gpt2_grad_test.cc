@@ -60,20 +60,24 @@ TEST(TrainOpsGpt2Grad, GeluTanh) {
   EXPECT_LT(fd_error("gelu d x", x, dx, loss), kTol);
 }
 
+// The bias enters as matmul_forward's starting value (with a residual `base`), as the model adds
+// it.
 TEST(TrainOpsGpt2Grad, BiasAndPositions) {
-  const int64_t b = 2, t = 5, c = 7, n = b * t, n_ctx = 9;
+  const int64_t b = 2, t = 5, c = 7, n = b * t, n_ctx = 9, k = 3;
   auto base = randn(n * c, 37), bias = randn(c, 38), table = randn(n_ctx * c, 39);
-  auto r = randn(n * c, 40);
+  auto r = randn(n * c, 40), inp = randn(n * k, 41), w = randn(c * k, 42);
   std::vector<float> out(n * c), dbias(c, 0.0f), dtable(n_ctx * c, 0.0f);
   auto loss = [&] {
-    out = base;
-    bias_forward(out.data(), bias.data(), n, c);
+    matmul_forward(out.data(), inp.data(), w.data(), n, k, c, nullptr, false, base.data(),
+                   bias.data());
     positions_forward(out.data(), table.data(), n, t, c);
     return weighted_sum(out, r);
   };
   loss();
   // Row 7 is sequence 1, position 2.
-  EXPECT_FLOAT_EQ(out[7 * c + 3], base[7 * c + 3] + bias[3] + table[2 * c + 3]);
+  double prod = 0.0;
+  for (int64_t j = 0; j < k; ++j) prod += double(inp[7 * k + j]) * w[3 * k + j];
+  EXPECT_NEAR(out[7 * c + 3], base[7 * c + 3] + bias[3] + prod + table[2 * c + 3], 1e-5);
   bias_backward(dbias.data(), r.data(), n, c);
   positions_backward(dtable.data(), r.data(), n, t, c);
   EXPECT_LT(fd_error("bias d b", bias, dbias, loss), kTol);
