@@ -252,9 +252,9 @@ void transpose(float* yt, const float* y, int64_t ldy, int64_t t, int64_t hd) {
 
 template <class V>
 void forward_head(float* out, float* att, const float* q, const float* k, const float* v,
-                  const AttnShape& s, int64_t b, int64_t h, float* kt, SoftmaxRow softmax,
-                  float scale) {
+                  const AttnShape& s, int64_t b, int64_t h, float* kt, SoftmaxRow softmax) {
   const int64_t hd = s.head_dim, t = s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
   const int64_t kh = h / (s.n_heads / s.n_kv_heads);
   const float* qh = q + b * t * qw + h * hd;
   const float* kb = k + b * t * kvw + kh * hd;
@@ -269,9 +269,9 @@ void forward_head(float* out, float* att, const float* q, const float* k, const 
 template <class V>
 void backward_group(float* dq, float* dk, float* dv, const float* dout, const float* att,
                     const float* q, const float* k, const float* v, const AttnShape& s, int64_t b,
-                    int64_t kh, float* dp, float* vt, SoftmaxRowBackward softmax_bwd,
-                    float scale) {
+                    int64_t kh, float* dp, float* vt, SoftmaxRowBackward softmax_bwd) {
   const int64_t hd = s.head_dim, t = s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
+  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(hd));
   const int64_t group = s.n_heads / s.n_kv_heads;
   const int64_t kvo = b * t * kvw + kh * hd;
   transpose<V>(vt, v + kvo, kvw, t, hd);

@@ -34,17 +34,15 @@ struct V8 {
 void attn_forward_head_tiled_avx2(float* out, float* att, const float* q, const float* k,
                                   const float* v, const AttnShape& s, int64_t b, int64_t h,
                                   float* yt) {
-  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(s.head_dim));
-  tiles::forward_head<V8>(out, att, q, k, v, s, b, h, yt, softmax_causal_row_avx2, scale);
+  tiles::forward_head<V8>(out, att, q, k, v, s, b, h, yt, softmax_causal_row_avx2);
 }
 
 void attn_backward_group_tiled_avx2(float* dq, float* dk, float* dv, const float* dout,
                                     const float* att, const float* q, const float* k,
                                     const float* v, const AttnShape& s, int64_t b, int64_t kh,
                                     float* dp, float* yt) {
-  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(s.head_dim));
   tiles::backward_group<V8>(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp, yt,
-                            softmax_causal_row_backward_avx2, scale);
+                            softmax_causal_row_backward_avx2);
 }
 
 }  // namespace nexus::train::kern

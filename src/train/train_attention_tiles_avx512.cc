@@ -33,17 +33,15 @@ struct V16 {
 void attn_forward_head_tiled_avx512(float* out, float* att, const float* q, const float* k,
                                     const float* v, const AttnShape& s, int64_t b, int64_t h,
                                     float* yt) {
-  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(s.head_dim));
-  tiles::forward_head<V16>(out, att, q, k, v, s, b, h, yt, softmax_causal_row_avx512, scale);
+  tiles::forward_head<V16>(out, att, q, k, v, s, b, h, yt, softmax_causal_row_avx512);
 }
 
 void attn_backward_group_tiled_avx512(float* dq, float* dk, float* dv, const float* dout,
                                       const float* att, const float* q, const float* k,
                                       const float* v, const AttnShape& s, int64_t b, int64_t kh,
                                       float* dp, float* yt) {
-  const float scale = 1.0f / __builtin_sqrtf(static_cast<float>(s.head_dim));
   tiles::backward_group<V16>(dq, dk, dv, dout, att, q, k, v, s, b, kh, dp, yt,
-                             softmax_causal_row_backward_avx2, scale);
+                             softmax_causal_row_backward_avx2);
 }
 
 }  // namespace nexus::train::kern

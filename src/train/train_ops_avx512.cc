@@ -34,13 +34,11 @@ inline float row_max(const float* p, int64_t n) {
   if (j < n) {  // the lanes past n keep m's value
     const __mmask16 k = static_cast<__mmask16>((1u << (n - j)) - 1u);
     m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, p + j));
-    j = n;
   }
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, m);
   float mx = -INFINITY;
   for (float x : lanes) mx = x > mx ? x : mx;
-  for (; j < n; ++j) mx = p[j] > mx ? p[j] : mx;
   return mx;
 }
 
