@@ -170,6 +170,24 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   }
 }
 
+// The d weight of a head-sized GEMM goes to OpenBLAS in calls of a few thousand rows (so it touches
+// less of OpenBLAS's buffer): the same bits as one call over all rows, on one thread and on two.
+TEST(TrainOpsGrad, MatmulWeightGradInRowCallsIsOneCall) {
+  openblas_set_num_threads(1);
+  const int64_t n = 120, c = 96, oc = 9000;
+  const auto inp = randn(n * c, 50), r = randn(n * oc, 51);
+  std::vector<float> whole(oc * c, 0.5f);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oc), static_cast<int>(c),
+              static_cast<int>(n), 1.0f, r.data(), static_cast<int>(oc), inp.data(),
+              static_cast<int>(c), 1.0f, whole.data(), static_cast<int>(c));
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> dw(oc * c, 0.5f);
+    matmul_backward(nullptr, dw.data(), r.data(), inp.data(), nullptr, n, c, oc, p);
+    EXPECT_EQ(dw, whole) << (p ? "two threads" : "one thread");
+  }
+}
+
 // matmul_forward's starting values (out = add_rows + bias + inp w^T, either left out) against a
 // double sum, on a pool (shares of the columns, filled per share).
 TEST(TrainOpsGrad, MatmulStartingValues) {
