@@ -82,16 +82,41 @@ void dot_rows(int rows, float* out, int64_t ldo, const float* x, int64_t ldx, co
   if constexpr (R > 1) dot_rows<V, R - 1>(rows, out, ldo, x, ldx, yt, ldy, hd, alpha, j0, jend);
 }
 
+// Fetches the causal triangle of a t x t row-major matrix (row i: values 0 .. i) into L2, a few
+// cache lines per call of step(), so a pass of tiles can bring in what the next pass reads.
+class TriangleAhead {
+ public:
+  TriangleAhead(const float* m, int64_t t) : m_(m), t_(t) {}
+  void step(int lines) {
+    for (; lines > 0 && row_ < t_; --lines) {
+      __builtin_prefetch(m_ + row_ * t_ + 16 * line_, 0, 2);
+      if (16 * ++line_ > row_) line_ = 0, ++row_;  // 16 floats a line
+    }
+  }
+
+ private:
+  const float* m_;
+  int64_t t_, row_ = 0, line_ = 0;
+};
+
+// Lines a dot tile asks TriangleAhead for: one per 24 outputs (16 per 12 x 32 tile), so the
+// backward's dP pass (~100 tiles at t 256 on 16 lanes) has fetched most of the probabilities'
+// 2,200 lines when it ends.
+template <class V>
+constexpr int kAheadLines = kDotRows<V> * 2 * V::kW / 24;
+
 // Rows [0, t) of S (or dP) into s (row stride t): row i gets keys [0, i + 1) and whatever else
-// its block's key vectors cover, up to t.
+// its block's key vectors cover, up to t. After each tile, `ahead` (if any) fetches a few lines.
 template <class V>
 void scores(float* s, const float* x, int64_t ldx, const float* yt, int64_t ldy, int64_t t,
-            int64_t hd, float alpha) {
+            int64_t hd, float alpha, TriangleAhead* ahead = nullptr) {
   constexpr int R = kDotRows<V>;
   for (int64_t i0 = 0; i0 < t; i0 += R) {
     const int rows = static_cast<int>(min64(R, t - i0));
-    for (int64_t j0 = 0; j0 < i0 + rows; j0 += 2 * V::kW)
+    for (int64_t j0 = 0; j0 < i0 + rows; j0 += 2 * V::kW) {
       dot_rows<V, R>(rows, s + i0 * t, t, x + i0 * ldx, ldx, yt, ldy, hd, alpha, j0, t);
+      if (ahead) ahead->step(kAheadLines<V>);
+    }
   }
 }
 
@@ -280,7 +305,10 @@ void backward_group(float* dq, float* dk, float* dv, const float* dout, const fl
     const float* pm = att + (b * s.n_heads + h) * t * t;
     const int64_t qo = b * t * qw + h * hd;
     const bool add = h != kh * group;
-    scores<V>(dp, dout + qo, qw, vt, padded<V>(t), t, hd, 1.0f);
+    // The probabilities come from memory (written in forward, a whole pass ago): fetched while
+    // the dP tiles compute, the softmax backward and the dV sums find them in L2.
+    TriangleAhead ahead(pm, t);
+    scores<V>(dp, dout + qo, qw, vt, padded<V>(t), t, hd, 1.0f, &ahead);
     for (int64_t i = 0; i < t; ++i) softmax_bwd(dp + i * t, pm + i * t, i + 1, i + 1, scale);
     sums<V, false>(dq + qo, qw, dp, t, k + kvo, kvw, t, hd, false);
     sums<V, true>(dk + kvo, kvw, dp, t, q + qo, qw, t, hd, add);
