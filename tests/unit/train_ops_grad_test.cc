@@ -212,10 +212,11 @@ TEST(TrainOpsGrad, MatmulStartingValues) {
 }
 
 // A head-shaped d input (the vocabulary as the inner dimension, cut into chunks whose partial
-// sums are added in order) matches a double-precision sum, on a pool and without one.
+// sums are transposed and added in order) matches a double-precision sum, on a pool and without
+// one.
 TEST(TrainOpsGrad, MatmulHeadInputGradMatchesDouble) {
   openblas_set_num_threads(1);
-  const int64_t n = 6, c = 24, oc = 50257;
+  const int64_t n = 21, c = 24, oc = 50257;  // 21 rows: a whole block of 16 and a part
   const auto w = randn(oc * c, 43), r = randn(n * oc, 44);
   std::vector<double> ref(n * c, 0.5);
   for (int64_t i = 0; i < n; ++i)
