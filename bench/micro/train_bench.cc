@@ -1,12 +1,14 @@
 // Training hot kernels at the L15M shape (dim 288, 6 heads of 48, vocab 32000, 256 tokens per
 // sequence): attention forward / backward per head, the fused cross-entropy row and SwiGLU, each
-// scalar (arg 0) against AVX2 (arg 1) on one thread; and the output head (logits GEMM, fused loss,
+// scalar (arg 0) against AVX2 (arg 1) on one thread; one GPT-2 attention layer warm and cold on
+// two threads; and the output head (logits GEMM, fused loss,
 // both backward GEMMs) over 2048 rows cut into blocks of `rows` rows, which is how the block size
 // in TrainModel (train_model.cc) was chosen. Parity tests:
 // tests/parity/train_kernels_parity_test.cc.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -115,6 +117,42 @@ void BM_TrainAttentionBackward(benchmark::State& state) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TrainAttentionBackward)->ArgsProduct({{0, 1, 2, 3, 4}, {48, 64}});
+
+// One GPT-2 124M layer of attention as a step runs it (4 sequences x 12 heads of 64, t 256, two
+// threads, the default kernels), its buffers warm (range(0) = 0: the same layer again) or cold (1:
+// 256 MiB written between iterations, outside the timing, as the GEMMs between two attention calls
+// do). range(1): 0 forward, 1 backward. The per-head benchmarks above keep everything in L2; this
+// one shows what memory adds. Twelfth session, medians of 3: forward 2.18 ms warm, 2.68 cold;
+// backward 3.64 and 4.29 (in a GPT-2 step: 2.6-2.8 and 4.7-4.8 ms a layer).
+void BM_TrainAttentionLayer(benchmark::State& state) {
+  const AttnShape s{4, 256, 12, 12, 64};
+  const int64_t n = s.b * s.t, w = s.n_heads * s.head_dim;
+  const auto q = randn(n * w, 11), k = randn(n * w, 12), v = randn(n * w, 13),
+             dout = randn(n * w, 14);
+  std::vector<float> out(n * w), att(s.b * s.n_heads * s.t * s.t), dq(n * w), dk(n * w),
+      dv(n * w), scratch(2 * attention_backward_scratch(s.t));
+  std::vector<char> flush(state.range(0) ? size_t{256} << 20 : 0);
+  ThreadPool pool(2);
+  openblas_set_num_threads(1);
+  attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, &pool);
+  int fill = 0;
+  for (auto _ : state) {
+    if (!flush.empty()) {
+      state.PauseTiming();
+      std::fill(flush.begin(), flush.end(), static_cast<char>(++fill));
+      state.ResumeTiming();
+    }
+    if (state.range(1) == 0)
+      attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s, &pool);
+    else
+      attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(),
+                         k.data(), v.data(), s, scratch.data(), &pool);
+  }
+}
+BENCHMARK(BM_TrainAttentionLayer)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 void BM_TrainCrossEntropyRow(benchmark::State& state) {
   if (skip_without_avx2(state)) return;
