@@ -184,6 +184,10 @@ void TrainModel::layout_activations() {
   const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
   shared_set_ = packed || selective;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
+  // Checkpointing recomputes every block in backward, the last one too, so the output head's
+  // block of logits can share memory with the block's working set and the gradients of backward's
+  // scratch: none of them is live while the head runs.
+  const bool head_shares = opts_.recompute_blocks;
   // Two passes over the same slices: the first sums their (64-byte padded) sizes by purpose and
   // sizes the arena, the second carves them out of it.
   for (int pass = 0; pass < 2; ++pass) {
@@ -247,26 +251,40 @@ void TrainModel::layout_activations() {
       b.hact = A(n * f, blk);
       act_.blocks.push_back(b);
     }
+    size_t* scr = &sz.scratch;
+    // Backward's gradients of a block (d lnf, in dln, is written by the head and stays apart).
+    auto block_grads = [&] {
+      act_.dres = A(n * d, scr);
+      act_.dhact = A(n * f, scr);
+      // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
+      act_.du = gpt2 ? nullptr : A(n * f, scr);
+      act_.datty = A(n * qw, scr);
+      act_.dq = A(n * qw, scr);
+      act_.dk = A(n * kvw, scr);
+      act_.dv = A(n * kvw, scr);
+    };
+    const int64_t logits = head_rows_ * c.n_vocab;
+    if (head_shares) {
+      // The logits start where the block's working set does (its first slice, mid), which is
+      // followed by the block gradients; what they need beyond both is padding.
+      block_grads();
+      const size_t shared = sz.blocks + sz.scratch;
+      const size_t need = static_cast<size_t>(logits) * 4;
+      if (need > shared) A(static_cast<int64_t>((need - shared + 3) / 4), &sz.head);
+      act_.logits = act_.blocks[0].mid;
+    }
     act_.res.clear();
     for (int64_t l = 0; l <= c.n_layers; ++l) act_.res.push_back(A(n * d, &sz.block_inputs));
     act_.lnf = A(n * d, &sz.head);
     act_.rstdf = A(n, &sz.head);
     act_.meanf = gpt2 ? A(n, &sz.head) : nullptr;
     act_.row_loss = A(n, &sz.head);
-    act_.logits = A(head_rows_ * c.n_vocab, &sz.head);
-    size_t* scr = &sz.scratch;
+    if (!head_shares) act_.logits = A(logits, &sz.head);
     act_.rope_cs = c.rope != RopeStyle::kNone ? A(seq_ * c.rope_dim, scr) : nullptr;
-    act_.dres = A(n * d, scr);
     act_.dln = A(n * d, scr);
     // d lnf lives in dln: forward() writes it, backward() reads it before any block uses dln.
     act_.dlnf = act_.dln;
-    act_.dhact = A(n * f, scr);
-    // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
-    act_.du = gpt2 ? nullptr : A(n * f, scr);
-    act_.datty = A(n * qw, scr);
-    act_.dq = A(n * qw, scr);
-    act_.dk = A(n * kvw, scr);
-    act_.dv = A(n * kvw, scr);
+    if (!head_shares) block_grads();
     act_.tokens = reinterpret_cast<int32_t*>(A(n, scr));  // int32 and float are both 4 bytes
     act_.targets = reinterpret_cast<int32_t*>(A(n, scr));
     if (pass == 0) {
@@ -629,9 +647,9 @@ void TrainModel::backward() {
       // from forward(); the others are restored into it.
       block_backward(l, a.blocks[l], shared_set_ && l != c.n_layers - 1);
     } else {
-      // Checkpointing: the shared set still holds the last block from forward(); every other
-      // block is recomputed from its saved input, with the same ops in the same order.
-      if (l != c.n_layers - 1) block_forward(l, a.blocks[0], false);
+      // Checkpointing: every block is recomputed from its saved input, with the same ops in the
+      // same order (the last one too: the head's logits overwrote the working set).
+      block_forward(l, a.blocks[0], false);
       block_backward(l, a.blocks[0]);
     }
     if (in_backward)
