@@ -94,10 +94,13 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   block_floats_ = layer_range_.front().second - blocks_begin_;
   for (const auto& [b, e] : layer_range_)
     NEXUS_CHECK(e - b == block_floats_, "[train] blocks of different sizes");
-  // Updating in backward, the blocks' gradients share one block's slot.
-  grad_floats_ = opts_.update_in_backward
-                     ? n_params_ - (blocks_end_ - blocks_begin_) + block_floats_
-                     : n_params_;
+  // Updating in backward, the blocks' gradients share one block's slot: in the gradient array,
+  // or, when checkpointing, in the activation arena beside the memory the head's logits use
+  // (layout_activations), since the slot is dead while the head runs.
+  slot_in_arena_ = opts_.update_in_backward && opts_.recompute_blocks;
+  grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) +
+                                                (slot_in_arena_ ? 0 : block_floats_)
+                                          : n_params_;
   params_ =
       static_cast<float*>(aligned_alloc_counted(n_params_ * sizeof(float), MemCategory::kWeights));
   grads_ = static_cast<float*>(
@@ -105,7 +108,6 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   memset_floats(params_, static_cast<int64_t>(n_params_));
   memset_floats(grads_, static_cast<int64_t>(grad_floats_));
   p_ = bind(params_);
-  g_ = bind(grads_, true);
   if (half()) {
     // Rounded weight copies: the largest block, the output matrix and the final norm's weights.
     size_t layer_max = 0;
@@ -119,6 +121,8 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
     wcopy_norm_ = wcopy_head_ + head;
   }
   layout_activations();
+  if (opts_.update_in_backward && !slot_in_arena_) slot_ = grads_ + blocks_begin_;
+  g_ = bind(grads_, true);
   if (cfg_.rope != RopeStyle::kNone) rope_table(act_.rope_cs, seq_, cfg_.rope_dim, cfg_.rope_theta);
   set_threads(1);
 }
@@ -266,8 +270,10 @@ void TrainModel::layout_activations() {
     const int64_t logits = head_rows_ * c.n_vocab;
     if (head_shares) {
       // The logits start where the block's working set does (its first slice, mid), which is
-      // followed by the block gradients; what they need beyond both is padding.
+      // followed by the block gradients and, updating in backward, the parameters' gradient slot;
+      // what the logits need beyond them is padding.
       block_grads();
+      if (slot_in_arena_) slot_ = A(static_cast<int64_t>(block_floats_), scr);
       const size_t shared = sz.blocks + sz.scratch;
       const size_t need = static_cast<size_t>(logits) * 4;
       if (need > shared) A(static_cast<int64_t>((need - shared + 3) / 4), &sz.head);
@@ -314,10 +320,10 @@ TrainModel::~TrainModel() {
   if (wcopy_) aligned_free_counted(wcopy_, wcopy_floats_ * sizeof(float), MemCategory::kWeights);
 }
 
-size_t TrainModel::grad_offset(size_t offset) const {
-  if (!opts_.update_in_backward || offset < blocks_begin_) return offset;
-  if (offset >= blocks_end_) return offset - (blocks_end_ - blocks_begin_) + block_floats_;
-  return blocks_begin_ + (offset - blocks_begin_) % block_floats_;
+float* TrainModel::grad_at(size_t offset) const {
+  if (!opts_.update_in_backward || offset < blocks_begin_) return grads_ + offset;
+  if (offset < blocks_end_) return slot_ + (offset - blocks_begin_) % block_floats_;
+  return grads_ + blocks_begin_ + (slot_in_arena_ ? 0 : block_floats_) + (offset - blocks_end_);
 }
 
 TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
@@ -326,7 +332,7 @@ TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
   auto at = [&](const std::string& name) -> float* {
     const ParamInfo* info = find(name);
     if (!info) return nullptr;
-    return base + (grad_slots ? grad_offset(info->offset) : info->offset);
+    return grad_slots ? grad_at(info->offset) : base + info->offset;
   };
   Params p{};
   p.tok_embd = at("token_embd.weight");
@@ -385,7 +391,7 @@ Tensor TrainModel::grad(const std::string& name) const {
                   info->offset >= blocks_end_,
               "[train] the gradient of " + name +
                   " is not kept when updating in backward (the blocks share one buffer)");
-  return Tensor(DType::kF32, info->shape, grads_ + grad_offset(info->offset));
+  return Tensor(DType::kF32, info->shape, grad_at(info->offset));
 }
 
 std::span<float> TrainModel::grads() {
@@ -639,9 +645,10 @@ void TrainModel::backward() {
   zero(a.dres, n * d, pool_.get());
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    // One gradient slot for every block: clear what the previous block left.
-    if (in_backward && l != c.n_layers - 1)
-      zero(grads_ + blocks_begin_, static_cast<int64_t>(block_floats_), pool_.get());
+    // One gradient slot for every block: clear what the previous block left (or, in the arena,
+    // what the head's logits left).
+    if (in_backward && (l != c.n_layers - 1 || slot_in_arena_))
+      zero(slot_, static_cast<int64_t>(block_floats_), pool_.get());
     if (!opts_.recompute_blocks) {
       // A shared working set (mixed precision, selective recompute) still holds the last block
       // from forward(); the others are restored into it.
@@ -653,14 +660,14 @@ void TrainModel::backward() {
       block_backward(l, a.blocks[0]);
     }
     if (in_backward)
-      grad_ready_(layer_range_[l].first, layer_range_[l].second, grads_ + blocks_begin_);
+      grad_ready_(layer_range_[l].first, layer_range_[l].second, slot_);
   }
   embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
   if (!in_backward) return;
   grad_ready_(0, blocks_begin_, grads_);
   if (blocks_end_ < n_params_)
-    grad_ready_(blocks_end_, n_params_, grads_ + blocks_begin_ + block_floats_);
+    grad_ready_(blocks_end_, n_params_, grad_at(blocks_end_));
 }
 
 }  // namespace nexus::train

@@ -200,11 +200,11 @@ class TrainModel {
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
   void layout_params();
   void layout_activations();
-  // Pointers to every tensor in `base`; with `grad_slots` in the gradient array's layout, where
-  // every block shares one block's slot when updating in backward.
+  // Pointers to every tensor in `base`; with `grad_slots`, to every tensor's gradient instead
+  // (grad_at: updating in backward, every block shares one block's slot).
   Params bind(float* base, bool grad_slots = false) const;
-  // Offset in grads_ of flat element `offset`.
-  size_t grad_offset(size_t offset) const;
+  // Where the gradient of the parameter at `offset` (in params_) lives.
+  float* grad_at(size_t offset) const;
   const ParamInfo* find(const std::string& name) const;
   // The output head and the fused cross-entropy with their backward; returns the mean loss.
   float head_forward(int64_t n, bool for_backward);
@@ -246,6 +246,10 @@ class TrainModel {
   float* grads_ = nullptr;
   size_t grad_floats_ = 0;  // n_params_, or less with update_in_backward
   size_t blocks_begin_ = 0, blocks_end_ = 0, block_floats_ = 0;  // the blocks in params_
+  // Updating in backward: the blocks' shared gradient slot, in grads_ or (checkpointing) in the
+  // activation arena.
+  float* slot_ = nullptr;
+  bool slot_in_arena_ = false;
   GradReady grad_ready_;
   bool shared_set_ = false;  // blocks share one working set (restore before backward)
   Params p_, g_;
