@@ -2,6 +2,8 @@
 // a checkpoint (--resume) on a token file (or raw text), with validation, metrics, a loss plot,
 // gradient accumulation and atomic checkpoints; exports an F32 GGUF that `nexus run` loads.
 
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -346,6 +348,10 @@ int train_main(int argc, char** argv) {
                     f.prefetch);
   std::optional<SequentialBatches> val_batches;
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
+  // The token files are open and checked: the tokenizer's tables are not needed again
+  // (checkpoints and the export copy its GGUF keys), so give their heap back.
+  r.tokenizer.reset();
+  malloc_trim(0);
 
   train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
   if (m.options().update_in_backward)
