@@ -27,8 +27,9 @@ std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t*
   std::vector<ParamRange> out;
   size_t n = 0;
   for (const ParamInfo& info : tensors) {
-    out.push_back(
-        {info.offset, info.offset + static_cast<size_t>(info.numel), info.shape.size() >= 2});
+    out.push_back({info.offset, info.offset + static_cast<size_t>(info.numel),
+                   info.shape.size() >= 2,
+                   info.row_pieces ? static_cast<size_t>(info.shape.back()) : 0});
     n = std::max(n, out.back().end);
   }
   if (n_out) *n_out = n;
@@ -55,12 +56,15 @@ void Optimizer::step_range(std::span<float>, const float*, size_t, size_t, float
 
 namespace {
 
-// `ranges` cut into pieces of at most kChunk elements: the units threads claim.
+// `ranges` cut into pieces of at most kChunk elements (or their own piece): the units threads
+// claim.
 std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges) {
   std::vector<ParamRange> out;
-  for (const ParamRange& r : ranges)
-    for (size_t b = r.begin; b < r.end; b += kernels::kChunk)
-      out.push_back({b, std::min(r.end, b + kernels::kChunk), r.decay});
+  for (const ParamRange& r : ranges) {
+    const size_t piece = r.piece ? r.piece : kernels::kChunk;
+    for (size_t b = r.begin; b < r.end; b += piece)
+      out.push_back({b, std::min(r.end, b + piece), r.decay});
+  }
   return out;
 }
 

@@ -68,6 +68,9 @@ class Optimizer {
   // steps() + 1). Updating every tensor once this way and then calling finish_step() gives the
   // bits of step(). AdamW, SGD and Adafactor support it (supports_range_step()).
   virtual bool supports_range_step() const { return false; }
+  // Whether step_range takes any whole rows of a tensor marked ParamInfo::row_pieces (element-wise
+  // updates: AdamW, SGD), as TrainOptions::row_updates needs.
+  virtual bool supports_row_updates() const { return false; }
   virtual void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
                           float lr);
   void finish_step() { ++t_; }
@@ -92,6 +95,7 @@ class Optimizer {
 struct ParamRange {
   size_t begin, end;
   bool decay;
+  size_t piece = 0;  // the largest piece the element-wise optimizers cut it into (0: kChunk)
 };
 // The ranges of `tensors` (in their order) and the flat size (max end).
 std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t* n_out);
@@ -121,6 +125,7 @@ class AdamW final : public Optimizer {
   void step_scaled(std::span<float> params, std::span<float> grads, float lr,
                    float grad_scale) override;
   bool supports_range_step() const override { return true; }
+  bool supports_row_updates() const override { return true; }
   void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
                   float lr) override;
   const char* name() const override { return "adamw"; }
@@ -150,6 +155,7 @@ class Sgd final : public Optimizer {
 
   void step(std::span<float> params, std::span<const float> grads, float lr) override;
   bool supports_range_step() const override { return true; }
+  bool supports_row_updates() const override { return true; }
   void step_range(std::span<float> params, const float* grads, size_t begin, size_t end,
                   float lr) override;
   const char* name() const override { return "sgd"; }

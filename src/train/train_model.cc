@@ -39,6 +39,10 @@ constexpr int64_t kHeadBlockFloats = int64_t{1} << 23;
 // costs 804 / 759 / 684 / 667 ms in blocks of 166 / 256 / 512 / 1024 rows; 512 rows of 50k
 // logits are 98 MiB.
 constexpr int64_t kMinHeadRows = 512;
+// With the tied embedding's rows deferred (TrainOptions::row_updates) the logits share memory with
+// the embedding's dense gradient, so fewer rows at a time: GPT-2's 384 rows are 74 MiB against
+// 98, for a head about 1.3% of a step slower (BM_TrainOutputHead: 684 ms at 512 rows, 759 at 256).
+constexpr int64_t kDeferredHeadRows = 384;
 
 }  // namespace
 
@@ -98,7 +102,16 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   // or, when checkpointing, in the activation arena beside the memory the head's logits use
   // (layout_activations), since the slot is dead while the head runs.
   slot_in_arena_ = opts_.update_in_backward && opts_.recompute_blocks;
-  grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) +
+  // The tied embedding (offset 0) updated row by row: its gradient goes to the arena too.
+  defer_rows_ = slot_in_arena_ && cfg_.tied_output && opts_.row_updates;
+  const size_t tied = defer_rows_ ? static_cast<size_t>(cfg_.n_vocab * cfg_.dim) : 0;
+  if (defer_rows_) {
+    NEXUS_CHECK(infos_.front().name == "token_embd.weight" && infos_.front().offset == 0,
+                "[train] the token embedding is not the first tensor");
+    infos_.front().row_pieces = true;
+    head_rows_ = std::min(head_rows_, kDeferredHeadRows);
+  }
+  grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) - tied +
                                                 (slot_in_arena_ ? 0 : block_floats_)
                                           : n_params_;
   params_ =
@@ -274,10 +287,14 @@ void TrainModel::layout_activations() {
       // what the logits need beyond them is padding.
       block_grads();
       if (slot_in_arena_) slot_ = A(static_cast<int64_t>(block_floats_), scr);
+      // Deferring the tied embedding's rows, its dense gradient comes first (it is live from the
+      // head to the rows' update right after it), then the logits.
+      const int64_t tied = defer_rows_ ? (c.n_vocab * d + 15) / 16 * 16 : 0;
       const size_t shared = sz.blocks + sz.scratch;
-      const size_t need = static_cast<size_t>(logits) * 4;
+      const size_t need = static_cast<size_t>(tied + logits) * 4;
       if (need > shared) A(static_cast<int64_t>((need - shared + 3) / 4), &sz.head);
-      act_.logits = act_.blocks[0].mid;
+      if (defer_rows_) tied_grad_ = act_.blocks[0].mid;
+      act_.logits = act_.blocks[0].mid ? act_.blocks[0].mid + tied : nullptr;
     }
     act_.res.clear();
     for (int64_t l = 0; l <= c.n_layers; ++l) act_.res.push_back(A(n * d, &sz.block_inputs));
@@ -291,6 +308,10 @@ void TrainModel::layout_activations() {
     // d lnf lives in dln: forward() writes it, backward() reads it before any block uses dln.
     act_.dlnf = act_.dln;
     if (!head_shares) block_grads();
+    if (defer_rows_) {
+      batch_rows_ = A(n * d, scr);
+      row_index_ = reinterpret_cast<int32_t*>(A(n, scr));
+    }
     act_.tokens = reinterpret_cast<int32_t*>(A(n, scr));  // int32 and float are both 4 bytes
     act_.targets = reinterpret_cast<int32_t*>(A(n, scr));
     if (pass == 0) {
@@ -321,9 +342,14 @@ TrainModel::~TrainModel() {
 }
 
 float* TrainModel::grad_at(size_t offset) const {
-  if (!opts_.update_in_backward || offset < blocks_begin_) return grads_ + offset;
+  if (!opts_.update_in_backward) return grads_ + offset;
+  // Deferring rows, the tied embedding [0, tied) is in the arena and grads_ starts after it.
+  const size_t tied = defer_rows_ ? static_cast<size_t>(cfg_.n_vocab * cfg_.dim) : 0;
+  if (offset < tied) return tied_grad_ + offset;
+  if (offset < blocks_begin_) return grads_ + (offset - tied);
   if (offset < blocks_end_) return slot_ + (offset - blocks_begin_) % block_floats_;
-  return grads_ + blocks_begin_ + (slot_in_arena_ ? 0 : block_floats_) + (offset - blocks_end_);
+  return grads_ + (blocks_begin_ - tied) + (slot_in_arena_ ? 0 : block_floats_) +
+         (offset - blocks_end_);
 }
 
 TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
@@ -454,6 +480,12 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
   if (for_backward) zero(a.dlnf, n * d, pool_.get());
+  // The deferred embedding's gradient shares the arena with the blocks: clear it here.
+  NEXUS_CHECK(!for_backward || !defer_rows_ || grad_ready_,
+              "[train forward] updating in backward needs a grad-ready callback");
+  if (for_backward && defer_rows_)
+    zero(tied_grad_, nv * d, pool_.get(),
+         par::use_avx2() ? kern::zero_stream_avx2 : memset_floats);
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
@@ -473,6 +505,7 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
                     pool_.get(), bf16_ops());
   }
   if (for_backward) round_grad(a.dlnf, n * d);
+  if (for_backward && defer_rows_) update_rows_outside_batch(n);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += a.row_loss[i];
   return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
@@ -662,12 +695,65 @@ void TrainModel::backward() {
     if (in_backward)
       grad_ready_(layer_range_[l].first, layer_range_[l].second, slot_);
   }
-  embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
+  if (defer_rows_) {
+    embedding_backward(batch_rows_, a.dres, row_index_, n, d);
+    update_batch_rows();
+  } else {
+    embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
+  }
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
   if (!in_backward) return;
-  grad_ready_(0, blocks_begin_, grads_);
+  const size_t tied = defer_rows_ ? static_cast<size_t>(c.n_vocab * d) : 0;
+  if (tied < blocks_begin_) grad_ready_(tied, blocks_begin_, grad_at(tied));
   if (blocks_end_ < n_params_)
     grad_ready_(blocks_end_, n_params_, grad_at(blocks_end_));
+}
+
+// The head has summed the tied embedding's gradient over every row: rows no token of the batch
+// reads are final and go to the optimizer now (the runs between the batch's tokens); the batch's
+// rows are copied aside, in token order, to receive the embedding's scatter at the end of
+// backward (update_batch_rows). Each row gets the same sums in the same order as in the dense
+// gradient, so the update is the same.
+void TrainModel::update_rows_outside_batch(int64_t n) {
+  const int64_t d = cfg_.dim, nv = cfg_.n_vocab;
+  const int32_t* tokens = act_.tokens;
+  batch_tokens_.assign(tokens, tokens + n);
+  std::sort(batch_tokens_.begin(), batch_tokens_.end());
+  batch_tokens_.erase(std::unique(batch_tokens_.begin(), batch_tokens_.end()),
+                      batch_tokens_.end());
+  for (size_t j = 0; j < batch_tokens_.size(); ++j)
+    std::memcpy(batch_rows_ + static_cast<int64_t>(j) * d, tied_grad_ + batch_tokens_[j] * d,
+                static_cast<size_t>(d) * sizeof(float));
+  for (int64_t i = 0; i < n; ++i)
+    row_index_[i] = static_cast<int32_t>(
+        std::lower_bound(batch_tokens_.begin(), batch_tokens_.end(), tokens[i]) -
+        batch_tokens_.begin());
+  int64_t from = 0;
+  auto ready = [&](int64_t to) {
+    if (to > from)
+      grad_ready_(static_cast<size_t>(from * d), static_cast<size_t>(to * d),
+                  tied_grad_ + from * d);
+  };
+  for (const int32_t tok : batch_tokens_) {
+    ready(tok);
+    from = tok + 1;
+  }
+  ready(nv);
+}
+
+// The batch's rows of the tied embedding, complete now: to the optimizer in runs of consecutive
+// tokens.
+void TrainModel::update_batch_rows() {
+  const int64_t d = cfg_.dim;
+  const size_t k = batch_tokens_.size();
+  for (size_t j0 = 0; j0 < k;) {
+    size_t j1 = j0 + 1;
+    while (j1 < k && batch_tokens_[j1] == batch_tokens_[j1 - 1] + 1) ++j1;
+    grad_ready_(static_cast<size_t>(batch_tokens_[j0] * d),
+                static_cast<size_t>((batch_tokens_[j1 - 1] + 1) * d),
+                batch_rows_ + static_cast<int64_t>(j0) * d);
+    j0 = j1;
+  }
 }
 
 }  // namespace nexus::train

@@ -31,6 +31,9 @@ struct ParamInfo {
   std::vector<int64_t> shape;
   size_t offset = 0;  // in floats, into params() and grads()
   int64_t numel = 0;
+  // The optimizer may be handed any whole rows of it on their own (TrainModel defers the tied
+  // embedding's batch rows): AdamW and SGD cut it into pieces of one row.
+  bool row_pieces = false;
 };
 
 struct InitOptions {
@@ -66,6 +69,12 @@ struct TrainOptions {
   // grads() is then unavailable. It rules out gradient clipping, accumulation and loss scaling
   // (each needs every gradient before the first update); the Trainer checks that.
   bool update_in_backward = false;
+  // The optimizer can update any whole rows of a matrix on their own (AdamW and SGD, not
+  // Adafactor's factored statistics). With checkpointing, the optimizer in backward and a tied
+  // embedding, the embedding's rows outside the batch are then updated right after the output
+  // head, and its dense gradient shares memory with the blocks' buffers (the batch's rows wait in
+  // a compact copy for the embedding's scatter at the end of backward).
+  bool row_updates = false;
 };
 
 // The memory-saving modes `o` turns on, for progress lines: "gradient checkpointing", "selective
@@ -250,6 +259,16 @@ class TrainModel {
   // activation arena.
   float* slot_ = nullptr;
   bool slot_in_arena_ = false;
+  // row_updates in effect (see TrainOptions): the tied embedding's dense gradient in the arena,
+  // the batch's distinct tokens (sorted) and their rows of it, and each position's index among
+  // them.
+  bool defer_rows_ = false;
+  float* tied_grad_ = nullptr;
+  float* batch_rows_ = nullptr;
+  int32_t* row_index_ = nullptr;
+  std::vector<int32_t> batch_tokens_;
+  void update_rows_outside_batch(int64_t n);
+  void update_batch_rows();
   GradReady grad_ready_;
   bool shared_set_ = false;  // blocks share one working set (restore before backward)
   Params p_, g_;

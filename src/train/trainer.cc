@@ -43,6 +43,10 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
   if (!model.options().update_in_backward) return;
   if (Status st = check_update_in_backward(options, optimizer); !st)
     throw Error("[trainer] " + st.message());
+  NEXUS_CHECK(!model.options().row_updates || optimizer.supports_row_updates(),
+              std::string("[trainer] the model was built for row updates (TrainOptions::"
+                          "row_updates), which the ") +
+                  optimizer.name() + " optimizer cannot do");
   model_.set_grad_ready([this](size_t begin, size_t end, const float* g) {
     NEXUS_PROFILE_SCOPE("optimizer");
     sumsq_in_backward_ += grad_sumsq({g, end - begin}, opt_.pool());
