@@ -66,7 +66,7 @@ int find_batch_size_main(int argc, char** argv) {
     cfg.n_ctx_train = seq;
     if (Status st = train::set_shape_arch(cfg, arch); !st) return usage(st.message());
   }
-  topts.row_updates = opt.name != "adafactor";  // as nexus train builds it
+  topts.row_updates = train::updates_rows(opt);  // as nexus train builds it
   auto fit = train::find_max_batch(cfg, seq, opt, budget.value(), max_batch, topts);
   if (!fit) return fail("find-batch-size", fit.status().message());
   const train::BatchFit& f = fit.value();

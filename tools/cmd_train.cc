@@ -232,7 +232,7 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   r.tokenizer = std::move(tok).value();
   train::TrainOptions topts = f.train_opts;
   topts.precision = r.settings.precision;
-  topts.row_updates = r.settings.optimizer.name != "adafactor";
+  topts.row_updates = train::updates_rows(r.settings.optimizer);
   auto m = train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq, {}, topts);
   if (!m) return m.status();
   r.model = std::move(m).value();
@@ -267,7 +267,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   Result<std::unique_ptr<train::TrainModel>> model = Status::error("unset");
   train::TrainOptions topts = f.train_opts;
   topts.precision = r.settings.precision;
-  topts.row_updates = r.settings.optimizer.name != "adafactor";  // element-wise updates
+  topts.row_updates = train::updates_rows(r.settings.optimizer);
   if (!f.init.empty()) {
     if (app.count("--arch"))
       return Status::error("--arch goes with --shape; --init takes the file's architecture");

@@ -266,6 +266,11 @@ struct OptimizerOptions {
 // the value when it is neither, or when bf16 is asked of another optimizer than adamw.
 Status set_optimizer_state(const std::string& value, OptimizerOptions* opts);
 
+// Whether the optimizer opts.name names updates elements independently, so it can take any whole
+// rows of a tensor on their own (Optimizer::supports_row_updates): AdamW and SGD, not Adafactor.
+// What nexus train and find-batch-size set TrainOptions::row_updates from.
+inline bool updates_rows(const OptimizerOptions& opts) { return opts.name != "adafactor"; }
+
 // The optimizer named by opts.name for these tensors, or an error naming the unknown optimizer.
 Result<std::unique_ptr<Optimizer>> make_optimizer(std::span<const ParamInfo> tensors,
                                                   const OptimizerOptions& opts);

@@ -21,6 +21,12 @@ void memset_floats(float* p, int64_t n) {
   std::memset(p, 0, static_cast<size_t>(n) * sizeof(float));
 }
 
+// Clears with streaming stores where the CPU has AVX2: for buffers not read again soon (a plain
+// memset first reads every line it clears).
+void clear_stream(float* p, int64_t n) {
+  (par::use_avx2() ? kern::zero_stream_avx2 : memset_floats)(p, n);
+}
+
 // `clear` (a memset by default) split over `pool` (one thread's memset runs at about half of what
 // two reach): the gradient buffers cleared before each backward GEMM that accumulates into them
 // (GPT-2 124M: ~40 MB a layer) and the gradients themselves.
@@ -104,7 +110,7 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   slot_in_arena_ = opts_.update_in_backward && opts_.recompute_blocks;
   // The tied embedding (offset 0) updated row by row: its gradient goes to the arena too.
   defer_rows_ = slot_in_arena_ && cfg_.tied_output && opts_.row_updates;
-  const size_t tied = defer_rows_ ? static_cast<size_t>(cfg_.n_vocab * cfg_.dim) : 0;
+  const size_t tied = deferred_floats();
   if (defer_rows_) {
     NEXUS_CHECK(infos_.front().name == "token_embd.weight" && infos_.front().offset == 0,
                 "[train] the token embedding is not the first tensor");
@@ -344,7 +350,7 @@ TrainModel::~TrainModel() {
 float* TrainModel::grad_at(size_t offset) const {
   if (!opts_.update_in_backward) return grads_ + offset;
   // Deferring rows, the tied embedding [0, tied) is in the arena and grads_ starts after it.
-  const size_t tied = defer_rows_ ? static_cast<size_t>(cfg_.n_vocab * cfg_.dim) : 0;
+  const size_t tied = deferred_floats();
   if (offset < tied) return tied_grad_ + offset;
   if (offset < blocks_begin_) return grads_ + (offset - tied);
   if (offset < blocks_end_) return slot_ + (offset - blocks_begin_) % block_floats_;
@@ -437,8 +443,7 @@ std::span<const float> TrainModel::grads() const {
 // stores), and the gradients are not read again until their backward GEMM.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(),
-       par::use_avx2() ? kern::zero_stream_avx2 : memset_floats);
+  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(), clear_stream);
 }
 
 
@@ -483,9 +488,7 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   // The deferred embedding's gradient shares the arena with the blocks: clear it here.
   NEXUS_CHECK(!for_backward || !defer_rows_ || grad_ready_,
               "[train forward] updating in backward needs a grad-ready callback");
-  if (for_backward && defer_rows_)
-    zero(tied_grad_, nv * d, pool_.get(),
-         par::use_avx2() ? kern::zero_stream_avx2 : memset_floats);
+  if (for_backward && defer_rows_) zero(tied_grad_, nv * d, pool_.get(), clear_stream);
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
@@ -703,7 +706,7 @@ void TrainModel::backward() {
   }
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
   if (!in_backward) return;
-  const size_t tied = defer_rows_ ? static_cast<size_t>(c.n_vocab * d) : 0;
+  const size_t tied = deferred_floats();
   if (tied < blocks_begin_) grad_ready_(tied, blocks_begin_, grad_at(tied));
   if (blocks_end_ < n_params_)
     grad_ready_(blocks_end_, n_params_, grad_at(blocks_end_));

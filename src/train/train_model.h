@@ -267,6 +267,11 @@ class TrainModel {
   float* batch_rows_ = nullptr;
   int32_t* row_index_ = nullptr;
   std::vector<int32_t> batch_tokens_;
+  // Floats of the tied embedding when its rows are deferred (its gradient is then not in grads_),
+  // else 0.
+  size_t deferred_floats() const {
+    return defer_rows_ ? static_cast<size_t>(cfg_.n_vocab * cfg_.dim) : 0;
+  }
   void update_rows_outside_batch(int64_t n);
   void update_batch_rows();
   GradReady grad_ready_;
