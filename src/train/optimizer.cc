@@ -54,10 +54,6 @@ void Optimizer::step_range(std::span<float>, const float*, size_t, size_t, float
               " cannot update part of the parameters at a time (optimizer in backward)");
 }
 
-namespace {
-
-// `ranges` cut into pieces of at most kChunk elements (or their own piece): the units threads
-// claim.
 std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges) {
   std::vector<ParamRange> out;
   for (const ParamRange& r : ranges) {
@@ -67,6 +63,8 @@ std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges) {
   }
   return out;
 }
+
+namespace {
 
 // fn(i) for i in [0, n), on the pool when there is one.
 template <typename Fn>

@@ -99,6 +99,9 @@ struct ParamRange {
 };
 // The ranges of `tensors` (in their order) and the flat size (max end).
 std::vector<ParamRange> param_ranges(std::span<const ParamInfo> tensors, size_t* n_out);
+// `ranges` cut into pieces of at most kChunk elements (or each range's own piece): the units the
+// element-wise optimizers' threads claim.
+std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges);
 // The chunks [c0, c1) of `chunks` (sorted, contiguous) that cover exactly [begin, end); throws
 // naming the range when it does not start and end on chunk (tensor) boundaries.
 std::pair<size_t, size_t> chunks_covering(const std::vector<ParamRange>& chunks, size_t begin,
@@ -138,7 +141,7 @@ class AdamW final : public Optimizer {
   void apply(float* p, const float* grads, size_t g_origin, size_t c0, size_t c1, float lr,
              float grad_scale, int64_t step);
   AdamWOptions opts_;
-  std::vector<ParamRange> chunks_;  // tensor ranges cut into pieces of at most kChunk elements
+  std::vector<ParamRange> chunks_;  // chunked() tensor ranges
   size_t state_bytes_alloc() const;
   size_t n_ = 0;
   void* state_ = nullptr;  // m then v: floats, or bf16 values

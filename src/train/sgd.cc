@@ -9,11 +9,7 @@
 namespace nexus::train {
 
 Sgd::Sgd(std::span<const ParamInfo> tensors, const SgdOptions& opts) : opts_(opts) {
-  for (const ParamRange& r : param_ranges(tensors, &n_)) {
-    const size_t piece = r.piece ? r.piece : kernels::kChunk;
-    for (size_t b = r.begin; b < r.end; b += piece)
-      chunks_.push_back({b, std::min(r.end, b + piece), r.decay});
-  }
+  chunks_ = chunked(param_ranges(tensors, &n_));
   buf_ = static_cast<float*>(aligned_alloc_counted(n_ * sizeof(float), MemCategory::kOptimizer));
   std::memset(buf_, 0, n_ * sizeof(float));
 }
