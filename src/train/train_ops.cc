@@ -214,20 +214,17 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
                     const float* bias) {
   NEXUS_TRAIN_OP("train.matmul", 4 * (n * c + c * oc + n * oc), 2 * n * c * oc);
   const bool filled = add_rows != nullptr || bias != nullptr;
+  const auto fill_rows = [&](int64_t i0, int64_t i1) {  // rows [i0, i1), every column
+    fill_output(out + i0 * oc, add_rows ? add_rows + i0 * oc : nullptr, bias, i1 - i0, oc, 0, oc);
+  };
   if (use_amx(bf16_operands, n, oc, c)) {
-    if (filled)
-      for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
-        fill_output(out + i0 * oc, add_rows ? add_rows + i0 * oc : nullptr, bias, i1 - i0, oc, 0,
-                    oc);
-      });
+    if (filled) for_ranges(pool, n, 16, fill_rows);
     return amx_gemm(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
   }
   const float beta = filled ? 1.0f : 0.0f;
   if (split_rows(pool, n, oc < 16 * c)) {  // shares of the rows (tokens)
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
-      if (filled)
-        fill_output(out + i0 * oc, add_rows ? add_rows + i0 * oc : nullptr, bias, i1 - i0, oc, 0,
-                    oc);
+      if (filled) fill_rows(i0, i1);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(i1 - i0),
                   static_cast<int>(oc), static_cast<int>(c), 1.0f, inp + i0 * c,
                   static_cast<int>(c), w, static_cast<int>(c), beta, out + i0 * oc,
