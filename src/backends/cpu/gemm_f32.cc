@@ -1,0 +1,19 @@
+// The run-time check for our f32 GEMM (gemm_f32.h); the kernel is gemm_f32_avx512.cc, compiled
+// with the AVX-512 flags and called only when this says yes.
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cpu/gemm_f32.h"
+#include "backends/cpu/quant.h"
+
+namespace nexus::cpu {
+
+bool gemm_f32_avx512_active() {
+  static const bool on = [] {
+    const char* off = std::getenv("NEXUS_NO_F32_GEMM");
+    return avx512_active() && !(off != nullptr && std::strcmp(off, "1") == 0);
+  }();
+  return on;
+}
+
+}  // namespace nexus::cpu
