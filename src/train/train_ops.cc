@@ -193,14 +193,15 @@ bool split_rows(ThreadPool* pool, int64_t n, bool shape_ok) {
   return pool != nullptr && pool->size() > 1 && shape_ok && n >= 256 * pool->size();
 }
 
-// C[m x n] (+)= A[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our AVX-512 GEMM
-// (backends/cpu/gemm_f32.h) where it is active, else OpenBLAS. Ours runs the step's forward and
-// d input shapes 4-18% faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM").
-void gemm_on_thread(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
+// C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our AVX-512
+// GEMM (backends/cpu/gemm_f32.h) where it is active, else OpenBLAS. Ours runs the step's shapes
+// faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM").
+void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
+                    int64_t ldc) {
   if (cpu::gemm_f32_avx512_active())
-    return cpu::gemm_f32_avx512(trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+    return cpu::gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c,
               static_cast<int>(ldc));
@@ -238,14 +239,19 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
   if (split_rows(pool, n, oc < 16 * c)) {  // shares of the rows (tokens)
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
       if (filled) fill_rows(i0, i1);
-      gemm_on_thread(true, i1 - i0, oc, c, inp + i0 * c, c, w, c, filled, out + i0 * oc, oc);
+      gemm_on_thread(false, true, i1 - i0, oc, c, inp + i0 * c, c, w, c, filled, out + i0 * oc, oc);
     });
     return;
   }
-  // Shares of the output columns (rows of w): the output head.
+  // Shares of the output columns (rows of w): the output head, on OpenBLAS (our GEMM ran GPT-2's
+  // and L15M's head shares 4-10% slower: it packs all of w^T and writes the logits once, both
+  // from and to memory, at 1 k pass).
   gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
     if (filled) fill_output(out, add_rows, bias, n, oc, o0, o1);
-    gemm_on_thread(true, n, o1 - o0, c, inp, c, w + o0 * c, c, filled, out + o0, oc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
+                static_cast<int>(o1 - o0), static_cast<int>(c), 1.0f, inp, static_cast<int>(c),
+                w + o0 * c, static_cast<int>(c), filled ? 1.0f : 0.0f, out + o0,
+                static_cast<int>(oc));
   });
 }
 
@@ -253,7 +259,6 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
                      int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands) {
   NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
-  const int ni = static_cast<int>(n), ci = static_cast<int>(c), oci = static_cast<int>(oc);
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
   // chunks of oc, dinp_split_k).
   if (dinp && use_amx(bf16_operands, n, c, oc))
@@ -262,11 +267,11 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     dinp_split_k(pool, dinp, dout, w, n, c, oc);
   else if (dinp && split_rows(pool, n, c < 4 * oc))
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
-      gemm_on_thread(false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c, c);
+      gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c, c);
     });
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
-      gemm_on_thread(false, n, c1 - c0, oc, dout, oc, w + c0, c, true, dinp + c0, c);
+      gemm_on_thread(false, false, n, c1 - c0, oc, dout, oc, w + c0, c, true, dinp + c0, c);
     });
   // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns).
   if (dw && use_amx(bf16_operands, oc, c, n))
@@ -274,9 +279,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
       for (int64_t r0 = o0; r0 < o1; r0 += kDwRows)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-                    static_cast<int>(std::min(kDwRows, o1 - r0)), ci, ni, 1.0f, dout + r0, oci, inp,
-                    ci, 1.0f, dw + r0 * c, ci);
+        gemm_on_thread(true, false, std::min(kDwRows, o1 - r0), c, n, dout + r0, oc, inp, c, true,
+                       dw + r0 * c, c);
     });
 }
 

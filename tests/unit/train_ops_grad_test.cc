@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/gemm_f32.h"
 #include "core/thread_pool.h"
 #include "train/train_ops.h"
 #include "unit/train_grad_util.h"
@@ -138,7 +139,8 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
 }
 
 // The GEMMs split over a pool (shares of output columns or rows, each its own single-threaded
-// OpenBLAS call) give every element exactly what one call gives it: shapes split on 2 and 3
+// OpenBLAS or cpu/gemm_f32.h call, the latter with op(B) packed once for all the shares) give
+// every element exactly what one call gives it: shapes split on 2 and 3
 // threads with a ragged last share, and one small enough to stay whole (OpenBLAS held at one
 // thread, as in training).
 TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
@@ -170,16 +172,20 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   }
 }
 
-// The d weight of a head-sized GEMM goes to OpenBLAS in calls of a few thousand rows (so it touches
-// less of OpenBLAS's buffer): the same bits as one call over all rows, on one thread and on two.
+// The d weight of a head-sized GEMM goes to the GEMM in calls of a few thousand rows (so it touches
+// less of OpenBLAS's buffer, or of ours for op(A)): the same bits as one call over all rows of the
+// GEMM in use (cpu/gemm_f32.h or OpenBLAS), on one thread and on two.
 TEST(TrainOpsGrad, MatmulWeightGradInRowCallsIsOneCall) {
   openblas_set_num_threads(1);
   const int64_t n = 120, c = 96, oc = 9000;
   const auto inp = randn(n * c, 50), r = randn(n * oc, 51);
   std::vector<float> whole(oc * c, 0.5f);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oc), static_cast<int>(c),
-              static_cast<int>(n), 1.0f, r.data(), static_cast<int>(oc), inp.data(),
-              static_cast<int>(c), 1.0f, whole.data(), static_cast<int>(c));
+  if (cpu::gemm_f32_avx512_active())
+    cpu::gemm_f32_avx512(true, false, oc, c, n, r.data(), oc, inp.data(), c, true, whole.data(), c);
+  else
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oc),
+                static_cast<int>(c), static_cast<int>(n), 1.0f, r.data(), static_cast<int>(oc),
+                inp.data(), static_cast<int>(c), 1.0f, whole.data(), static_cast<int>(c));
   ThreadPool pool(2);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     std::vector<float> dw(oc * c, 0.5f);

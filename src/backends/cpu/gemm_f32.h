@@ -1,15 +1,15 @@
 // Our f32 GEMM for AVX-512 CPUs, used by the training GEMMs in place of OpenBLAS's sgemm where it
 // is active. Row-major, like cblas_sgemm with alpha 1, on the calling thread:
-//   C[m x n] = (accumulate ? C : 0) + A[m x k] op(B)[k x n],
-// A[i * lda + p]; op(B) = B[p * ldb + j] (trans_b false) or B^T, B[j * ldb + p] (trans_b true).
+//   C[m x n] = (accumulate ? C : 0) + op(A)[m x k] op(B)[k x n],
+// op(A) = A (trans_a false: A[i * lda + p]) or A^T (A[p * lda + i]), likewise op(B).
 //
-// How (docs/KERNELS.md, "Training f32 GEMM"): a 12 x 32 register tile (24 zmm accumulators), A
-// broadcast from a 12-row copy that stays in L1, op(B) packed into 32-column panels of up to 768 k
-// (transposed in 16 x 16 register blocks when trans_b) in L2, C written once per 768 k, and the
-// next 12 rows of A prefetched while the current ones compute. Each element of C is summed over p
-// in increasing order, in blocks of 768, whatever m and the caller's split of rows or columns: the
-// result does not depend on the threads. It is not OpenBLAS's summation order, so results differ
-// from sgemm's in the last bits (within f32 accumulation rounding).
+// How (docs/KERNELS.md, "Training f32 GEMM"): a 12 x 32 register tile (24 zmm accumulators) on
+// k-major panels: op(A) packed into 12-row panels once a pass of up to 768 k, op(B) into 32-column
+// panels in blocks of 256 columns (L2), transposes done in 16 x 16 register blocks; C is read and
+// written once a pass. Each element of C is summed over p in increasing order, in passes of 768,
+// whatever m and the caller's split of rows or columns: the result does not depend on the
+// threads. It is not OpenBLAS's summation order, so results differ from sgemm's in the last bits
+// (within f32 accumulation rounding).
 #pragma once
 
 #include <cstdint>
@@ -20,9 +20,11 @@ namespace nexus::cpu {
 // Decided once.
 bool gemm_f32_avx512_active();
 
-// The multiply above. Any m, n, k >= 1; call only when gemm_f32_avx512_active(). Uses a per-thread
-// packing buffer of 768 KiB, allocated on the thread's first call.
-void gemm_f32_avx512(bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
+// The multiply above. Any m, n, k >= 1; call only when gemm_f32_avx512_active(). Uses per-thread
+// packing buffers, kept for the thread's life: 768 KiB for op(B) and m x 768 floats for op(A)
+// (GPT-2's largest share, the d weight of 1536 rows: 4.5 MiB).
+void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
+                     int64_t ldc);
 
 }  // namespace nexus::cpu
