@@ -145,25 +145,38 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
   thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
   buffer.resize(static_cast<size_t>(chunks * part));
   float* partial = buffer.data();
-  // Chunk j: partial_j [c x n] = (dout[:, chunk] w[chunk, :])^T, as w^T dout^T: OpenBLAS runs the
-  // transposed product 4-7% faster on these shapes (one thread, 512 tokens: L15M's 288 x 16000
-  // chunk 31.1 -> 29.1 ms, GPT-2's 768 x 12564 59.4 -> 55.2; medians of 12).
+  // Chunk j on OpenBLAS: partial_j [c x n] = (dout[:, chunk] w[chunk, :])^T, as w^T dout^T: it
+  // runs the transposed product 4-7% faster on these shapes (one thread, 512 tokens: L15M's
+  // 288 x 16000 chunk 31.1 -> 29.1 ms, GPT-2's 768 x 12564 59.4 -> 55.2; medians of 12).
+  // Our GEMM (cpu/gemm_f32.h) takes the chunk as it comes, partial_j [n x c] = dout[:, chunk]
+  // w[chunk, :]: 8-9% faster than OpenBLAS's on that form, 2-5% than its transposed one.
+  const bool ours = cpu::gemm_f32_avx512_active();
   const auto chunk_loop = [&](int t, int nt) {
     for (int64_t j = t; j < chunks; j += nt) {
       const int64_t k0 = oc * j / chunks, k1 = oc * (j + 1) / chunks;
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c), static_cast<int>(n),
-                  static_cast<int>(k1 - k0), 1.0f, w + k0 * c, static_cast<int>(c), dout + k0,
-                  static_cast<int>(oc), 0.0f, partial + j * part, static_cast<int>(n));
+      if (ours)
+        cpu::gemm_f32_avx512(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, false,
+                             partial + j * part, c);
+      else
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c),
+                    static_cast<int>(n), static_cast<int>(k1 - k0), 1.0f, w + k0 * c,
+                    static_cast<int>(c), dout + k0, static_cast<int>(oc), 0.0f, partial + j * part,
+                    static_cast<int>(n));
     }
   };
-  // dinp[i][x] += partial_0[x][i], then partial_1[x][i], ...: in blocks of 16 rows i, so each
-  // line of a partial serves 16 of them.
+  // dinp[i][x] += partial_0, then partial_1, ...: row by row ([n x c] partials), or, transposed,
+  // in blocks of 16 rows i, so each line of a partial serves 16 of them.
   constexpr int64_t kRows = 16;
   const auto add_partials = [&](int64_t b0, int64_t b1) {
     for (int64_t i0 = b0 * kRows; i0 < std::min(n, b1 * kRows); i0 += kRows) {
       const int64_t i1 = std::min(n, i0 + kRows);
       for (int64_t j = 0; j < chunks; ++j) {
         const float* pj = partial + j * part;
+        if (ours) {
+          for (int64_t i = i0; i < i1; ++i)
+            kern::add_vectors_avx2(dinp + i * c, dinp + i * c, pj + i * c, c);
+          continue;
+        }
         for (int64_t x = 0; x < c; ++x)
           for (int64_t i = i0; i < i1; ++i) dinp[i * c + x] += pj[x * n + i];
       }
