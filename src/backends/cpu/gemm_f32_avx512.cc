@@ -25,6 +25,7 @@ constexpr int kMr = 12;             // rows of the register tile
 constexpr int kNr = 32;             // columns of the register tile: two zmm
 constexpr int64_t kKc = 768;        // k per pass
 constexpr int64_t kNc = 256;        // columns of op(B) per packed block
+constexpr int64_t kAhead = 8;       // rows of a row-by-row pack fetched ahead
 
 inline int64_t lesser(int64_t x, int64_t y) { return x < y ? x : y; }
 
@@ -88,6 +89,8 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
   }
 }
 
+inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
 // r[q] = column q of the 16 x 16 block whose rows were r[0..15]. (The zero-masked forms with every
 // lane on: GCC 12's unmasked ones start from an undefined vector, which -Wmaybe-uninitialized
 // reports; the instructions are the same.)
@@ -125,6 +128,8 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
   if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
     for (int64_t k = 0; k < kp; ++k) {
       const float* s = b + (p0 + k) * ldb + j0;
+      if (k + kAhead < kc)
+        for (int64_t jp = 0; jp < nc; jp += 16) fetch(s + kAhead * ldb + jp);
       for (int64_t jp = 0; jp < nc; jp += kNr) {
         float* d = dst + jp * kp + k * kNr;
         const __mmask16 m0 = k < kc ? lanes(nc - jp) : 0, m1 = k < kc ? lanes(nc - jp - 16) : 0;
@@ -140,6 +145,8 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
     for (int64_t jj = 0; jj < kNr; jj += 16) {
       for (int64_t k = 0; k < kc; k += 16) {
         const __mmask16 mk = lanes(kc - k);
+        if (jp + kNr + jj + 16 <= nc)  // the same lines of the next panel's rows
+          for (int q = 0; q < 16; ++q) fetch(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
         __m512 r[16];
         for (int q = 0; q < 16; ++q) {
           const int64_t j = jp + jj + q;
@@ -166,6 +173,8 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
       float* d = dst + (r0 / kMr) * kp * kMr;
       for (int64_t k = 0; k < kc; k += 16) {
         const __mmask16 mk = lanes(kc - k);
+        if (r0 + 2 * kMr <= m)  // the same lines of the next panel's rows
+          for (int q = 0; q < kMr; ++q) fetch(a + (r0 + kMr + q) * lda + p0 + k);
         __m512 r[16];
         for (int q = 0; q < 16; ++q)
           r[q] = q < kMr && r0 + q < m ? _mm512_maskz_loadu_ps(mk, a + (r0 + q) * lda + p0 + k)
@@ -179,14 +188,14 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
   }
   // A(i, k) = a[k * lda + i]: each k is a copy of 12 floats of a row of a, swept over 96 rows of
   // C at a time with the rows 8 k ahead fetched.
-  constexpr int64_t kGroup = 8 * kMr, kAhead = 8;
+  constexpr int64_t kGroup = 8 * kMr;
   for (int64_t g0 = 0; g0 < m; g0 += kGroup) {
     const int64_t g1 = lesser(m, g0 + kGroup);
     for (int64_t k = 0; k < kp; ++k) {
       const float* s = k < kc ? a + (p0 + k) * lda : a;
       if (k + kAhead < kc)
         for (int64_t x = g0; x < g1; x += 16)
-          _mm_prefetch(reinterpret_cast<const char*>(s + kAhead * lda + x), _MM_HINT_T0);
+          fetch(s + kAhead * lda + x);
       for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
         float* d = dst + (r0 / kMr) * kp * kMr + k * kMr;
         const __mmask16 live = k < kc ? lanes(lesser(kMr, m - r0)) : 0;
