@@ -256,15 +256,10 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
     });
     return;
   }
-  // Shares of the output columns (rows of w): the output head, on OpenBLAS (our GEMM ran GPT-2's
-  // and L15M's head shares 4-10% slower: it packs all of w^T and writes the logits once, both
-  // from and to memory, at 1 k pass).
+  // Shares of the output columns (rows of w): the output head.
   gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
     if (filled) fill_output(out, add_rows, bias, n, oc, o0, o1);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
-                static_cast<int>(o1 - o0), static_cast<int>(c), 1.0f, inp, static_cast<int>(c),
-                w + o0 * c, static_cast<int>(c), filled ? 1.0f : 0.0f, out + o0,
-                static_cast<int>(oc));
+    gemm_on_thread(false, true, n, o1 - o0, c, inp, c, w + o0 * c, c, filled, out + o0, oc);
   });
 }
 
