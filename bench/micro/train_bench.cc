@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_amx.h"
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "train/precision.h"
@@ -265,14 +266,21 @@ namespace {
 // One thread's share of GPT-2 124M's MLP GEMMs at batch 4 x 256 (1024 tokens, 768 -> 1536 of the
 // 3072 columns): range(0) 0 = forward (x W^T), 1 = d input (dY W), 2 = d weight (dY^T X);
 // range(1) 0 = OpenBLAS sgemm, 1 = AMX-BF16 (cpu::gemm_bf16_amx) on the same bf16-valued
-// operands, conversions included.
+// operands, conversions included, 2 = our AVX-512 f32 GEMM (cpu::gemm_f32_avx512), packing
+// included. One thread, operands in cache after the first run (the step's rates, with operands
+// from memory and two threads, are in PERFORMANCE.md).
 void BM_TrainGemm(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  const bool amx = state.range(1) == 1;
+  const bool amx = state.range(1) == 1, ours = state.range(1) == 2;
   if (amx && !cpu::amx_bf16_active()) {
     state.SkipWithError("no AMX-BF16 on this CPU or OS");
     return;
   }
+  if (ours && !cpu::gemm_f32_avx512_active()) {
+    state.SkipWithError("no AVX-512 (or NEXUS_NO_F32_GEMM=1)");
+    return;
+  }
+  openblas_set_num_threads(1);  // as in training
   constexpr int64_t n = 1024, c = 768, oc = 1536;
   auto x = randn(n * c, 1), w = randn(oc * c, 2), dy = randn(n * oc, 3);
   round_to(Precision::kBF16, x.data(), n * c);
@@ -280,7 +288,17 @@ void BM_TrainGemm(benchmark::State& state) {
   round_to(Precision::kBF16, dy.data(), n * oc);
   std::vector<float> out(n * oc), dx(n * c), dw(oc * c);
   for (auto _ : state) {
-    if (kind == 0) {
+    if (ours) {
+      if (kind == 0)
+        cpu::gemm_f32_avx512(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(),
+                             oc);
+      else if (kind == 1)
+        cpu::gemm_f32_avx512(false, false, n, c, oc, dy.data(), oc, w.data(), c, true, dx.data(),
+                             c);
+      else
+        cpu::gemm_f32_avx512(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(),
+                             c);
+    } else if (kind == 0) {
       if (amx)
         cpu::gemm_bf16_amx(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(), oc);
       else
@@ -304,7 +322,7 @@ void BM_TrainGemm(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(2 * n * c * oc),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TrainGemm)->ArgsProduct({{0, 1, 2}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_TrainGemm)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->UseRealTime();
 
 }  // namespace
 }  // namespace nexus::train
