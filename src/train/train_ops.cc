@@ -130,13 +130,15 @@ constexpr int64_t kSplitKChunk = 16384;  // at most this many of oc per chunk
 
 bool split_k(int64_t c, int64_t oc) { return oc >= kSplitKRatio * c && oc > kSplitKChunk; }
 
-// Rows of d weight per OpenBLAS call. OpenBLAS packs op(A) of dw += dout^T inp, up to 448 x ~18k
+// Rows of d weight per GEMM call. OpenBLAS packs op(A) of dw += dout^T inp, up to 448 x ~18k
 // floats, into its per-thread buffer, so one call over GPT-2's head share (25k vocabulary rows)
 // touched ~25 MiB of it on each thread, for as long as the process lives. Calls of 2048 rows touch
 // 2.7 MiB and run as fast (one thread, 512 x 768 inputs: 100.4 ms whole, 100.7 in 2048-row calls).
-// Each element sums over the same inner index in the same order whatever the calls' rows, so the
-// bits are those of one call (MatmulWeightGradInRowCallsIsOneCall).
-constexpr int64_t kDwRows = 2048;
+// Our GEMM packs all of a call's op(A) (rows x up to 768 floats per thread): calls of 1024 rows
+// keep that at 3 MiB and run as fast as 2048 (two threads, 768 x 512 inputs: 401-406 GFLOP/s
+// both). Each element sums over the same inner index in the same order whatever the calls' rows,
+// so the bits are those of one call (MatmulWeightGradInRowCallsIsOneCall).
+constexpr int64_t kDwRows = 1024;
 
 void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float* w, int64_t n,
                   int64_t c, int64_t oc) {
