@@ -155,6 +155,66 @@ BENCHMARK(BM_TrainAttentionLayer)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// GPT-2 124M's block GEMMs as a step runs them: 12 layers, each with its own weights and
+// activations (so operands come from memory, not cache), on a pool of two threads through
+// matmul_forward and matmul_backward. range(0): 0 = the forward's six GEMMs a layer, 1 = the
+// backward's twelve (in reverse layer order). Which GEMM runs is the process's: our f32 GEMM where
+// it is active, OpenBLAS with NEXUS_NO_F32_GEMM=1 (run the binary both ways to compare).
+// Thirteenth session (medians of 3, two alternating runs, GFLOP/s): forward 387-388 against
+// OpenBLAS's 363-364, backward 381-385 against 361-363.
+void BM_TrainBlockGemms(benchmark::State& state) {
+  constexpr int kLayers = 12;
+  constexpr int64_t n = 1024, d = 768, f = 3072;
+  struct Layer {
+    std::vector<float> wq, wk, wv, wo, wf, wp, ln1, atty, ln2, gl, out_d, out_f, dwq, dwk, dwv,
+        dwo, dwf, dwp, dy_d, dy_f, dx_d, dx_f;
+  };
+  std::vector<Layer> layers(kLayers);
+  uint64_t seed = 100;
+  for (Layer& l : layers) {
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.dwq, &l.dwk, &l.dwv, &l.dwo})
+      *w = randn(d * d, ++seed, 0.02f);
+    for (auto* w : {&l.wf, &l.wp, &l.dwf, &l.dwp}) *w = randn(d * f, ++seed, 0.02f);
+    for (auto* x : {&l.ln1, &l.atty, &l.ln2, &l.out_d, &l.dy_d, &l.dx_d})
+      *x = randn(n * d, ++seed);
+    for (auto* x : {&l.gl, &l.out_f, &l.dy_f, &l.dx_f}) *x = randn(n * f, ++seed);
+  }
+  ThreadPool pool(2);
+  openblas_set_num_threads(1);
+  const bool forward = state.range(0) == 0;
+  for (auto _ : state) {
+    if (forward) {
+      for (Layer& l : layers) {
+        for (const auto* w : {&l.wq, &l.wk, &l.wv})
+          matmul_forward(l.out_d.data(), l.ln1.data(), w->data(), n, d, d, &pool);
+        matmul_forward(l.out_d.data(), l.atty.data(), l.wo.data(), n, d, d, &pool);
+        matmul_forward(l.out_f.data(), l.ln2.data(), l.wf.data(), n, d, f, &pool);
+        matmul_forward(l.out_d.data(), l.gl.data(), l.wp.data(), n, f, d, &pool);
+      }
+    } else {
+      for (int i = kLayers - 1; i >= 0; --i) {
+        Layer& l = layers[i];
+        matmul_backward(l.dx_f.data(), l.dwp.data(), l.dy_d.data(), l.gl.data(), l.wp.data(), n,
+                        f, d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwf.data(), l.dy_f.data(), l.ln2.data(), l.wf.data(), n,
+                        d, f, &pool);
+        matmul_backward(l.dx_d.data(), l.dwo.data(), l.dy_d.data(), l.atty.data(), l.wo.data(), n,
+                        d, d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwq.data(), l.dy_d.data(), l.ln1.data(), l.wq.data(), n,
+                        d, d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwk.data(), l.dy_d.data(), l.ln1.data(), l.wk.data(), n,
+                        d, d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwv.data(), l.dy_d.data(), l.ln1.data(), l.wv.data(), n,
+                        d, d, &pool);
+      }
+    }
+  }
+  const double flops = 2.0 * n * d * (4 * d + 2 * f) * kLayers * (forward ? 1 : 2);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TrainBlockGemms)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 void BM_TrainCrossEntropyRow(benchmark::State& state) {
   if (skip_without_avx2(state)) return;
   const int64_t v = 32000;
