@@ -14,6 +14,7 @@
 #include "backends/cpu/gemm_amx.h"
 #include "core/thread_pool.h"
 #include "nexus/dtype.h"
+#include "parity/gemm_test_util.h"
 #include "train/train_ops.h"
 
 namespace nexus {
@@ -29,53 +30,16 @@ std::vector<float> random_bf16(size_t n, uint32_t seed) {
   return v;
 }
 
-struct Case {
-  bool ta, tb;
-  int64_t m, n, k;
-};
-
 TEST(GemmAmx, MatchesTheDoubleReference) {
   if (!cpu::amx_bf16_active()) GTEST_SKIP() << "no AMX-BF16 on this CPU or OS";
-  const Case cases[] = {{false, true, 32, 32, 32},    {false, true, 37, 45, 70},
-                        {false, false, 64, 96, 768},  {false, false, 33, 17, 5},
-                        {true, false, 96, 64, 130},   {true, false, 1, 1, 1},
-                        {false, true, 128, 200, 288}, {true, true, 40, 50, 60}};
-  for (const Case& cs : cases) {
-    for (bool accumulate : {false, true}) {
-      const int64_t lda = (cs.ta ? cs.m : cs.k) + 3, ldb = (cs.tb ? cs.k : cs.n) + 5;
-      const int64_t ldc = cs.n + 7, rows_c = cs.m + 2;
-      const auto a = random_bf16(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 1);
-      const auto b = random_bf16(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 2);
-      const auto c0 = random_bf16(static_cast<size_t>(rows_c * ldc), 3);
-      std::vector<float> c = c0;
-      if (!accumulate)  // C is not read: NaN anywhere it would be would show
-        for (int64_t i = 0; i < cs.m; ++i)
-          for (int64_t j = 0; j < cs.n; ++j) c[i * ldc + j] = NAN;
-      cpu::gemm_bf16_amx(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, accumulate,
-                         c.data(), ldc);
-      for (int64_t i = 0; i < rows_c; ++i) {
-        for (int64_t j = 0; j < ldc; ++j) {
-          const float got = c[i * ldc + j];
-          if (i >= cs.m || j >= cs.n) {
-            ASSERT_EQ(std::memcmp(&got, &c0[i * ldc + j], 4), 0)
-                << "wrote outside C at " << i << "," << j;
-            continue;
-          }
-          double ref = accumulate ? c0[i * ldc + j] : 0.0, mag = std::fabs(ref);
-          for (int64_t p = 0; p < cs.k; ++p) {
-            const double x = cs.ta ? a[p * lda + i] : a[i * lda + p];
-            const double y = cs.tb ? b[j * ldb + p] : b[p * ldb + j];
-            ref += x * y;
-            mag += std::fabs(x * y);
-          }
-          // f32 accumulation of exact products: within k + 1 roundings of the magnitudes.
-          const double tol = 6e-8 * static_cast<double>(cs.k + 1) * mag + 1e-30;
-          ASSERT_NEAR(got, ref, tol)
-              << "ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m << " n=" << cs.n
-              << " k=" << cs.k << " acc=" << accumulate << " at " << i << "," << j;
-        }
-      }
-    }
+  // The products of bf16 values are exact in f32, so the f32 accumulation bound applies.
+  const test::GemmCase cases[] = {{false, true, 32, 32, 32},    {false, true, 37, 45, 70},
+                                  {false, false, 64, 96, 768},  {false, false, 33, 17, 5},
+                                  {true, false, 96, 64, 130},   {true, false, 1, 1, 1},
+                                  {false, true, 128, 200, 288}, {true, true, 40, 50, 60}};
+  for (const test::GemmCase& cs : cases) {
+    test::expect_gemm_matches_double(cs, random_bf16, cpu::gemm_bf16_amx);
+    if (HasFatalFailure()) return;
   }
 }
 

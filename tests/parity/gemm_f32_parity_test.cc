@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
+#include "parity/gemm_test_util.h"
 
 namespace nexus {
 namespace {
@@ -23,57 +24,19 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
-struct Case {
-  bool ta, tb;
-  int64_t m, n, k;
-};
-
 TEST(GemmF32, MatchesTheDoubleReference) {
   if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
   // 12 x 32 tiles, 256-column blocks, 768-k passes: sizes on and off every one of them.
-  const Case cases[] = {
+  const test::GemmCase cases[] = {
       {false, false, 12, 32, 16},   {false, true, 12, 32, 16},    {true, false, 12, 32, 16},
       {false, false, 37, 45, 70},   {false, true, 37, 45, 70},    {true, false, 37, 45, 70},
       {false, false, 13, 33, 770},  {false, true, 25, 257, 769},  {true, false, 100, 257, 771},
       {false, false, 50, 300, 1537}, {false, true, 49, 520, 1600}, {true, true, 61, 290, 1545},
       {false, false, 1, 1, 1},      {false, true, 1, 1, 1},       {true, true, 1, 1, 1},
       {false, true, 24, 64, 9},     {false, false, 7, 17, 3},     {true, false, 110, 40, 5}};
-  for (const Case& cs : cases) {
-    for (bool accumulate : {false, true}) {
-      const int64_t lda = (cs.ta ? cs.m : cs.k) + 3, ldb = (cs.tb ? cs.k : cs.n) + 5;
-      const int64_t ldc = cs.n + 7, rows_c = cs.m + 2;
-      const auto a = random_floats(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 1);
-      const auto b = random_floats(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 2);
-      const auto c0 = random_floats(static_cast<size_t>(rows_c * ldc), 3);
-      std::vector<float> c = c0;
-      if (!accumulate)  // C is not read: NaN anywhere it would be would show
-        for (int64_t i = 0; i < cs.m; ++i)
-          for (int64_t j = 0; j < cs.n; ++j) c[i * ldc + j] = NAN;
-      cpu::gemm_f32_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb,
-                           accumulate, c.data(), ldc);
-      for (int64_t i = 0; i < rows_c; ++i) {
-        for (int64_t j = 0; j < ldc; ++j) {
-          const float got = c[i * ldc + j];
-          if (i >= cs.m || j >= cs.n) {
-            ASSERT_EQ(std::memcmp(&got, &c0[i * ldc + j], 4), 0)
-                << "wrote outside C at " << i << "," << j;
-            continue;
-          }
-          double ref = accumulate ? c0[i * ldc + j] : 0.0, mag = std::fabs(ref);
-          for (int64_t p = 0; p < cs.k; ++p) {
-            const double x = cs.ta ? a[p * lda + i] : a[i * lda + p];
-            const double y = cs.tb ? b[j * ldb + p] : b[p * ldb + j];
-            ref += x * y;
-            mag += std::fabs(x * y);
-          }
-          // f32 fused multiply-adds: within k + 1 roundings of the magnitudes.
-          const double tol = 6e-8 * static_cast<double>(cs.k + 1) * mag + 1e-30;
-          ASSERT_NEAR(got, ref, tol) << "ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m << " n=" << cs.n
-                                     << " k=" << cs.k << " acc=" << accumulate << " at " << i
-                                     << "," << j;
-        }
-      }
-    }
+  for (const test::GemmCase& cs : cases) {
+    test::expect_gemm_matches_double(cs, random_floats, cpu::gemm_f32_avx512);
+    if (HasFatalFailure()) return;
   }
 }
 
