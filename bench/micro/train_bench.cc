@@ -166,8 +166,8 @@ void BM_TrainBlockGemms(benchmark::State& state) {
   constexpr int kLayers = 12;
   constexpr int64_t n = 1024, d = 768, f = 3072;
   struct Layer {
-    std::vector<float> wq, wk, wv, wo, wf, wp, ln1, atty, ln2, gl, out_d, out_f, dwq, dwk, dwv,
-        dwo, dwf, dwp, dy_d, dy_f, dx_d, dx_f;
+    std::vector<float> wq, wk, wv, wo, wf, wp, ln1, atty, ln2, gl, out_d, out_f, dwq, dwk, dwv, dwo,
+        dwf, dwp, dy_d, dy_f, dx_d, dx_f;
   };
   std::vector<Layer> layers(kLayers);
   uint64_t seed = 100;
@@ -175,8 +175,7 @@ void BM_TrainBlockGemms(benchmark::State& state) {
     for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.dwq, &l.dwk, &l.dwv, &l.dwo})
       *w = randn(d * d, ++seed, 0.02f);
     for (auto* w : {&l.wf, &l.wp, &l.dwf, &l.dwp}) *w = randn(d * f, ++seed, 0.02f);
-    for (auto* x : {&l.ln1, &l.atty, &l.ln2, &l.out_d, &l.dy_d, &l.dx_d})
-      *x = randn(n * d, ++seed);
+    for (auto* x : {&l.ln1, &l.atty, &l.ln2, &l.out_d, &l.dy_d, &l.dx_d}) *x = randn(n * d, ++seed);
     for (auto* x : {&l.gl, &l.out_f, &l.dy_f, &l.dx_f}) *x = randn(n * f, ++seed);
   }
   ThreadPool pool(2);
@@ -194,18 +193,18 @@ void BM_TrainBlockGemms(benchmark::State& state) {
     } else {
       for (int i = kLayers - 1; i >= 0; --i) {
         Layer& l = layers[i];
-        matmul_backward(l.dx_f.data(), l.dwp.data(), l.dy_d.data(), l.gl.data(), l.wp.data(), n,
-                        f, d, &pool);
-        matmul_backward(l.dx_d.data(), l.dwf.data(), l.dy_f.data(), l.ln2.data(), l.wf.data(), n,
-                        d, f, &pool);
+        matmul_backward(l.dx_f.data(), l.dwp.data(), l.dy_d.data(), l.gl.data(), l.wp.data(), n, f,
+                        d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwf.data(), l.dy_f.data(), l.ln2.data(), l.wf.data(), n, d,
+                        f, &pool);
         matmul_backward(l.dx_d.data(), l.dwo.data(), l.dy_d.data(), l.atty.data(), l.wo.data(), n,
                         d, d, &pool);
-        matmul_backward(l.dx_d.data(), l.dwq.data(), l.dy_d.data(), l.ln1.data(), l.wq.data(), n,
-                        d, d, &pool);
-        matmul_backward(l.dx_d.data(), l.dwk.data(), l.dy_d.data(), l.ln1.data(), l.wk.data(), n,
-                        d, d, &pool);
-        matmul_backward(l.dx_d.data(), l.dwv.data(), l.dy_d.data(), l.ln1.data(), l.wv.data(), n,
-                        d, d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwq.data(), l.dy_d.data(), l.ln1.data(), l.wq.data(), n, d,
+                        d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwk.data(), l.dy_d.data(), l.ln1.data(), l.wk.data(), n, d,
+                        d, &pool);
+        matmul_backward(l.dx_d.data(), l.dwv.data(), l.dy_d.data(), l.ln1.data(), l.wv.data(), n, d,
+                        d, &pool);
       }
     }
   }
@@ -356,8 +355,7 @@ void BM_TrainGemm(benchmark::State& state) {
         cpu::gemm_f32_avx512(false, false, n, c, oc, dy.data(), oc, w.data(), c, true, dx.data(),
                              c);
       else
-        cpu::gemm_f32_avx512(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(),
-                             c);
+        cpu::gemm_f32_avx512(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(), c);
     } else if (kind == 0) {
       if (amx)
         cpu::gemm_bf16_amx(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(), oc);

@@ -50,8 +50,8 @@ constexpr int64_t kMinHeadRows = 512;
 // 98, for a head about 1.3% of a step slower (BM_TrainOutputHead: 684 ms at 512 rows, 759 at 256).
 constexpr int64_t kDeferredHeadRows = 384;
 // With no memory-saving mode set, 1024 rows at a time: with our f32 GEMM, BM_TrainOutputHead/*/1
-// (GPT-2's head over 1024 rows) costs 669 ms in blocks of 512 rows and 618 in one block of 1024 (its
-// 154 MB weight gradient read and written once instead of twice, its weight packed once), and
+// (GPT-2's head over 1024 rows) costs 669 ms in blocks of 512 rows and 618 in one block of 1024
+// (its 154 MB weight gradient read and written once instead of twice, its weight packed once), and
 // GPT-2's whole step 2.28-2.34 -> 2.24 s, for 103 MiB more peak RSS (2,787 -> 2,890 MiB). L15M's
 // head, whose 37 MB weight and gradient stay in cache between blocks, is the same speed in blocks
 // of 512 or 1024 (165 / 167 ms) and keeps 512: the 1024 rows apply from 64 MiB of head weight.

@@ -160,10 +160,9 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
         cpu::gemm_f32_avx512(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, false,
                              partial + j * part, c);
       else
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c),
-                    static_cast<int>(n), static_cast<int>(k1 - k0), 1.0f, w + k0 * c,
-                    static_cast<int>(c), dout + k0, static_cast<int>(oc), 0.0f, partial + j * part,
-                    static_cast<int>(n));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c), static_cast<int>(n),
+                    static_cast<int>(k1 - k0), 1.0f, w + k0 * c, static_cast<int>(c), dout + k0,
+                    static_cast<int>(oc), 0.0f, partial + j * part, static_cast<int>(n));
     }
   };
   // dinp[i][x] += partial_0, then partial_1, ...: row by row ([n x c] partials), or, transposed,
@@ -216,10 +215,10 @@ void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     int64_t ldc) {
   if (cpu::gemm_f32_avx512_active())
     return cpu::gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), accumulate ? 1.0f : 0.0f, c,
-              static_cast<int>(ldc));
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
 }
 
 // Columns [o0, o1) of every row of out [n, oc] = add [n, oc] + bias [oc] (either may be null).
@@ -277,7 +276,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     dinp_split_k(pool, dinp, dout, w, n, c, oc);
   else if (dinp && split_rows(pool, n, c < 4 * oc))
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
-      gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c, c);
+      gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c,
+                     c);
     });
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {

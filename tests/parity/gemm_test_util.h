@@ -54,9 +54,9 @@ inline void expect_gemm_matches_double(const GemmCase& cs, const ValuesFn& value
           mag += std::fabs(x * y);
         }
         const double tol = 6e-8 * static_cast<double>(cs.k + 1) * mag + 1e-30;
-        ASSERT_NEAR(got, ref, tol) << "ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m
-                                   << " n=" << cs.n << " k=" << cs.k << " acc=" << accumulate
-                                   << " at " << i << "," << j;
+        ASSERT_NEAR(got, ref, tol)
+            << "ta=" << cs.ta << " tb=" << cs.tb << " m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+            << " acc=" << accumulate << " at " << i << "," << j;
       }
     }
   }

@@ -183,9 +183,9 @@ TEST(TrainOpsGrad, MatmulWeightGradInRowCallsIsOneCall) {
   if (cpu::gemm_f32_avx512_active())
     cpu::gemm_f32_avx512(true, false, oc, c, n, r.data(), oc, inp.data(), c, true, whole.data(), c);
   else
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oc),
-                static_cast<int>(c), static_cast<int>(n), 1.0f, r.data(), static_cast<int>(oc),
-                inp.data(), static_cast<int>(c), 1.0f, whole.data(), static_cast<int>(c));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oc), static_cast<int>(c),
+                static_cast<int>(n), 1.0f, r.data(), static_cast<int>(oc), inp.data(),
+                static_cast<int>(c), 1.0f, whole.data(), static_cast<int>(c));
   ThreadPool pool(2);
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
     std::vector<float> dw(oc * c, 0.5f);

@@ -22,11 +22,11 @@
 namespace nexus::cpu {
 namespace {
 
-constexpr int kMr = 12;             // rows of the register tile
-constexpr int kNr = 32;             // columns of the register tile: two zmm
-constexpr int64_t kKc = 768;        // k per pass
-constexpr int64_t kNc = 256;        // columns of op(B) per packed block at 768 k
-constexpr int64_t kAhead = 8;       // rows of a row-by-row pack fetched ahead
+constexpr int kMr = 12;        // rows of the register tile
+constexpr int kNr = 32;        // columns of the register tile: two zmm
+constexpr int64_t kKc = 768;   // k per pass
+constexpr int64_t kNc = 256;   // columns of op(B) per packed block at 768 k
+constexpr int64_t kAhead = 8;  // rows of a row-by-row pack fetched ahead
 
 inline int64_t lesser(int64_t x, int64_t y) { return x < y ? x : y; }
 
@@ -128,7 +128,7 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
             int64_t kc, int64_t kp, float* dst) {
   if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
     for (int64_t k = 0; k < kp; ++k) {
-      const float* s = b + (p0 + k) * ldb + j0;
+      const float* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
         for (int64_t jp = 0; jp < nc; jp += 16) fetch(s + kAhead * ldb + jp);
       for (int64_t jp = 0; jp < nc; jp += kNr) {
@@ -151,8 +151,8 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
         __m512 r[16];
         for (int q = 0; q < 16; ++q) {
           const int64_t j = jp + jj + q;
-          r[q] = j < nc ? _mm512_maskz_loadu_ps(mk, b + (j0 + j) * ldb + p0 + k)
-                        : _mm512_setzero_ps();
+          r[q] =
+              j < nc ? _mm512_maskz_loadu_ps(mk, b + (j0 + j) * ldb + p0 + k) : _mm512_setzero_ps();
         }
         transpose16(r);
         const int64_t rows = lesser(16, kp - k);
@@ -193,10 +193,9 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
   for (int64_t g0 = 0; g0 < m; g0 += kGroup) {
     const int64_t g1 = lesser(m, g0 + kGroup);
     for (int64_t k = 0; k < kp; ++k) {
-      const float* s = k < kc ? a + (p0 + k) * lda : a;
+      const float* s = k < kc ? a + (p0 + k) * lda : a;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
-        for (int64_t x = g0; x < g1; x += 16)
-          fetch(s + kAhead * lda + x);
+        for (int64_t x = g0; x < g1; x += 16) fetch(s + kAhead * lda + x);
       for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
         float* d = dst + (r0 / kMr) * kp * kMr + k * kMr;
         const __mmask16 live = k < kc ? lanes(lesser(kMr, m - r0)) : 0;
@@ -225,7 +224,7 @@ struct Buffer {
 // Packing buffers of the calling thread, kept for its life.
 thread_local Buffer a_panels, b_panels;
 
-// A 12-row panel of op(A) against every 32-column panel of a packed block of op(B).
+// Every 12-row panel of op(A), in turn, against every 32-column panel of a packed block of op(B).
 inline void tiles(const float* pa, const float* pb, int64_t m, int64_t nc, int64_t kp, bool acc,
                   float* c, int64_t ldc) {
   for (int64_t i = 0; i < m; i += kMr)
