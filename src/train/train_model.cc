@@ -627,9 +627,9 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
   // d / d res[l+1], which is also the gradient of the down projection's output.
   zero(s.dhact, n * f, pool_.get());
-  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops());
+  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(),
+                  gw.b_down);
   round_grad(s.dhact, n * f);
-  if (gw.b_down) bias_backward(gw.b_down, s.dres, n, d, pool_.get());
   // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
   float* du = w.w_gate ? s.du : a.hact;  // written (not added to) by the activation's backward
   zero(s.dln, n * d, pool_.get());
@@ -641,18 +641,16 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   } else {
     gelu_backward(du, s.dhact, a.u, n * f, pool_.get());
     round_grad(du, n * f);
-    bias_backward(gw.b_up, du, n, f, pool_.get());
   }
-  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops(), gw.b_up);
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
                 n, pool_.get());
   round_grad(s.dres, n * d);
   // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
   zero(s.datty, n * qw, pool_.get());
-  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops());
+  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops(), gw.bo);
   round_grad(s.datty, n * qw);
-  if (gw.bo) bias_backward(gw.bo, s.dres, n, d, pool_.get());
   attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
                      pool_.get());
   if (c.rope != RopeStyle::kNone) {
@@ -664,15 +662,10 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
   round_grad(s.dq, n * qw);
   round_grad(s.dk, n * kvw);
   round_grad(s.dv, n * kvw);
-  if (gw.bq) {
-    bias_backward(gw.bq, s.dq, n, qw, pool_.get());
-    bias_backward(gw.bk, s.dk, n, kvw, pool_.get());
-    bias_backward(gw.bv, s.dv, n, kvw, pool_.get());
-  }
   zero(s.dln, n * d, pool_.get());
-  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops());
-  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops());
-  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops());
+  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), gw.bq);
+  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), gw.bk);
+  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), gw.bv);
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
                 a.rstd1, n, pool_.get());

@@ -265,7 +265,8 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 }
 
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands) {
+                     int64_t n, int64_t c, int64_t oc, ThreadPool* pool, bool bf16_operands,
+                     float* dbias) {
   NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
   // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
@@ -283,14 +284,23 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
       gemm_on_thread(false, false, n, c1 - c0, oc, dout, oc, w + c0, c, true, dinp + c0, c);
     });
-  // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns).
-  if (dw && use_amx(bf16_operands, oc, c, n))
+  // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns); dbias
+  // summed by our GEMM as it packs dout^T, or by bias_backward.
+  const bool amx_dw = dw && use_amx(bf16_operands, oc, c, n);
+  const bool fused_bias = dbias && dw && !amx_dw && cpu::gemm_f32_avx512_active();
+  if (dbias && !fused_bias) bias_backward(dbias, dout, n, oc, pool);
+  if (amx_dw)
     amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
-      for (int64_t r0 = o0; r0 < o1; r0 += kDwRows)
-        gemm_on_thread(true, false, std::min(kDwRows, o1 - r0), c, n, dout + r0, oc, inp, c, true,
-                       dw + r0 * c, c);
+      for (int64_t r0 = o0; r0 < o1; r0 += kDwRows) {
+        const int64_t rows = std::min(kDwRows, o1 - r0);
+        if (fused_bias)
+          cpu::gemm_f32_avx512(true, false, rows, c, n, dout + r0, oc, inp, c, true, dw + r0 * c, c,
+                               dbias + r0);
+        else
+          gemm_on_thread(true, false, rows, c, n, dout + r0, oc, inp, c, true, dw + r0 * c, c);
+      }
     });
 }
 

@@ -30,9 +30,11 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 // dinp += dout w and dw += dout^T inp: the two backward GEMMs (either output may be null), split
 // over the pool like matmul_forward; a d input whose inner size oc is the vocabulary (oc >= 16 c)
 // is summed in fixed chunks of oc instead, added in chunk order (the same for any thread count).
+// With dbias not null it also does bias_backward(dbias, dout, n, oc): where our f32 GEMM computes
+// dw, summed as it packs dout (GPT-2: the 17 ms a step of separate passes over dout), else after.
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr,
-                     bool bf16_operands = false);
+                     bool bf16_operands = false, float* dbias = nullptr);
 
 // The ops below take an optional pool: rows (or elements) are split over its threads, and every
 // result is the same for any thread count (reductions over rows use a fixed blocking).

@@ -5,6 +5,7 @@
 // without AVX-512.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -36,8 +37,43 @@ TEST(GemmF32, MatchesTheDoubleReference) {
       {false, false, 1, 1, 1},       {false, true, 1, 1, 1},       {true, true, 1, 1, 1},
       {false, true, 24, 64, 9},      {false, false, 7, 17, 3},     {true, false, 110, 40, 5}};
   for (const test::GemmCase& cs : cases) {
-    test::expect_gemm_matches_double(cs, random_floats, cpu::gemm_f32_avx512);
+    test::expect_gemm_matches_double(
+        cs, random_floats,
+        [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, bool acc, float* c,
+           int64_t ldc) { cpu::gemm_f32_avx512(ta, tb, m, n, k, a, lda, b, ldb, acc, c, ldc); });
     if (HasFatalFailure()) return;
+  }
+}
+
+// A^T's row sums (a bias gradient summed while dout^T is packed): each row's sum over k added to
+// row_sums, within k + 1 roundings of a double sum, on sizes across the 12-row panels, the
+// 96-row sweeps and the 768-k passes; rows split over calls give the same bits.
+TEST(GemmF32, RowSumsOfTransposedAMatchDouble) {
+  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
+  for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 40, 70}, {100, 64, 1545}}) {
+    const int64_t lda = m + 3;
+    const auto a = random_floats(static_cast<size_t>(k * lda), 7);
+    const auto b = random_floats(static_cast<size_t>(k * n), 8);
+    const auto s0 = random_floats(static_cast<size_t>(m), 9);
+    std::vector<float> c(m * n), sums = s0, split = s0, c2(m * n);
+    cpu::gemm_f32_avx512(true, false, m, n, k, a.data(), lda, b.data(), n, false, c.data(), n,
+                         sums.data());
+    for (int64_t i = 0; i < m; ++i) {
+      double ref = s0[i], mag = std::fabs(ref);
+      for (int64_t p = 0; p < k; ++p) {
+        ref += a[p * lda + i];
+        mag += std::fabs(a[p * lda + i]);
+      }
+      ASSERT_NEAR(sums[i], ref, 6e-8 * static_cast<double>(k + 1) * mag)
+          << "m=" << m << " k=" << k << " row " << i;
+    }
+    const int64_t cut = m / 3;
+    cpu::gemm_f32_avx512(true, false, cut, n, k, a.data(), lda, b.data(), n, false, c2.data(), n,
+                         split.data());
+    cpu::gemm_f32_avx512(true, false, m - cut, n, k, a.data() + cut, lda, b.data(), n, false,
+                         c2.data() + cut * n, n, split.data() + cut);
+    EXPECT_EQ(std::memcmp(sums.data(), split.data(), sums.size() * sizeof(float)), 0) << "m=" << m;
   }
 }
 

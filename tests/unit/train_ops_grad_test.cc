@@ -152,11 +152,13 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     const auto bias = randn(oc, 45);
     auto run = [&](ThreadPool* pool) {
-      std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f);
+      std::vector<float> out(n * oc), dinp(n * c, 0.5f), dw(oc * c, 0.25f), db(oc, 0.125f);
       matmul_forward(out.data(), inp.data(), w.data(), n, c, oc, pool);
-      matmul_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), n, c, oc, pool);
+      matmul_backward(dinp.data(), dw.data(), r.data(), inp.data(), w.data(), n, c, oc, pool, false,
+                      db.data());
       out.insert(out.end(), dinp.begin(), dinp.end());
       out.insert(out.end(), dw.begin(), dw.end());
+      out.insert(out.end(), db.begin(), db.end());
       // Starting from a residual and a bias.
       std::vector<float> filled(n * oc);
       matmul_forward(filled.data(), inp.data(), w.data(), n, c, oc, pool, false, r.data(),

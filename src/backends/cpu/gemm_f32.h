@@ -23,8 +23,11 @@ bool gemm_f32_avx512_active();
 // The multiply above. Any m, n, k >= 1; call only when gemm_f32_avx512_active(). Uses per-thread
 // packing buffers, kept for the thread's life: 768 KiB for op(B) and m x 768 floats for op(A)
 // (GPT-2's largest share, the d weight of 1536 rows: 4.5 MiB).
+// With trans_a and row_sums not null it also adds each row's sum of op(A) to row_sums:
+// row_sums[i] += sum over p of A[p * lda + i], p increasing, one pass of 768 at a time (a bias's
+// gradient, summed as op(A) is packed: dout^T of a d weight GEMM).
 void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                      int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
-                     int64_t ldc);
+                     int64_t ldc, float* row_sums = nullptr);
 
 }  // namespace nexus::cpu

@@ -168,7 +168,7 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
 // 12 rows of A, 784 floats apart, ran at 90% of the FMA peak against 95.6% from k-major panels;
 // and 12-row copies made inside the column blocks read A again for every block.)
 void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, int64_t kc,
-            int64_t kp, float* dst) {
+            int64_t kp, float* dst, float* sums) {
   if (!trans_a) {  // A(i, k) = a[i * lda + k]: 12 rows x 16 k transposed in registers
     for (int64_t r0 = 0; r0 < m; r0 += kMr) {
       float* d = dst + (r0 / kMr) * kp * kMr;
@@ -188,10 +188,12 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
     return;
   }
   // A(i, k) = a[k * lda + i]: each k is a copy of 12 floats of a row of a, swept over 96 rows of
-  // C at a time with the rows 8 k ahead fetched.
+  // C at a time with the rows 8 k ahead fetched; with sums, each panel's 12 rows also summed.
   constexpr int64_t kGroup = 8 * kMr;
   for (int64_t g0 = 0; g0 < m; g0 += kGroup) {
     const int64_t g1 = lesser(m, g0 + kGroup);
+    __m512 total[kGroup / kMr];
+    for (__m512& t : total) t = _mm512_setzero_ps();
     for (int64_t k = 0; k < kp; ++k) {
       const float* s = k < kc ? a + (p0 + k) * lda : a;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
@@ -199,9 +201,18 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
       for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
         float* d = dst + (r0 / kMr) * kp * kMr + k * kMr;
         const __mmask16 live = k < kc ? lanes(lesser(kMr, m - r0)) : 0;
-        _mm512_mask_storeu_ps(d, 0x0FFF, _mm512_maskz_loadu_ps(live, s + r0));
+        const __m512 v = _mm512_maskz_loadu_ps(live, s + r0);
+        _mm512_mask_storeu_ps(d, 0x0FFF, v);
+        if (sums != nullptr) total[(r0 - g0) / kMr] = _mm512_add_ps(total[(r0 - g0) / kMr], v);
       }
     }
+    if (sums != nullptr)
+      for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
+        const __mmask16 live = lanes(lesser(kMr, m - r0));
+        _mm512_mask_storeu_ps(
+            sums + r0, live,
+            _mm512_add_ps(_mm512_maskz_loadu_ps(live, sums + r0), total[(r0 - g0) / kMr]));
+      }
   }
 }
 
@@ -241,12 +252,12 @@ float* a_buffer(int64_t m, int64_t k) {
 
 void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                      int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
-                     int64_t ldc) {
+                     int64_t ldc, float* row_sums) {
   float* pa = a_buffer(m, k);
   float* pb = b_panels.at_least(kKc * kNc);
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = lesser(kKc, k - p0), kp = (kc + 7) / 8 * 8;
-    pack_a(trans_a, a, lda, m, p0, kc, kp, pa);
+    pack_a(trans_a, a, lda, m, p0, kc, kp, pa, trans_a ? row_sums : nullptr);
     // Blocks of op(B) as wide as the buffer holds at this pass's k: 256 columns at 768, 672 at
     // L15M's 288 (its head's forward 370 -> 383 GFLOP/s: fewer sweeps over op(A)'s panels).
     const int64_t width = kKc * kNc / kp / kNr * kNr;
