@@ -17,6 +17,7 @@
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
+#include "nexus/status.h"
 #include "train/train_kernels.h"
 #include "train/train_parallel.h"
 
@@ -209,12 +210,15 @@ bool split_rows(ThreadPool* pool, int64_t n, bool shape_ok) {
 
 // C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our AVX-512
 // GEMM (backends/cpu/gemm_f32.h) where it is active, else OpenBLAS. Ours runs the step's shapes
-// faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM").
+// faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"). row_sums (A^T's row sums, our GEMM
+// only: the caller passes it only when gemm_f32_avx512_active()) as in gemm_f32_avx512.
 void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                     int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
-                    int64_t ldc) {
+                    int64_t ldc, float* row_sums = nullptr) {
   if (cpu::gemm_f32_avx512_active())
-    return cpu::gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
+    return cpu::gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                                row_sums);
+  NEXUS_CHECK(row_sums == nullptr, "[train] row sums need the AVX-512 f32 GEMM");
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
@@ -293,14 +297,9 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
-      for (int64_t r0 = o0; r0 < o1; r0 += kDwRows) {
-        const int64_t rows = std::min(kDwRows, o1 - r0);
-        if (fused_bias)
-          cpu::gemm_f32_avx512(true, false, rows, c, n, dout + r0, oc, inp, c, true, dw + r0 * c, c,
-                               dbias + r0);
-        else
-          gemm_on_thread(true, false, rows, c, n, dout + r0, oc, inp, c, true, dw + r0 * c, c);
-      }
+      for (int64_t r0 = o0; r0 < o1; r0 += kDwRows)
+        gemm_on_thread(true, false, std::min(kDwRows, o1 - r0), c, n, dout + r0, oc, inp, c, true,
+                       dw + r0 * c, c, fused_bias ? dbias + r0 : nullptr);
     });
 }
 

@@ -47,7 +47,9 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
     c0[r] = _mm512_setzero_ps();
     c1[r] = _mm512_setzero_ps();
   }
-  if (accumulate)  // C is read at the end: fetch it now
+  // C is read at the end: fetch it now (BM_TrainBlockGemms/1, backward GEMMs that accumulate:
+  // 375-378 GFLOP/s without, 378-381 with).
+  if (accumulate)
     for (int r = 0; r < mr; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
