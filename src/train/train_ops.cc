@@ -145,35 +145,40 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
                   int64_t c, int64_t oc) {
   const int64_t chunks = (oc + kSplitKChunk - 1) / kSplitKChunk;
   const int64_t part = n * c;
-  thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
-  buffer.resize(static_cast<size_t>(chunks * part));
-  float* partial = buffer.data();
   // Chunk j on OpenBLAS: partial_j [c x n] = (dout[:, chunk] w[chunk, :])^T, as w^T dout^T: it
   // runs the transposed product 4-7% faster on these shapes (one thread, 512 tokens: L15M's
   // 288 x 16000 chunk 31.1 -> 29.1 ms, GPT-2's 768 x 12564 59.4 -> 55.2; medians of 12).
-  // Our GEMM (cpu/gemm_f32.h) takes the chunk as it comes, partial_j [n x c] = dout[:, chunk]
-  // w[chunk, :]: 8-9% faster than OpenBLAS's on that form, 2-5% than its transposed one.
+  // Our GEMM (cpu/gemm_f32.h) takes the chunk as it comes, dout[:, chunk] w[chunk, :]: 8-9% faster
+  // than OpenBLAS's on that form, 2-5% than its transposed one. Then chunk 0 adds straight into
+  // dinp (only its GEMM writes dinp until the partials are added), and partial_j [n x c] holds
+  // chunk j >= 1: one partial less to store and add.
   const bool ours = cpu::gemm_f32_avx512_active();
+  const int64_t first = ours ? 1 : 0;  // the first chunk that goes to a partial
+  thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
+  buffer.resize(static_cast<size_t>((chunks - first) * part));
+  // (Through a pointer: a lambda naming the thread_local would reach each worker's own.)
+  float* const partials = buffer.data();
+  const auto partial = [&](int64_t j) { return partials + (j - first) * part; };
   const auto chunk_loop = [&](int t, int nt) {
     for (int64_t j = t; j < chunks; j += nt) {
       const int64_t k0 = oc * j / chunks, k1 = oc * (j + 1) / chunks;
       if (ours)
-        cpu::gemm_f32_avx512(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, false,
-                             partial + j * part, c);
+        cpu::gemm_f32_avx512(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, j == 0,
+                             j == 0 ? dinp : partial(j), c);
       else
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c), static_cast<int>(n),
                     static_cast<int>(k1 - k0), 1.0f, w + k0 * c, static_cast<int>(c), dout + k0,
-                    static_cast<int>(oc), 0.0f, partial + j * part, static_cast<int>(n));
+                    static_cast<int>(oc), 0.0f, partial(j), static_cast<int>(n));
     }
   };
-  // dinp[i][x] += partial_0, then partial_1, ...: row by row ([n x c] partials), or, transposed,
-  // in blocks of 16 rows i, so each line of a partial serves 16 of them.
+  // dinp[i][x] += the partials in chunk order: row by row ([n x c] partials), or, transposed, in
+  // blocks of 16 rows i, so each line of a partial serves 16 of them.
   constexpr int64_t kRows = 16;
   const auto add_partials = [&](int64_t b0, int64_t b1) {
     for (int64_t i0 = b0 * kRows; i0 < std::min(n, b1 * kRows); i0 += kRows) {
       const int64_t i1 = std::min(n, i0 + kRows);
-      for (int64_t j = 0; j < chunks; ++j) {
-        const float* pj = partial + j * part;
+      for (int64_t j = first; j < chunks; ++j) {
+        const float* pj = partial(j);
         if (ours) {
           for (int64_t i = i0; i < i1; ++i)
             kern::add_vectors_avx2(dinp + i * c, dinp + i * c, pj + i * c, c);
