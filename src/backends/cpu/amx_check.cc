@@ -4,9 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/quant.h"
 
@@ -31,8 +28,7 @@ bool cpu_and_os_have_amx() {
 
 bool amx_bf16_active() {
   static const bool on = [] {
-    const char* off = std::getenv("NEXUS_NO_AMX");
-    if (off != nullptr && std::strcmp(off, "1") == 0) return false;
+    if (env_is_one("NEXUS_NO_AMX")) return false;
     // The conversions around the tiles are AVX-512 (every AMX CPU has it).
     return avx512_active() && cpu_and_os_have_amx();
   }();

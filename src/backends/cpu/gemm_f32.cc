@@ -2,18 +2,12 @@
 // with the AVX-512 flags and called only when this says yes.
 #include "backends/cpu/gemm_f32.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "backends/cpu/quant.h"
 
 namespace nexus::cpu {
 
 bool gemm_f32_avx512_active() {
-  static const bool on = [] {
-    const char* off = std::getenv("NEXUS_NO_F32_GEMM");
-    return avx512_active() && !(off != nullptr && std::strcmp(off, "1") == 0);
-  }();
+  static const bool on = avx512_active() && !env_is_one("NEXUS_NO_F32_GEMM");
   return on;
 }
 

@@ -77,6 +77,8 @@ Isa active_isa();
 // are active and the environment does not have NEXUS_NO_AVX512=1.
 bool avx512_supported();
 bool avx512_active();
+// Whether the environment variable `name` is set to "1" (the NEXUS_NO_* / NEXUS_FORCE_* switches).
+bool env_is_one(const char* name);
 // Kernels of t for `isa`; throws nexus::Error when t has none or the CPU cannot run `isa`.
 const TypeKernels& kernels(DType t, Isa isa);
 // Kernels of t for active_isa().

@@ -110,10 +110,7 @@ bool cpu_has_avx512() {
 #endif
 }
 
-bool force_scalar() {
-  const char* v = std::getenv("NEXUS_FORCE_SCALAR");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
+bool force_scalar() { return env_is_one("NEXUS_FORCE_SCALAR"); }
 
 const Table& table(Isa isa) {
   static const Table scalar = scalar_table();
@@ -150,12 +147,14 @@ bool avx512_supported() {
 }
 
 bool avx512_active() {
-  static const bool on = [] {
-    const char* off = std::getenv("NEXUS_NO_AVX512");
-    return active_isa() == Isa::kAvx2 && avx512_supported() &&
-           !(off != nullptr && std::strcmp(off, "1") == 0);
-  }();
+  static const bool on =
+      active_isa() == Isa::kAvx2 && avx512_supported() && !env_is_one("NEXUS_NO_AVX512");
   return on;
+}
+
+bool env_is_one(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 const TypeKernels& kernels(DType t, Isa isa) {
