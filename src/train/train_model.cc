@@ -49,14 +49,13 @@ constexpr int64_t kMinHeadRows = 512;
 // the embedding's dense gradient, so fewer rows at a time: GPT-2's 384 rows are 74 MiB against
 // 98, for a head about 1.3% of a step slower (BM_TrainOutputHead: 684 ms at 512 rows, 759 at 256).
 constexpr int64_t kDeferredHeadRows = 384;
-// With no memory-saving mode set, 1024 rows at a time: with our f32 GEMM, BM_TrainOutputHead/*/1
-// (GPT-2's head over 1024 rows) costs 669 ms in blocks of 512 rows and 618 in one block of 1024
-// (its 154 MB weight gradient read and written once instead of twice, its weight packed once), and
-// GPT-2's whole step 2.28-2.34 -> 2.24 s, for 103 MiB more peak RSS (2,787 -> 2,890 MiB). L15M's
-// head, whose 37 MB weight and gradient stay in cache between blocks, is the same speed in blocks
-// of 512 or 1024 (165 / 167 ms) and keeps 512: the 1024 rows apply from 64 MiB of head weight.
-constexpr int64_t kPlainHeadRows = 1024;
-constexpr int64_t kPlainHeadWeightFloats = int64_t{1} << 24;
+// With no memory-saving mode set, as many rows at a time as 64 Mi logits hold (256 MiB): the whole
+// batch for L15M (2048 x 32000) and GPT-2 124M (1024 x 50257) at their benchmark shapes. The head's
+// weight is then packed once a step and its gradient read and written once. GPT-2:
+// BM_TrainOutputHead over 1024 rows 669 ms in blocks of 512 rows, 618 in one; step 2.28-2.34 ->
+// 2.24 s for 103 MiB more peak RSS. L15M (batch 8 x 256): step 0.623-0.625 -> 0.612-0.613 s
+// against blocks of 512, for 196 MiB more (640 -> 836 MiB).
+constexpr int64_t kPlainHeadLogits = int64_t{1} << 26;
 
 }  // namespace
 
@@ -125,9 +124,8 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
     infos_.front().row_pieces = true;
     head_rows_ = std::min(head_rows_, kDeferredHeadRows);
   }
-  if (!opts_.recompute_blocks && !opts_.selective_recompute && !opts_.update_in_backward &&
-      cfg_.n_vocab * cfg_.dim >= kPlainHeadWeightFloats)
-    head_rows_ = std::max(head_rows_, std::min(kPlainHeadRows, batch * seq));
+  if (!opts_.recompute_blocks && !opts_.selective_recompute && !opts_.update_in_backward)
+    head_rows_ = std::max(head_rows_, std::min(kPlainHeadLogits / cfg.n_vocab, batch * seq));
   grad_floats_ = opts_.update_in_backward ? n_params_ - (blocks_end_ - blocks_begin_) - tied +
                                                 (slot_in_arena_ ? 0 : block_floats_)
                                           : n_params_;

@@ -77,6 +77,40 @@ TEST(GemmF32, RowSumsOfTransposedAMatchDouble) {
   }
 }
 
+// With trans_c, C is held transposed (the output head's d weight, written as dw^T = inp^T dout
+// into dw): the same bits as the plain layout at every element, on sizes across the tile's 12 rows
+// and 32 columns and the 768-k passes, overwrite and accumulate, and nothing written between
+// C^T's rows (ldc past m).
+TEST(GemmF32, TransposedCGivesThePlainBits) {
+  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
+  const test::GemmCase cases[] = {{true, false, 288, 700, 512}, {true, false, 37, 45, 70},
+                                  {false, false, 13, 33, 770},  {false, true, 25, 257, 769},
+                                  {true, true, 12, 32, 16},     {true, false, 1, 1, 1}};
+  for (const test::GemmCase& cs : cases) {
+    const int64_t lda = cs.ta ? cs.m : cs.k, ldb = cs.tb ? cs.k : cs.n, ldt = cs.m + 5;
+    const auto a = random_floats(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 11);
+    const auto b = random_floats(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 12);
+    const auto c0 = random_floats(static_cast<size_t>(cs.m * cs.n), 13);
+    const auto t0 = random_floats(static_cast<size_t>(cs.n * ldt), 14);
+    for (bool acc : {false, true}) {
+      std::vector<float> c = c0, t = t0;
+      for (int64_t i = 0; i < cs.m; ++i)
+        for (int64_t j = 0; j < cs.n; ++j) t[j * ldt + i] = c0[i * cs.n + j];
+      cpu::gemm_f32_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc,
+                           c.data(), cs.n);
+      cpu::gemm_f32_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc,
+                           t.data(), ldt, nullptr, true);
+      for (int64_t j = 0; j < cs.n; ++j)
+        for (int64_t i = 0; i < ldt; ++i) {
+          const float want = i < cs.m ? c[i * cs.n + j] : t0[j * ldt + i];
+          ASSERT_EQ(std::memcmp(&t[j * ldt + i], &want, sizeof(float)), 0)
+              << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " acc=" << acc << " at C(" << i
+              << "," << j << ")" << (i < cs.m ? "" : ", outside C");
+        }
+    }
+  }
+}
+
 // The training splits C's rows (forward, d input, d weight) or columns (d input of wide inputs)
 // over the pool's threads: every split gives the one-call result bit for bit, so results never
 // depend on the thread count.

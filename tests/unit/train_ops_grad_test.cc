@@ -174,9 +174,9 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   }
 }
 
-// The d weight of a head-sized GEMM goes to the GEMM in calls of a few thousand rows (so it touches
-// less of OpenBLAS's buffer, or of ours for op(A)): the same bits as one call over all rows of the
-// GEMM in use (cpu/gemm_f32.h or OpenBLAS), on one thread and on two.
+// The d weight of a head-sized GEMM goes to OpenBLAS in calls of a few thousand rows (so it touches
+// less of its buffer), or to ours as dw^T = inp^T dout stored transposed (cpu/gemm_f32.h, trans_c):
+// the same bits as one plain call over all rows of the GEMM in use, on one thread and on two.
 TEST(TrainOpsGrad, MatmulWeightGradInRowCallsIsOneCall) {
   openblas_set_num_threads(1);
   const int64_t n = 120, c = 96, oc = 9000;

@@ -26,8 +26,12 @@ bool gemm_f32_avx512_active();
 // With trans_a and row_sums not null it also adds each row's sum of op(A) to row_sums:
 // row_sums[i] += sum over p of A[p * lda + i], p increasing, one pass of 768 at a time (a bias's
 // gradient, summed as op(A) is packed: dout^T of a d weight GEMM).
+// With trans_c, C is held transposed: C(i, j) at c[j * ldc + i] (an [n x m] row-major matrix that
+// receives op(A) op(B) transposed), the same bits as without. The tile's 12 x 32 result is
+// transposed in registers on its way out: a d weight computed as inp^T dout lands in dw's own
+// [oc x c] layout (train_ops.cc says when that pays).
 void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                      int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
-                     int64_t ldc, float* row_sums = nullptr);
+                     int64_t ldc, float* row_sums = nullptr, bool trans_c = false);
 
 }  // namespace nexus::cpu

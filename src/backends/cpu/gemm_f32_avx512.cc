@@ -36,64 +36,6 @@ inline __mmask16 lanes(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-// C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 12 floats a
-// k of op(A), 32 of op(B). Not inlined, so the compiler lays out the 24 accumulators the same way
-// wherever it is called (inlined into the driver it spilled them and ran 30% slower).
-__attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
-                                    const float* __restrict b, float* c, int64_t ldc,
-                                    bool accumulate, int mr, int nr) {
-  __m512 c0[kMr], c1[kMr];
-  for (int r = 0; r < kMr; ++r) {
-    c0[r] = _mm512_setzero_ps();
-    c1[r] = _mm512_setzero_ps();
-  }
-  // C is read at the end: fetch it now (BM_TrainBlockGemms/1, backward GEMMs that accumulate:
-  // 375-378 GFLOP/s without, 378-381 with).
-  if (accumulate)
-    for (int r = 0; r < mr; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
-    }
-  for (int64_t k8 = 0; k8 < kp; k8 += 8) {
-#pragma GCC unroll 8
-    for (int64_t k = k8; k < k8 + 8; ++k) {
-      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 12
-      for (int r = 0; r < kMr; ++r) {
-        const __m512 x = _mm512_set1_ps(a[k * kMr + r]);
-        c0[r] = _mm512_fmadd_ps(x, b0, c0[r]);
-        c1[r] = _mm512_fmadd_ps(x, b1, c1[r]);
-      }
-      b += kNr;
-    }
-  }
-  if (mr == kMr && nr == kNr) {
-#pragma GCC unroll 12
-    for (int r = 0; r < kMr; ++r) {
-      float* cr = c + r * ldc;
-      if (accumulate) {
-        c0[r] = _mm512_add_ps(c0[r], _mm512_loadu_ps(cr));
-        c1[r] = _mm512_add_ps(c1[r], _mm512_loadu_ps(cr + 16));
-      }
-      _mm512_storeu_ps(cr, c0[r]);
-      _mm512_storeu_ps(cr + 16, c1[r]);
-    }
-    return;
-  }
-  const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
-  for (int r = 0; r < mr; ++r) {
-    float* cr = c + r * ldc;
-    if (accumulate) {
-      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
-      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
-    }
-    _mm512_mask_storeu_ps(cr, m0, c0[r]);
-    _mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
-  }
-}
-
-inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-
 // r[q] = column q of the 16 x 16 block whose rows were r[0..15]. (The zero-masked forms with every
 // lane on: GCC 12's unmasked ones start from an undefined vector, which -Wmaybe-uninitialized
 // reports; the instructions are the same.)
@@ -123,6 +65,95 @@ void transpose16(__m512 r[16]) {
     r[q + 12] = _mm512_maskz_shuffle_f32x4(kAll, t[q + 4], t[q + 12], 0xDD);
   }
 }
+
+// C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 12 floats a
+// k of op(A), 32 of op(B). Not inlined, so the compiler lays out the 24 accumulators the same way
+// wherever it is called (inlined into the driver it spilled them and ran 30% slower).
+template <bool kTransC>
+__attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
+                                    const float* __restrict b, float* c, int64_t ldc,
+                                    bool accumulate, int mr, int nr) {
+  __m512 c0[kMr], c1[kMr];
+  for (int r = 0; r < kMr; ++r) {
+    c0[r] = _mm512_setzero_ps();
+    c1[r] = _mm512_setzero_ps();
+  }
+  // C is read at the end: fetch it now (BM_TrainBlockGemms/1, backward GEMMs that accumulate:
+  // 375-378 GFLOP/s without, 378-381 with).
+  if (accumulate && !kTransC)
+    for (int r = 0; r < mr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
+    }
+  if (accumulate && kTransC)  // the 12 floats of each of nr rows
+    for (int q = 0; q < nr; ++q) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + q * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + q * ldc + kMr - 1), _MM_HINT_T0);
+    }
+  for (int64_t k8 = 0; k8 < kp; k8 += 8) {
+#pragma GCC unroll 8
+    for (int64_t k = k8; k < k8 + 8; ++k) {
+      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+      for (int r = 0; r < kMr; ++r) {
+        const __m512 x = _mm512_set1_ps(a[k * kMr + r]);
+        c0[r] = _mm512_fmadd_ps(x, b0, c0[r]);
+        c1[r] = _mm512_fmadd_ps(x, b1, c1[r]);
+      }
+      b += kNr;
+    }
+  }
+  if constexpr (kTransC) {  // C(r, j) at c[j * ldc + r]: each 16 columns transposed to rows
+    const __mmask16 live = lanes(mr);
+    for (int h = 0; h < 2; ++h) {
+      __m512 t[16];
+      for (int r = 0; r < 16; ++r) t[r] = r < kMr ? (h ? c1[r] : c0[r]) : _mm512_setzero_ps();
+      transpose16(t);
+      for (int q = 0; q < 16 && h * 16 + q < nr; ++q) {
+        float* cq = c + (h * 16 + q) * ldc;
+        if (mr == kMr) {  // 8 + 4 lanes, unmasked
+          __m256 lo = _mm512_castps512_ps256(t[q]);
+          __m128 hi = _mm512_extractf32x4_ps(t[q], 2);
+          if (accumulate) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(cq));
+            hi = _mm_add_ps(hi, _mm_loadu_ps(cq + 8));
+          }
+          _mm256_storeu_ps(cq, lo);
+          _mm_storeu_ps(cq + 8, hi);
+          continue;
+        }
+        if (accumulate) t[q] = _mm512_add_ps(t[q], _mm512_maskz_loadu_ps(live, cq));
+        _mm512_mask_storeu_ps(cq, live, t[q]);
+      }
+    }
+    return;
+  }
+  if (mr == kMr && nr == kNr) {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      float* cr = c + r * ldc;
+      if (accumulate) {
+        c0[r] = _mm512_add_ps(c0[r], _mm512_loadu_ps(cr));
+        c1[r] = _mm512_add_ps(c1[r], _mm512_loadu_ps(cr + 16));
+      }
+      _mm512_storeu_ps(cr, c0[r]);
+      _mm512_storeu_ps(cr + 16, c1[r]);
+    }
+    return;
+  }
+  const __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+  for (int r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) {
+      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, cr));
+      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    _mm512_mask_storeu_ps(cr, m0, c0[r]);
+    _mm512_mask_storeu_ps(cr + 16, m1, c1[r]);
+  }
+}
+
+inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 // Columns [j0, j0 + nc) of op(B), k in [p0, p0 + kc), into 32-column panels: panel q at
 // dst + q * kp * 32, k-major. Rows from kc to kp and columns past nc are zero.
@@ -238,12 +269,20 @@ struct Buffer {
 thread_local Buffer a_panels, b_panels;
 
 // Every 12-row panel of op(A), in turn, against every 32-column panel of a packed block of op(B).
+// C(i, j) at c[i * ldc + j], or at c[j * ldc + i] with trans_c.
 inline void tiles(const float* pa, const float* pb, int64_t m, int64_t nc, int64_t kp, bool acc,
-                  float* c, int64_t ldc) {
+                  float* c, int64_t ldc, bool trans_c) {
+  if (trans_c) {
+    for (int64_t j = 0; j < nc; j += kNr)
+      for (int64_t i = 0; i < m; i += kMr)
+        tile<true>(kp, pa + i * kp, pb + j * kp, c + j * ldc + i, ldc, acc,
+                   static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
+    return;
+  }
   for (int64_t i = 0; i < m; i += kMr)
     for (int64_t j = 0; j < nc; j += kNr)
-      tile(kp, pa + i * kp, pb + j * kp, c + i * ldc + j, ldc, acc,
-           static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
+      tile<false>(kp, pa + i * kp, pb + j * kp, c + i * ldc + j, ldc, acc,
+                  static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
 }
 
 float* a_buffer(int64_t m, int64_t k) {
@@ -254,7 +293,7 @@ float* a_buffer(int64_t m, int64_t k) {
 
 void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                      int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
-                     int64_t ldc, float* row_sums) {
+                     int64_t ldc, float* row_sums, bool trans_c) {
   float* pa = a_buffer(m, k);
   float* pb = b_panels.at_least(kKc * kNc);
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
@@ -266,7 +305,7 @@ void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
     for (int64_t j0 = 0; j0 < n; j0 += width) {
       const int64_t nc = lesser(width, n - j0);
       pack_b(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
-      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, c + j0, ldc);
+      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc, trans_c);
     }
   }
 }
