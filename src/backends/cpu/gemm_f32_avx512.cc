@@ -114,17 +114,6 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
       transpose16(t);
       for (int q = 0; q < 16 && h * 16 + q < nr; ++q) {
         float* cq = c + (h * 16 + q) * ldc;
-        if (mr == kMr) {  // 8 + 4 lanes, unmasked
-          __m256 lo = _mm512_castps512_ps256(t[q]);
-          __m128 hi = _mm512_extractf32x4_ps(t[q], 2);
-          if (accumulate) {
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(cq));
-            hi = _mm_add_ps(hi, _mm_loadu_ps(cq + 8));
-          }
-          _mm256_storeu_ps(cq, lo);
-          _mm_storeu_ps(cq + 8, hi);
-          continue;
-        }
         if (accumulate) t[q] = _mm512_add_ps(t[q], _mm512_maskz_loadu_ps(live, cq));
         _mm512_mask_storeu_ps(cq, live, t[q]);
       }
