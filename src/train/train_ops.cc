@@ -296,11 +296,12 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns); dbias
   // summed by our GEMM as it packs dout^T, or by bias_backward.
   const bool amx_dw = dw && use_amx(bf16_operands, oc, c, n);
-  const bool fused_bias = dbias && dw && !amx_dw && cpu::gemm_f32_avx512_active();
+  const bool ours = dw && !amx_dw && cpu::gemm_f32_avx512_active();
+  const bool fused_bias = ours && dbias;
   if (dbias && !fused_bias) bias_backward(dbias, dout, n, oc, pool);
   if (amx_dw)
     amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
-  else if (dw && !fused_bias && cpu::gemm_f32_avx512_active() && oc >= kSplitKRatio * c)
+  else if (ours && !dbias && oc >= kSplitKRatio * c)
     // The output head's: as dw^T [c, oc] += inp^T dout, stored transposed straight into dw. Its
     // op(B), dout, is packed by plain copies of row pieces where dout^T needs a gather of 12
     // floats from every row (L15M's head d weight over 2048 tokens, two threads: 118-119 -> 107-111
