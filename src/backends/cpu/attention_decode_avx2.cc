@@ -50,12 +50,52 @@ inline __m256 reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// The lines of bytes [b0, b1) of `rows` rows rb bytes apart (the last byte's line included), one
+// prefetch per step(): a block's prefetches spread over its multiply-adds instead of issued in one
+// burst, which stalled on the core's few outstanding misses before any FMA ran.
+template <int kHint>
+class PrefetchWalk {
+ public:
+  PrefetchWalk(const uint8_t* r, size_t rb, int rows, size_t b0, size_t b1)
+      : row_(r), rb_(rb), b0_(b0), b1_(b1), b_(b0), rows_(rows) {}
+  void step() {
+    if (rows_ <= 0) return;
+    _mm_prefetch(reinterpret_cast<const char*>(row_ + (b_ < b1_ ? b_ : b1_ - 1)),
+                 static_cast<_mm_hint>(kHint));
+    b_ += 64;
+    if (b_ >= b1_ + 63) {  // past the line of the last byte
+      b_ = b0_;
+      row_ += rb_;
+      --rows_;
+    }
+  }
+  void finish() {
+    while (rows_ > 0) step();
+  }
+
+ private:
+  const uint8_t* row_;
+  size_t rb_, b0_, b1_, b_;
+  int rows_;
+};
+
+// The keys' and the values' prefetch walks of one 8-key block, one step of each per 8 elements.
+struct BlockPrefetch {
+  PrefetchWalk<_MM_HINT_T0> keys;
+  PrefetchWalk<_MM_HINT_T1> values;
+  void step() {
+    keys.step();
+    values.step();
+  }
+};
+
 // scale * q . key j for the 8 keys whose rows start at r, rb bytes apart, as one vector.
 template <class R>
 inline __m256 score8(const float* q, const uint8_t* r, size_t rb, int64_t off, int64_t hd,
-                     __m256 scale) {
+                     __m256 scale, BlockPrefetch& pf) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (int64_t e = 0; e < hd; e += 8) {
+    pf.step();
     const __m256 qv = _mm256_loadu_ps(q + e);
     const int64_t i = off + e;
     a0 = _mm256_fmadd_ps(qv, R::load(r, i), a0);
@@ -161,19 +201,23 @@ void decode(const AttnDecode& a) {
     const uint8_t* v = a.v + c0 * rb;
     // Scores, 8 keys at a time for every head of the range (the block's rows are read whole),
     // the keys 16 ahead prefetched into L1 and the values of the 8 keys into L2 meanwhile (the
-    // cache is usually cold: the weights streamed through since the last token). Q06B Q4_0
-    // tg128, 2 threads: 17.8-18.9 us per call with the keys 8 ahead and no value prefetch,
-    // 15.6-15.7 with these.
+    // cache is usually cold: the weights streamed through since the last token), one line of
+    // each per 8 elements of the scores. Q06B Q4_0 tg128, 2 threads: 17.8-18.9 us per call with
+    // the keys 8 ahead and no value prefetch, 15.6-15.7 with these in bursts before the block;
+    // spread, the cold 512-key micro-benchmark went from 87-99 to 79-85 us (two threads) and
+    // 222-260 to 155-193 (one).
     prefetch_rows(k, rb, std::min(16, n), b0, b1);
     int32_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      prefetch_rows(k + (j + 16) * rb, rb, std::max(0, std::min(8, n - j - 16)), b0, b1);
-      prefetch_rows<_MM_HINT_T1>(v + j * rb, rb, 8, b0, b1);
+      BlockPrefetch pf{{k + (j + 16) * rb, rb, std::max(0, std::min(8, n - j - 16)), b0, b1},
+                       {v + j * rb, rb, 8, b0, b1}};
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = (a.h0 + h / group) * hd;
         _mm256_storeu_ps(a.scores + h * kDecodeChunk + j,
-                         score8<R>(a.q + h * hd, k + j * rb, rb, off, hd, scale));
+                         score8<R>(a.q + h * hd, k + j * rb, rb, off, hd, scale, pf));
       }
+      pf.keys.finish();
+      pf.values.finish();
     }
     for (; j < n; ++j) {
       for (int64_t h = 0; h < heads; ++h) {
