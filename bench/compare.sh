@@ -3,8 +3,11 @@
 # one test at a time and alternately (nexus, peer, nexus, peer, ...) so machine noise hits both,
 # then prints a markdown table model | type | test | nexus t/s | llama.cpp t/s | ratio.
 #
-# usage: bench/compare.sh LLAMA_BENCH MODEL.gguf... [-p 512[,N...]] [-n 128[,N...]] [-t THREADS]
-#                         [-r REPS] [--kv-type f16] [--nexus PATH] [--out DIR] [--bandwidth GBPS]
+# usage: bench/compare.sh LLAMA_BENCH MODEL.gguf... [-p 512[,N...]] [-n 128[,N...]] [-d 0[,N...]]
+#                         [-t THREADS] [-r REPS] [--kv-type f16] [--nexus PATH] [--out DIR]
+#                         [--bandwidth GBPS]
+# -d runs every test after a context of N tokens (llama-bench's -d; passed to both tools only
+# when not 0, so peers older than that flag still run the plain tests).
 # With --bandwidth (the machine's read bandwidth, e.g. from build/nexus_membw), tg rows also show
 # the bound bandwidth / bytes read per token and the fraction of it each engine reaches.
 # LLAMA_BENCH is the path of an already built llama-bench binary (this script never builds it).
@@ -19,12 +22,13 @@ die() { echo "compare.sh: error: $*" >&2; exit 1; }
 peer="$1"; shift
 [[ -x "$peer" ]] || die "llama-bench binary '$peer' is not an executable file"
 
-models=() prompts="512" gens="128" threads="$(nproc)" reps="5" kv="" out="" bw="0"
+models=() prompts="512" gens="128" depths="0" threads="$(nproc)" reps="5" kv="" out="" bw="0"
 nexus="${NEXUS_BIN:-$here/../build/nexus}"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -p) prompts="$2"; shift 2 ;;
     -n) gens="$2"; shift 2 ;;
+    -d) depths="$2"; shift 2 ;;
     -t) threads="$2"; shift 2 ;;
     -r) reps="$2"; shift 2 ;;
     --kv-type) kv="$2"; shift 2 ;;
@@ -49,23 +53,28 @@ if [[ -n "$kv" ]]; then kv_nexus=(--kv-type "$kv"); kv_peer=(-ctk "$kv" -ctv "$k
 manifest="$out/manifest.tsv"
 : > "$manifest"
 i=0
-run_pair() {  # $1 model, $2 n_prompt, $3 n_gen
+run_pair() {  # $1 model, $2 n_prompt, $3 n_gen, $4 n_depth
   i=$((i + 1))
-  local nj="$out/nexus-$i.json" pj="$out/peer-$i.json"
-  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3: nexus" >&2
-  "$nexus" bench -m "$1" -p "$2" -n "$3" -t "$threads" -r "$reps" "${kv_nexus[@]}" -o json \
-    > "$nj" 2> "$out/nexus-$i.log" || die "nexus bench failed (see $out/nexus-$i.log)"
-  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3: llama-bench" >&2
-  "$peer" -m "$1" -p "$2" -n "$3" -t "$threads" -r "$reps" "${kv_peer[@]}" -o json \
+  local nj="$out/nexus-$i.json" pj="$out/peer-$i.json" depth=()
+  [[ "$4" == 0 ]] || depth=(-d "$4")
+  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3 d=$4: nexus" >&2
+  "$nexus" bench -m "$1" -p "$2" -n "$3" "${depth[@]}" -t "$threads" -r "$reps" "${kv_nexus[@]}" \
+    -o json > "$nj" 2> "$out/nexus-$i.log" || die "nexus bench failed (see $out/nexus-$i.log)"
+  echo "compare.sh: [$i] $(basename "$1") p=$2 n=$3 d=$4: llama-bench" >&2
+  "$peer" -m "$1" -p "$2" -n "$3" "${depth[@]}" -t "$threads" -r "$reps" "${kv_peer[@]}" -o json \
     > "$pj" 2> "$out/peer-$i.log" || die "llama-bench failed (see $out/peer-$i.log)"
   printf '%s\t%s\t%s\n' "$1" "$nj" "$pj" >> "$manifest"
 }
 
 IFS=',' read -r -a plist <<< "$prompts"
 IFS=',' read -r -a nlist <<< "$gens"
+IFS=',' read -r -a dlist <<< "$depths"
 for m in "${models[@]}"; do
-  for p in "${plist[@]}"; do [[ "$p" == 0 ]] || run_pair "$m" "$p" 0; done
-  for n in "${nlist[@]}"; do [[ "$n" == 0 ]] || run_pair "$m" 0 "$n"; done
+  for d in "${dlist[@]}"; do
+    [[ "$d" =~ ^[0-9]+$ ]] || die "-d: '$d' is not a token count"
+    for p in "${plist[@]}"; do [[ "$p" == 0 ]] || run_pair "$m" "$p" 0 "$d"; done
+    for n in "${nlist[@]}"; do [[ "$n" == 0 ]] || run_pair "$m" 0 "$n" "$d"; done
+  done
 done
 [[ $i -gt 0 ]] || die "nothing to run: every -p and -n value is 0"
 

@@ -19,7 +19,13 @@ def load_test(path):
 
 
 def test_name(r):
-    return f"pp{r['n_prompt']}" if r.get("n_prompt", 0) > 0 else f"tg{r['n_gen']}"
+    name = f"pp{r['n_prompt']}" if r.get("n_prompt", 0) > 0 else f"tg{r['n_gen']}"
+    depth = r.get("n_depth", 0) or 0
+    return f"{name} @ d{depth}" if depth > 0 else name
+
+
+def test_key(r):
+    return (r.get("n_prompt"), r.get("n_gen"), r.get("n_depth", 0) or 0)
 
 
 def ts(r):
@@ -35,7 +41,7 @@ def main(manifest, bandwidth_gbps=0.0):
                 continue
             model, nexus_path, peer_path = line.rstrip("\n").split("\t")
             n, p = load_test(nexus_path), load_test(peer_path)
-            if (n.get("n_prompt"), n.get("n_gen")) != (p.get("n_prompt"), p.get("n_gen")):
+            if test_key(n) != test_key(p):
                 raise ValueError(f"{peer_path}: test {test_name(p)} does not match {test_name(n)}")
             ratio = n["avg_ts"] / p["avg_ts"] if p.get("avg_ts") else float("nan")
             bound = ""

@@ -86,7 +86,7 @@ int ladder_main(const std::string& path, int n_prompt, int n_gen, int n_threads,
 int bench_main(int argc, char** argv) {
   CLI::App app{"Measure prompt processing (pp) and generation (tg) throughput like llama-bench",
                "nexus bench"};
-  std::vector<std::string> models, p_raw = {"512"}, n_raw = {"128"}, b_raw = {"1"};
+  std::vector<std::string> models, p_raw = {"512"}, n_raw = {"128"}, b_raw = {"1"}, d_raw = {"0"};
   std::vector<std::string> t_raw = {
       std::to_string(std::max(1u, std::thread::hardware_concurrency()))};
   std::string reps_raw = "5", output = "md", kv_name = "f16";
@@ -100,6 +100,9 @@ int bench_main(int argc, char** argv) {
   app.add_option("-p,--n-prompt", p_raw, "prompt sizes for pp tests (0 = none)")->delimiter(',');
   app.add_option("-n,--n-gen", n_raw, "tokens to generate in tg tests (0 = none)")->delimiter(',');
   app.add_option("-b,--n-seq", b_raw, "sequences decoded in lock-step in tg tests")->delimiter(',');
+  app.add_option("-d,--n-depth", d_raw,
+                 "context tokens before each test (filled untimed, as llama-bench's -d)")
+      ->delimiter(',');
   app.add_option("-t,--threads", t_raw, "thread counts")->delimiter(',');
   app.add_option("-r,--repetitions", reps_raw, "timed runs per test (after one warm-up run)");
   app.add_option("-o,--output", output, "md | json | csv");
@@ -126,6 +129,8 @@ int bench_main(int argc, char** argv) {
   if (!gens) return fail("bench", gens.status().message());
   auto seqs = int_list("-b", b_raw, 1);
   if (!seqs) return fail("bench", seqs.status().message());
+  auto depths = int_list("-d", d_raw, 0);
+  if (!depths) return fail("bench", depths.status().message());
   auto threads = int_list("-t", t_raw, 1);
   if (!threads) return fail("bench", threads.status().message());
   auto reps = int_list("-r", {reps_raw}, 1);
@@ -146,11 +151,13 @@ int bench_main(int argc, char** argv) {
 
   std::vector<BenchTest> tests;
   for (int t : threads.value()) {
-    for (int p : prompts.value())
-      if (p > 0) tests.push_back({p, 0, 1, t});
-    for (int n : gens.value())
-      if (n > 0)
-        for (int b : seqs.value()) tests.push_back({0, n, b, t});
+    for (int d : depths.value()) {
+      for (int p : prompts.value())
+        if (p > 0) tests.push_back({p, 0, 1, t, d});
+      for (int n : gens.value())
+        if (n > 0)
+          for (int b : seqs.value()) tests.push_back({0, n, b, t, d});
+    }
   }
   if (tests.empty()) return fail("bench", "nothing to run: every -p and -n value is 0");
 

@@ -48,9 +48,14 @@ double value_bytes(DType t, int64_t n) {
 }  // namespace
 
 std::string bench_test_name(const BenchTest& test) {
-  if (test.n_prompt > 0) return "pp" + std::to_string(test.n_prompt);
-  std::string s = "tg" + std::to_string(test.n_gen);
-  if (test.n_seq > 1) s += " x" + std::to_string(test.n_seq);
+  std::string s;
+  if (test.n_prompt > 0) {
+    s = "pp" + std::to_string(test.n_prompt);
+  } else {
+    s = "tg" + std::to_string(test.n_gen);
+    if (test.n_seq > 1) s += " x" + std::to_string(test.n_seq);
+  }
+  if (test.n_depth > 0) s += " @ d" + std::to_string(test.n_depth);
   return s;
 }
 
@@ -98,7 +103,7 @@ BenchModelInfo describe_model(const Model& model, const std::string& filename) {
   return info;
 }
 
-double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_type) {
+double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_type, int n_depth) {
   const ModelConfig& c = model.config();
   double step = 0;  // bytes read by one decode step of n_seq tokens, KV cache aside
   for (const auto& t : model.gguf().tensors()) {
@@ -109,9 +114,9 @@ double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_typ
       step += n_seq * row;                               // one embedding row per token
     if (!lookup) step += static_cast<double>(t.nbytes);  // read in full (the tied head included)
   }
-  // Attention at position p reads p + 1 K and V rows per layer; the mean over 0 .. n_gen-1.
+  // Attention at position p reads p + 1 K and V rows per layer; the mean over the generated ones.
   const double kv_row = value_bytes(kv_type, c.n_kv_heads * c.head_dim);
-  const double kv = c.n_layers * 2.0 * kv_row * (n_gen + 1) / 2.0;
+  const double kv = c.n_layers * 2.0 * kv_row * (std::max(0, n_depth) + (n_gen + 1) / 2.0);
   return step / std::max(1, n_seq) + kv;
 }
 
@@ -121,13 +126,17 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
   if (!pp && test.n_gen <= 0) return Status::error("a test needs n_prompt > 0 or n_gen > 0");
   if (test.n_seq < 1) return Status::error("n_seq must be >= 1");
   if (opts.repetitions < 1) return Status::error("repetitions must be >= 1");
+  if (test.n_depth < 0) return Status::error("n_depth must be >= 0");
   const int n_seq = pp ? 1 : test.n_seq;
+  const int depth = test.n_depth;
+  const int timed_batch = pp ? test.n_prompt : n_seq;
+  const int fill_batch = std::min(depth, kBenchDepthBatch);
   ContextOptions co;
   co.n_threads = test.n_threads;
   co.kv_type = opts.kv_type;
   co.n_seq = n_seq;
-  co.n_ctx = pp ? test.n_prompt : test.n_gen;
-  co.max_batch = pp ? test.n_prompt : n_seq;
+  co.n_ctx = depth + (pp ? test.n_prompt : test.n_gen);
+  co.max_batch = std::max(timed_batch, fill_batch);
   auto ctx_r = Context::create(model, co);
   if (!ctx_r) return ctx_r.status();
   Context& ctx = *ctx_r.value();
@@ -137,7 +146,7 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
   r.test = test;
   r.test.n_seq = n_seq;
   if (pp) r.test.n_gen = 0;
-  r.n_batch = static_cast<int>(co.max_batch);
+  r.n_batch = timed_batch;
   r.type_kv = std::string(dtype_name(opts.kv_type));
   for (char& ch : r.type_kv) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   r.test_time = utc_now();
@@ -146,15 +155,25 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
   std::mt19937_64 rng(opts.seed);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model.config().n_vocab - 1));
   const int64_t n_tokens = pp ? test.n_prompt : static_cast<int64_t>(test.n_gen) * n_seq;
-  std::vector<int32_t> ids(n_tokens);
+  std::vector<int32_t> ids(n_tokens), context_ids(static_cast<size_t>(depth) * n_seq);
   for (int32_t& id : ids) id = pick(rng);
+  for (int32_t& id : context_ids) id = pick(rng);
   Batch batch;
   std::vector<float> logits;
   auto run_once = [&]() -> Result<uint64_t> {
     for (int s = 0; s < n_seq; ++s) ctx.clear_seq(s);
+    // The context of each sequence, untimed.
+    for (int s = 0; s < n_seq; ++s)
+      for (int p0 = 0; p0 < depth; p0 += fill_batch) {
+        const int p1 = std::min(depth, p0 + fill_batch);
+        batch.clear();
+        for (int p = p0; p < p1; ++p) batch.add(context_ids[s * depth + p], p, s, p + 1 == p1);
+        NEXUS_RETURN_IF_ERROR(ctx.decode(batch, &logits));
+      }
     if (pp) {
       batch.clear();
-      for (int i = 0; i < test.n_prompt; ++i) batch.add(ids[i], i, 0, i + 1 == test.n_prompt);
+      for (int i = 0; i < test.n_prompt; ++i)
+        batch.add(ids[i], depth + i, 0, i + 1 == test.n_prompt);
     }
     const auto t0 = std::chrono::steady_clock::now();
     if (pp) {
@@ -162,7 +181,7 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
     } else {
       for (int step = 0; step < test.n_gen; ++step) {
         batch.clear();
-        for (int s = 0; s < n_seq; ++s) batch.add(ids[step * n_seq + s], step, s, true);
+        for (int s = 0; s < n_seq; ++s) batch.add(ids[step * n_seq + s], depth + step, s, true);
         NEXUS_RETURN_IF_ERROR(ctx.decode(batch, &logits));
       }
     }
@@ -191,7 +210,7 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
   r.peak_rss_bytes = peak_rss_bytes();
   r.kv_bytes = ctx.kv_bytes();
   if (!pp) {
-    r.bytes_per_token = tg_bytes_per_token(model, test.n_gen, n_seq, opts.kv_type);
+    r.bytes_per_token = tg_bytes_per_token(model, test.n_gen, n_seq, opts.kv_type, depth);
     r.bandwidth_gbps = opts.bandwidth_gbps;
     if (opts.bandwidth_gbps > 0 && r.bytes_per_token > 0) {
       r.bound_ts = opts.bandwidth_gbps * 1e9 / r.bytes_per_token;

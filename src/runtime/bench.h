@@ -15,13 +15,18 @@
 
 namespace nexus {
 
-// One test: a pp test when n_prompt > 0, otherwise a tg test of n_gen tokens per sequence.
+// One test: a pp test when n_prompt > 0, otherwise a tg test of n_gen tokens per sequence; with
+// n_depth > 0 it runs after a context of n_depth tokens (llama-bench's -d: filled before the timer
+// starts, in batches of up to kBenchDepthBatch tokens, every sequence).
 struct BenchTest {
   int n_prompt = 0;
   int n_gen = 0;
   int n_seq = 1;  // tg only: sequences decoded together, one token each per decode call
   int n_threads = 1;
+  int n_depth = 0;
 };
+
+inline constexpr int kBenchDepthBatch = 512;
 
 struct BenchOptions {
   int repetitions = 5;  // timed runs after the warm-up run
@@ -60,7 +65,8 @@ struct BenchResult {
   std::string test_name() const;
 };
 
-// "pp512", "tg128", or "tg128 x8" for 8 sequences.
+// "pp512", "tg128", or "tg128 x8" for 8 sequences; " @ d4096" after a context of 4096 (as
+// llama-bench names it).
 std::string bench_test_name(const BenchTest& test);
 
 // Where and how the results were produced.
@@ -75,8 +81,9 @@ std::string cpu_model_name();
 BenchModelInfo describe_model(const Model& model, const std::string& filename);
 // Bytes a tg test reads per generated token: every tensor touched per decode step (all matrices,
 // norms and the output head, plus one embedding row per token) divided by n_seq, plus the K and V
-// rows attention reads, averaged over positions 0 .. n_gen-1 (a token at position p reads p + 1).
-double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_type);
+// rows attention reads, averaged over positions n_depth .. n_depth + n_gen - 1 (a token at position
+// p reads p + 1).
+double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_type, int n_depth = 0);
 
 // Runs one test: creates a context sized for it, one warm-up run, then opts.repetitions timed
 // runs, clearing the KV cache before each. Errors come from context creation or decoding.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/mapped_file.h"
+#include "runtime/bench.h"
 
 namespace nexus {
 namespace {
@@ -99,10 +100,14 @@ Result<std::vector<BenchSample>> parse_bench_json(std::string_view json, const s
       const int n_prompt = get_or<int>(o, "n_prompt", 0), n_gen = get_or<int>(o, "n_gen", 0);
       s.n_seq = get_or<int>(o, "n_seq", 1);
       s.test = get_or<std::string>(o, "test", "");
-      if (s.test.empty())
-        s.test = n_prompt > 0 ? "pp" + std::to_string(n_prompt)
-                              : "tg" + std::to_string(n_gen) +
-                                    (s.n_seq > 1 ? " x" + std::to_string(s.n_seq) : "");
+      if (s.test.empty()) {
+        BenchTest t;
+        t.n_prompt = n_prompt;
+        t.n_gen = n_gen;
+        t.n_seq = s.n_seq;
+        t.n_depth = get_or<int>(o, "n_depth", 0);
+        s.test = bench_test_name(t);
+      }
       s.n_threads = get_or<int>(o, "n_threads", 1);
       s.type_kv = get_or<std::string>(o, "type_k", "");
       s.samples_ts = get_or<std::vector<double>>(o, "samples_ts", {});

@@ -33,7 +33,7 @@ Json to_json(const BenchResult& r, const BenchEnv& env) {
   j["embeddings"] = false;
   j["n_prompt"] = r.test.n_prompt;
   j["n_gen"] = r.test.n_gen;
-  j["n_depth"] = 0;
+  j["n_depth"] = r.test.n_depth;
   j["test_time"] = r.test_time;
   j["avg_ns"] = r.avg_ns;
   j["stddev_ns"] = r.stddev_ns;

@@ -118,7 +118,8 @@ TEST_F(BenchCli, BadFlagsFailWithAClearError) {
   for (const std::string& args : std::vector<std::string>{
            "bench -p abc" + m, "bench -t 0" + m, "bench -b 0" + m, "bench -r 0 -m " + model_,
            "bench -o xml" + m, "bench --kv-type q4_0" + m, "bench -m /nonexistent/x.gguf",
-           "bench -p 0 -n 0 -m " + model_, "bench", "bench --frobnicate" + m}) {
+           "bench -p 0 -n 0 -m " + model_, "bench", "bench --frobnicate" + m, "bench -d -5" + m,
+           "bench -d x" + m}) {
     const Proc r = cli(args);
     EXPECT_NE(r.rc, 0) << args;
     EXPECT_NE(r.err.find("nexus bench: error:"), std::string::npos) << args << ": " << r.err;
@@ -142,8 +143,8 @@ TEST_F(BenchCli, CompareScriptAgainstFakeLlamaBench) {
     GTEST_SKIP() << "needs bash and python3";
   const std::string src = NEXUS_SOURCE_DIR;
   const Proc r = sh("NEXUS_BIN=" + test::cli_path() + " bash " + src + "/bench/compare.sh " + src +
-                        "/tests/e2e/fake_llama_bench.sh " + model_ + " -p 8 -n 4 -t 1 -r 1 --out " +
-                        (dir_ / "cmp").string(),
+                        "/tests/e2e/fake_llama_bench.sh " + model_ +
+                        " -p 8 -n 4 -d 0,16 -t 1 -r 1 --out " + (dir_ / "cmp").string(),
                     (dir_ / "cmp_err.txt").string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("| model"), std::string::npos) << r.out;
@@ -155,12 +156,16 @@ TEST_F(BenchCli, CompareScriptAgainstFakeLlamaBench) {
   EXPECT_NE(r.out.find("| tg4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("20.00 ± 0.50"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fake000"), std::string::npos);
+  // -d 16: both tools ran the tests again after 16 tokens of context, matched by depth.
+  EXPECT_NE(r.out.find("| pp8 @ d16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 @ d16"), std::string::npos) << r.out;
   // The runs alternate: nexus, peer, nexus, peer.
   const std::string log = r.err;
-  const size_t a = log.find("p=8 n=0: nexus"), b = log.find("p=8 n=0: llama-bench"),
-               c = log.find("p=0 n=4: nexus"), d = log.find("p=0 n=4: llama-bench");
-  ASSERT_NE(d, std::string::npos) << log;
-  EXPECT_TRUE(a < b && b < c && c < d) << log;
+  const size_t a = log.find("p=8 n=0 d=0: nexus"), b = log.find("p=8 n=0 d=0: llama-bench"),
+               c = log.find("p=0 n=4 d=0: nexus"), d = log.find("p=0 n=4 d=0: llama-bench"),
+               e = log.find("p=0 n=4 d=16: nexus"), f = log.find("p=0 n=4 d=16: llama-bench");
+  ASSERT_NE(f, std::string::npos) << log;
+  EXPECT_TRUE(a < b && b < c && c < d && d < e && e < f) << log;
   // A missing peer binary is an error.
   const Proc bad = sh("NEXUS_BIN=" + test::cli_path() + " bash " + src +
                           "/bench/compare.sh /nonexistent/llama-bench " + model_,

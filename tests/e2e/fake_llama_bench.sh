@@ -2,12 +2,13 @@
 # A stand-in for llama.cpp's llama-bench in tests of bench/compare.sh: accepts the flags the
 # script passes and prints llama-bench-shaped JSON (-o json) with fixed throughputs.
 set -euo pipefail
-model="" p=512 n=128 t=4 r=5 o=md
+model="" p=512 n=128 d=0 t=4 r=5 o=md
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -m) model="$2"; shift 2 ;;
     -p) p="$2"; shift 2 ;;
     -n) n="$2"; shift 2 ;;
+    -d) d="$2"; shift 2 ;;
     -t) t="$2"; shift 2 ;;
     -r) r="$2"; shift 2 ;;
     -o) o="$2"; shift 2 ;;
@@ -23,6 +24,7 @@ obj() {  # $1 n_prompt, $2 n_gen, $3 t/s
   printf '"backends": "CPU", "model_filename": "%s", "model_type": "llama ?B F32", ' "$model"
   printf '"model_size": 1, "model_n_params": 1, "n_threads": %s, "n_prompt": %s, "n_gen": %s, ' \
     "$t" "$1" "$2"
+  printf '"n_depth": %s, ' "$d"
   printf '"avg_ts": %s, "stddev_ts": 0.5, "samples_ts": [%s], "samples_ns": [1000000]}' "$3" "$3"
 }
 echo "["

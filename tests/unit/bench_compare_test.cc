@@ -110,6 +110,21 @@ TEST(BenchCompare, UnmatchedTestsAreListed) {
   EXPECT_NE(compare_to_markdown(r).find("only in the current run: other"), std::string::npos);
 }
 
+// llama-bench's JSON has no "test" field: the name comes from n_prompt, n_gen and n_depth, so
+// depths stay apart.
+TEST(BenchCompare, NamesLlamaBenchEntriesWithTheirDepth) {
+  const std::string peer =
+      R"([{"model_type":"m","n_prompt":0,"n_gen":32,"n_depth":0,"n_threads":2,"samples_ts":[50]},)"
+      R"({"model_type":"m","n_prompt":0,"n_gen":32,"n_depth":4096,"n_threads":2,"samples_ts":[9]},)"
+      R"({"model_type":"m","n_prompt":512,"n_gen":0,"n_depth":1024,"n_threads":2,"samples_ts":[99]}])";
+  auto r = parse_bench_json(peer, "peer.json");
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r.value().size(), 3u);
+  EXPECT_EQ(r.value()[0].test, "tg32");
+  EXPECT_EQ(r.value()[1].test, "tg32 @ d4096");
+  EXPECT_EQ(r.value()[2].test, "pp512 @ d1024");
+}
+
 TEST(BenchCompare, BadInput) {
   EXPECT_FALSE(parse_bench_json("{not json", "x.json").is_ok());
   EXPECT_NE(parse_bench_json("{not json", "x.json").status().message().find("x.json"),

@@ -296,6 +296,37 @@ TEST_F(BenchRun, BytesPerTokenCountsWeightsOncePerStepAndTheKvCache) {
   const double kv = 2 * 2 * (64 * 2) * (16 + 1) / 2.0;
   EXPECT_NEAR(tg_bytes_per_token(*model_, 16, 1, DType::kF16), weights + row + kv, 1e-6);
   EXPECT_NEAR(tg_bytes_per_token(*model_, 16, 4, DType::kF16), weights / 4 + row + kv, 1e-6);
+  // After a context of 100 tokens every generated token also reads those 100 rows.
+  const double kv_depth = 2 * 2 * (64 * 2) * (100 + (16 + 1) / 2.0);
+  EXPECT_NEAR(tg_bytes_per_token(*model_, 16, 1, DType::kF16, 100), weights + row + kv_depth, 1e-6);
+}
+
+TEST_F(BenchRun, DepthRunsAfterAnUntimedContext) {
+  BenchOptions opts;
+  opts.repetitions = 1;
+  BenchTest tg{0, 4, 2, 1};
+  auto plain = run_bench_test(*model_, info_, tg, opts);
+  ASSERT_TRUE(plain) << plain.status().message();
+  // 600 tokens of context: two fill batches of 512 and 88 per sequence, then positions 600-603.
+  tg.n_depth = 600;
+  auto deep = run_bench_test(*model_, info_, tg, opts);
+  ASSERT_TRUE(deep) << deep.status().message();
+  EXPECT_EQ(deep->test_name(), "tg4 x2 @ d600");
+  EXPECT_EQ(deep->n_batch, 2);
+  // The cache holds the context and the generated tokens of both sequences.
+  EXPECT_EQ(deep->kv_bytes, plain->kv_bytes / 4 * 604);
+  // Only the generated tokens are timed and counted.
+  EXPECT_NEAR(deep->samples_ts[0], 8 * 1e9 / deep->samples_ns[0], 1e-6 * deep->samples_ts[0]);
+  EXPECT_NEAR(deep->bytes_per_token, tg_bytes_per_token(*model_, 4, 2, DType::kF16, 600), 1e-9);
+  auto pp = run_bench_test(*model_, info_, {8, 0, 1, 1, 40}, opts);
+  ASSERT_TRUE(pp) << pp.status().message();
+  EXPECT_EQ(pp->test_name(), "pp8 @ d40");
+  EXPECT_EQ(pp->n_batch, 8);
+  const auto j = nlohmann::json::parse(bench_to_json({deep.value(), pp.value()}, {"a", "b"}));
+  EXPECT_EQ(j[0]["n_depth"], 600);
+  EXPECT_EQ(j[1]["n_depth"], 40);
+  EXPECT_EQ(j[1]["test"], "pp8 @ d40");
+  EXPECT_FALSE(run_bench_test(*model_, info_, {0, 4, 1, 1, -1}, opts));
 }
 
 TEST_F(BenchRun, RunsPpAndBatchedTgAndFormatsResults) {
