@@ -60,7 +60,7 @@ void decode_args(benchmark::internal::Benchmark* b) {
   const int64_t shapes[][3] = {{8, 4, 8}, {6, 6, 48}, {12, 12, 64}, {16, 8, 128}};
   for (DType t : {DType::kF16, DType::kF32, DType::kQ8_0})
     for (const auto& s : shapes)
-      for (int64_t len : {64, 512})
+      for (int64_t len : {64, 512, 4096})
         for (int64_t threads : {1, 2})
           for (int64_t cold : {0, 1})
             b->Args({static_cast<int64_t>(t), s[0], s[1], s[2], len, threads, cold});
