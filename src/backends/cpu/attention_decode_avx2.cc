@@ -52,7 +52,8 @@ inline __m256 reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m
 
 // The lines of bytes [b0, b1) of `rows` rows rb bytes apart (the last byte's line included), one
 // prefetch per step(): a block's prefetches spread over its multiply-adds instead of issued in one
-// burst, which stalled on the core's few outstanding misses before any FMA ran.
+// burst, which stalled on the core's few outstanding misses before any FMA ran. finish() issues
+// what is left at once (alone: the whole walk as one burst, for a chunk's first keys).
 template <int kHint>
 class PrefetchWalk {
  public:
@@ -87,6 +88,10 @@ struct BlockPrefetch {
     keys.step();
     values.step();
   }
+  void finish() {
+    keys.finish();
+    values.finish();
+  }
 };
 
 // scale * q . key j for the 8 keys whose rows start at r, rb bytes apart, as one vector.
@@ -116,17 +121,6 @@ inline float score1(const float* q, const uint8_t* r, int64_t off, int64_t hd, f
   for (int64_t e = 0; e < hd; e += 8)
     a = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), R::load(r, off + e), a);
   return avx2::hsum(a) * scale;
-}
-
-// Prefetches bytes [b0, b1) of the `rows` rows starting at r (into L1, or into L2 with kHint
-// _MM_HINT_T1).
-template <int kHint = _MM_HINT_T0>
-inline void prefetch_rows(const uint8_t* r, size_t rb, int rows, size_t b0, size_t b1) {
-  for (int j = 0; j < rows; ++j, r += rb) {
-    for (size_t b = b0; b < b1; b += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(r + b), static_cast<_mm_hint>(kHint));
-    _mm_prefetch(reinterpret_cast<const char*>(r + b1 - 1), static_cast<_mm_hint>(kHint));
-  }
 }
 
 // o[0, 8 NR) += sum_j w[j] * elements [i, i + 8 NR) of value j, for the n values whose rows start
@@ -206,7 +200,7 @@ void decode(const AttnDecode& a) {
     // the keys 8 ahead and no value prefetch, 15.6-15.7 with these in bursts before the block;
     // spread, the cold 512-key micro-benchmark went from 87-99 to 79-85 us (two threads) and
     // 222-260 to 155-193 (one).
-    prefetch_rows(k, rb, std::min(16, n), b0, b1);
+    PrefetchWalk<_MM_HINT_T0>(k, rb, std::min(16, n), b0, b1).finish();
     int32_t j = 0;
     for (; j + 8 <= n; j += 8) {
       BlockPrefetch pf{{k + (j + 16) * rb, rb, std::max(0, std::min(8, n - j - 16)), b0, b1},
@@ -216,8 +210,7 @@ void decode(const AttnDecode& a) {
         _mm256_storeu_ps(a.scores + h * kDecodeChunk + j,
                          score8<R>(a.q + h * hd, k + j * rb, rb, off, hd, scale, pf));
       }
-      pf.keys.finish();
-      pf.values.finish();
+      pf.finish();
     }
     for (; j < n; ++j) {
       for (int64_t h = 0; h < heads; ++h) {
