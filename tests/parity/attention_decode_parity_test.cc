@@ -1,7 +1,8 @@
 // The single-token attention kernels that read the KV cache rows directly (attention_decode.h)
 // against the plain double reference: every cache type, head dims 8/48/64/128, GQA groups 1-4,
 // context lengths around the 8-key score blocks and the kDecodeChunk chunks, sliding windows,
-// peaked softmaxes (scores rescaled across chunks), small batches and 1-3 threads.
+// peaked softmaxes (scores rescaled across chunks), small batches, 1-4 threads, and one token's
+// keys split over threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,30 @@ TEST(AttentionDecodeParity, PeakedScoresWindowsBatchesAndThreads) {
               EXPECT_LT(err, 1e-5) << s.n_heads << "/" << s.n_kv_heads << "x" << s.head_dim << " "
                                    << dtype_name(type) << " gain=" << gain << " window=" << window
                                    << " threads=" << threads << " n=" << n_tokens;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// One token over 256 keys or more on several threads: each thread takes every head over its share
+// of the keys and the shares are joined (attn_decode_join). Peaked softmaxes put the shares' maxima
+// far apart, so a join that ignored them would fail; windows move the first key off 0.
+TEST(AttentionDecodeParity, KeysSplitOverThreadsMatchReference) {
+  const Shape shapes[] = {{4, 2, 128}, {6, 6, 48}, {8, 4, 8}};
+  for (const Shape& s : shapes) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+      if (type == DType::kQ8_0 && (s.n_kv_heads * s.head_dim) % 32 != 0) continue;
+      for (float gain : {1.0f, 8.0f}) {
+        for (int32_t len : {255, 256, 257, 700, 1100}) {
+          for (int64_t window : {0, 256, 600}) {
+            for (int threads : {2, 3, 4}) {
+              const double err = max_err_vs_reference(s, type, len, window, gain, threads, 1);
+              EXPECT_LT(err, 1e-5) << s.n_heads << "/" << s.n_kv_heads << "x" << s.head_dim << " "
+                                   << dtype_name(type) << " gain=" << gain << " len=" << len
+                                   << " window=" << window << " threads=" << threads;
             }
           }
         }

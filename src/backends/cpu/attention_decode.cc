@@ -1,5 +1,9 @@
-// Picks the single-token attention kernel for a cache type (see attention_decode.h).
+// Picks the single-token attention kernel for a cache type, and joins the results of calls over
+// parts of the keys (see attention_decode.h).
 #include "backends/cpu/attention_decode.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/quant.h"
 
@@ -16,6 +20,25 @@ AttnDecodeFn attn_decode_kernel(DType kv_type, int64_t hd) {
       return attn_decode_q8_0_avx2;
     default:
       return nullptr;
+  }
+}
+
+void attn_decode_join(const float* parts, size_t stride, int n_parts, int64_t heads, int64_t hd,
+                      float* out) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float m = parts[heads * hd + h];
+    for (int i = 1; i < n_parts; ++i) m = std::max(m, parts[i * stride + heads * hd + h]);
+    float total = 0.0f;
+    float* o = out + h * hd;
+    std::fill(o, o + hd, 0.0f);
+    for (int i = 0; i < n_parts; ++i) {
+      const float* p = parts + i * stride;
+      const float w = p[heads * hd + heads + h] * std::exp(p[heads * hd + h] - m);
+      total += w;
+      for (int64_t e = 0; e < hd; ++e) o[e] += w * p[h * hd + e];
+    }
+    const float inv = 1.0f / total;
+    for (int64_t e = 0; e < hd; ++e) o[e] *= inv;
   }
 }
 

@@ -26,11 +26,27 @@ struct AttnDecode {
   float scale;
   float* scores;  // scratch: attn_decode_scratch_floats((h1 - h0) * group) floats
   float* out;     // [(h1 - h0) * group][hd]: softmax(q K^T * scale) V
+  // Optional: per query head, the softmax's max score and its sum of exp(score - max), so outputs
+  // over disjoint key ranges can be joined (attn_decode_join).
+  float* max = nullptr;
+  float* sum = nullptr;
 };
 
 inline size_t attn_decode_scratch_floats(int64_t query_heads) {
   return static_cast<size_t>(query_heads * (kDecodeChunk + 2));
 }
+
+// The floats one call's joinable result takes: its output, then its max and its sum per head.
+inline size_t attn_decode_part_floats(int64_t heads, int64_t hd) {
+  return static_cast<size_t>(heads * (hd + 2));
+}
+
+// Joins the results of `parts` calls over disjoint key ranges of the same `heads` query heads. Part
+// i is at parts + i * stride: its out (heads * hd floats), then its max and its sum (heads floats
+// each). out[h] = the parts' outputs weighted by sum_i * exp(max_i - max): one call's output over
+// all the keys, up to rounding.
+void attn_decode_join(const float* parts, size_t stride, int n_parts, int64_t heads, int64_t hd,
+                      float* out);
 
 using AttnDecodeFn = void (*)(const AttnDecode& a);
 

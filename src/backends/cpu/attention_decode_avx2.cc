@@ -80,19 +80,32 @@ class PrefetchWalk {
   int rows_;
 };
 
-// The keys' and the values' prefetch walks of one 8-key block, one step of each per 8 elements.
+// The prefetch walks of one 8-key block, one step of each per 8 elements: the keys kNearKeys rows
+// ahead into L1, kFarKeys rows ahead into L2, and the block's values into L2 (the value pass reads
+// them after the chunk's scores).
 struct BlockPrefetch {
-  PrefetchWalk<_MM_HINT_T0> keys;
+  PrefetchWalk<_MM_HINT_T0> near_keys;
+  PrefetchWalk<_MM_HINT_T1> far_keys;
   PrefetchWalk<_MM_HINT_T1> values;
   void step() {
-    keys.step();
+    near_keys.step();
+    far_keys.step();
     values.step();
   }
   void finish() {
-    keys.finish();
+    near_keys.finish();
+    far_keys.finish();
     values.finish();
   }
 };
+
+// Prefetch distances in cache rows. An L1 prefetch that misses to DRAM holds one of the core's
+// few fill buffers for the whole trip, so L1 prefetches alone (16 rows ahead until the sixteenth
+// session) capped one thread at ~8 GB/s; with the far L2 walk the L1 ones find their lines in L2.
+// Cold Q06B heads, 4096 keys (F16, 1 GiB rotated, one thread reading whole rows): 2,100 -> 1,140-
+// 1,330 us; far 16-128 and near 0-8 all within 10% of this pair.
+constexpr int kNearKeys = 4;
+constexpr int kFarKeys = 32;
 
 // scale * q . key j for the 8 keys whose rows start at r, rb bytes apart, as one vector.
 template <class R>
@@ -194,16 +207,20 @@ void decode(const AttnDecode& a) {
     const uint8_t* k = a.k + c0 * rb;
     const uint8_t* v = a.v + c0 * rb;
     // Scores, 8 keys at a time for every head of the range (the block's rows are read whole),
-    // the keys 16 ahead prefetched into L1 and the values of the 8 keys into L2 meanwhile (the
-    // cache is usually cold: the weights streamed through since the last token), one line of
-    // each per 8 elements of the scores. Q06B Q4_0 tg128, 2 threads: 17.8-18.9 us per call with
-    // the keys 8 ahead and no value prefetch, 15.6-15.7 with these in bursts before the block;
-    // spread, the cold 512-key micro-benchmark went from 87-99 to 79-85 us (two threads) and
-    // 222-260 to 155-193 (one).
-    PrefetchWalk<_MM_HINT_T0>(k, rb, std::min(16, n), b0, b1).finish();
+    // with the block's prefetch walks (BlockPrefetch) spread over them: the cache is usually
+    // cold, the weights streamed through since the last token. Q06B Q4_0 tg128, 2 threads:
+    // 17.8-18.9 us per call with the keys 8 ahead and no value prefetch, 15.6-15.7 with keys and
+    // values in bursts before the block; spread, the cold 512-key micro-benchmark went from
+    // 87-99 to 79-85 us (two threads) and 222-260 to 155-193 (one). The far walk runs on into
+    // the next chunk (up to the call's last key), so only the first chunk starts with its first
+    // kFarKeys rows not yet on their way.
+    const int32_t left = a.cnt - c0;
+    if (c0 == 0) PrefetchWalk<_MM_HINT_T1>(k, rb, std::min(kFarKeys, n), b0, b1).finish();
+    PrefetchWalk<_MM_HINT_T0>(k, rb, std::min(kNearKeys, n), b0, b1).finish();
     int32_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      BlockPrefetch pf{{k + (j + 16) * rb, rb, std::max(0, std::min(8, n - j - 16)), b0, b1},
+      BlockPrefetch pf{{k + (j + kNearKeys) * rb, rb, std::clamp(n - j - kNearKeys, 0, 8), b0, b1},
+                       {k + (j + kFarKeys) * rb, rb, std::clamp(left - j - kFarKeys, 0, 8), b0, b1},
                        {v + j * rb, rb, 8, b0, b1}};
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = (a.h0 + h / group) * hd;
@@ -227,6 +244,8 @@ void decode(const AttnDecode& a) {
                     hd, group, a.out + h * hd);
   }
   for (int64_t h = 0; h < heads; ++h) scale_row(a.out + h * hd, hd, 1.0f / sum[h]);
+  if (a.max != nullptr) std::copy(mx, mx + heads, a.max);
+  if (a.sum != nullptr) std::copy(sum, sum + heads, a.sum);
 }
 
 }  // namespace
