@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -50,19 +51,25 @@ inline __m256 reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// The lines of bytes [b0, b1) of `rows` rows rb bytes apart (the last byte's line included), one
-// prefetch per step(): a block's prefetches spread over its multiply-adds instead of issued in one
-// burst, which stalled on the core's few outstanding misses before any FMA ran. finish() issues
-// what is left at once (alone: the whole walk as one burst, for a chunk's first keys).
-template <int kHint>
+// The lines of bytes [b0, b1) of `rows` rows rb bytes apart (the last byte's line included) from
+// each base, one line of every base per step(), with that base's hint: a block's prefetches spread
+// over its multiply-adds instead of issued in one burst, which stalled on the core's few
+// outstanding misses before any FMA ran. finish() issues what is left at once (alone: the whole
+// walk as one burst). The bases share one position, so a step costs little more than its
+// prefetches: with three walks of their own, cold Q06B heads at 4096 keys took 1,288-1,427 us on
+// one thread against 1,114-1,266 with one (AMD host, alternating), two threads 3-4% more.
+template <int... kHints>
 class PrefetchWalk {
  public:
-  PrefetchWalk(const uint8_t* r, size_t rb, int rows, size_t b0, size_t b1)
-      : row_(r), rb_(rb), b0_(b0), b1_(b1), b_(b0), rows_(rows) {}
+  PrefetchWalk(std::array<const uint8_t*, sizeof...(kHints)> bases, size_t rb, int rows, size_t b0,
+               size_t b1)
+      : base_(bases), rb_(rb), b0_(b0), b1_(b1), b_(b0), rows_(rows) {}
   void step() {
     if (rows_ <= 0) return;
-    _mm_prefetch(reinterpret_cast<const char*>(row_ + (b_ < b1_ ? b_ : b1_ - 1)),
-                 static_cast<_mm_hint>(kHint));
+    const size_t at = row_ + (b_ < b1_ ? b_ : b1_ - 1);
+    int i = 0;
+    (_mm_prefetch(reinterpret_cast<const char*>(base_[i++] + at), static_cast<_mm_hint>(kHints)),
+     ...);
     b_ += 64;
     if (b_ >= b1_ + 63) {  // past the line of the last byte
       b_ = b0_;
@@ -75,29 +82,15 @@ class PrefetchWalk {
   }
 
  private:
-  const uint8_t* row_;
-  size_t rb_, b0_, b1_, b_;
+  std::array<const uint8_t*, sizeof...(kHints)> base_;
+  size_t rb_, b0_, b1_, b_, row_ = 0;
   int rows_;
 };
 
-// The prefetch walks of one 8-key block, one step of each per 8 elements: the keys kNearKeys rows
-// ahead into L1, kFarKeys rows ahead into L2, and the block's values into L2 (the value pass reads
-// them after the chunk's scores).
-struct BlockPrefetch {
-  PrefetchWalk<_MM_HINT_T0> near_keys;
-  PrefetchWalk<_MM_HINT_T1> far_keys;
-  PrefetchWalk<_MM_HINT_T1> values;
-  void step() {
-    near_keys.step();
-    far_keys.step();
-    values.step();
-  }
-  void finish() {
-    near_keys.finish();
-    far_keys.finish();
-    values.finish();
-  }
-};
+// The prefetches of one 8-key block, one line of each per 8 elements of a score: the keys
+// kNearKeys rows ahead into L1, kFarKeys rows ahead into L2, and the block's values into L2 (the
+// value pass reads them after the chunk's scores).
+using BlockPrefetch = PrefetchWalk<_MM_HINT_T0, _MM_HINT_T1, _MM_HINT_T1>;
 
 // Prefetch distances in cache rows. An L1 prefetch that misses to DRAM holds one of the core's
 // few fill buffers for the whole trip, so L1 prefetches alone (16 rows ahead until the sixteenth
@@ -215,13 +208,14 @@ void decode(const AttnDecode& a) {
     // the next chunk (up to the call's last key), so only the first chunk starts with its first
     // kFarKeys rows not yet on their way.
     const int32_t left = a.cnt - c0;
-    if (c0 == 0) PrefetchWalk<_MM_HINT_T1>(k, rb, std::min(kFarKeys, n), b0, b1).finish();
-    PrefetchWalk<_MM_HINT_T0>(k, rb, std::min(kNearKeys, n), b0, b1).finish();
+    if (c0 == 0) PrefetchWalk<_MM_HINT_T1>({k}, rb, std::min(kFarKeys, n), b0, b1).finish();
+    PrefetchWalk<_MM_HINT_T0>({k}, rb, std::min(kNearKeys, n), b0, b1).finish();
     int32_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      BlockPrefetch pf{{k + (j + kNearKeys) * rb, rb, std::clamp(n - j - kNearKeys, 0, 8), b0, b1},
-                       {k + (j + kFarKeys) * rb, rb, std::clamp(left - j - kFarKeys, 0, 8), b0, b1},
-                       {v + j * rb, rb, 8, b0, b1}};
+      // Near the end the key walks take the last 8 rows there are (already on their way).
+      BlockPrefetch pf({k + std::min(j + kNearKeys, n - 8) * rb,
+                        k + std::min(j + kFarKeys, left - 8) * rb, v + j * rb},
+                       rb, 8, b0, b1);
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = (a.h0 + h / group) * hd;
         _mm256_storeu_ps(a.scores + h * kDecodeChunk + j,
