@@ -174,5 +174,37 @@ TEST_F(BenchCli, CompareScriptAgainstFakeLlamaBench) {
   EXPECT_NE(bad.err.find("compare.sh: error:"), std::string::npos);
 }
 
+// --membw: the bandwidth is read before the first test and after each one (the fake reads 10, 20,
+// 30, ... GB/s), and each row's bound uses the mean of the two readings around its test.
+TEST_F(BenchCli, CompareScriptMeasuresBandwidthAroundEachTest) {
+  if (std::system("command -v bash >/dev/null && command -v python3 >/dev/null") != 0)
+    GTEST_SKIP() << "needs bash and python3";
+  const std::string src = NEXUS_SOURCE_DIR;
+  const Proc r =
+      sh("FAKE_MEMBW_STATE=" + (dir_ / "membw_state").string() + " NEXUS_BIN=" + test::cli_path() +
+             " bash " + src + "/bench/compare.sh " + src + "/tests/e2e/fake_llama_bench.sh " +
+             model_ + " -p 0 -n 4 -d 0,16 -t 1 -r 1 --membw " + src +
+             "/tests/e2e/fake_membw.sh --out " + (dir_ / "cmpbw").string(),
+         (dir_ / "cmpbw_err.txt").string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("read GB/s"), std::string::npos) << r.out;
+  // Readings 10, 20, 30: tg4 between the first two (15), tg4 @ d16 between the last two (25).
+  const size_t d0 = r.out.find("| tg4  "), d16 = r.out.find("| tg4 @ d16");
+  ASSERT_NE(d0, std::string::npos) << r.out;
+  ASSERT_NE(d16, std::string::npos) << r.out;
+  const std::string row0 = r.out.substr(d0, r.out.find('\n', d0) - d0);
+  const std::string row16 = r.out.substr(d16, r.out.find('\n', d16) - d16);
+  EXPECT_NE(row0.find(" 15.0 |"), std::string::npos) << row0;
+  EXPECT_NE(row16.find(" 25.0 |"), std::string::npos) << row16;
+  EXPECT_NE(row0.find("%"), std::string::npos) << row0;  // a bound and fractions
+  // A --membw that is not an executable is an error before anything runs.
+  const Proc bad =
+      sh("NEXUS_BIN=" + test::cli_path() + " bash " + src + "/bench/compare.sh " + src +
+             "/tests/e2e/fake_llama_bench.sh " + model_ + " --membw /nonexistent/nexus_membw",
+         (dir_ / "cmpbw_err2.txt").string());
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--membw"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace nexus
