@@ -147,22 +147,10 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     const int32_t a = lo0 + static_cast<int32_t>(int64_t{cnt} * ti / nt);
     const int32_t b = lo0 + static_cast<int32_t>(int64_t{cnt} * (ti + 1) / nt);
     float* s = scratch + ti * per_thread;
-    float* part = s + part_off;
-    cpu::AttnDecode d{q,
-                      kv.k_row(layer, seq[0], a),
-                      kv.v_row(layer, seq[0], a),
-                      kv.row_stride(),
-                      0,
-                      p.n_kv_heads,
-                      b - a,
-                      hd,
-                      group,
-                      p.scale,
-                      s,
-                      part};
-    d.max = part + heads * hd;
-    d.sum = d.max + heads;
-    direct(d);
+    float* part = s + part_off;  // out, then max and sum (attn_decode_join's layout)
+    float* max = part + heads * hd;
+    direct({q, kv.k_row(layer, seq[0], a), kv.v_row(layer, seq[0], a), kv.row_stride(), 0,
+            p.n_kv_heads, b - a, hd, group, p.scale, s, part, max, max + heads});
   });
   cpu::attn_decode_join(scratch + part_off, per_thread, pool.size(), heads, hd, out);
 }
