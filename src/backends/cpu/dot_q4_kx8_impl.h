@@ -32,14 +32,16 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
-// Prefetch distances (fetch_column): one column ahead into L1 and four into L2, nearer than the
-// other layouts' 2 and 8 KiB (x8_kernel_local.h). Q06B Q4_K_M tg64, the Q4_K matmuls' read rates
-// in the profile (2 threads, two runs each; ffn_gate_up / attn_output): 2048 / 8192 (before)
-// 33.0-33.5 / 29.6-30.3 GB/s; 1152 / 4608 34.0-35.5 / 31.0-32.1; 1152 / 3456 and 576 / 4608
-// between; 1152 / 2304 32.0-32.2 / 28.6-28.9; 4096 / 12288 32.2-33.3 / 29.3-30.3. Prefetching
-// each quarter of the lines beside the matching quarter of the work instead of all at the
-// column's start: 27.6-27.9 / 24.7-25.3.
-constexpr size_t kPrefetchAhead = kColumnBytes, kPrefetchFar = 4 * kColumnBytes;
+// Prefetch distances (fetch_column): two columns ahead into L1 and eight into L2 (2,304 / 9,216
+// bytes, about the other layouts' 2 / 8 KiB in x8_kernel_local.h). On the AMD host (sixteenth
+// session, alternating) one thread streams a 64 MiB matrix at 21-25 GB/s against 15-16 with one
+// and four columns (1,152 / 4,608, chosen on the Intel host in an earlier session, where 2048 /
+// 8192 measured 3-5% under it: ffn_gate_up / attn_output 33.0-33.5 / 29.6-30.3 GB/s against
+// 34.0-35.5 / 31.0-32.1); two and sixteen, four and sixteen: within the noise of two and eight.
+// Q06B Q4_K_M tg64 on two threads, in the fast windows: the Q4_K matmuls 33-34 -> 38-39 GB/s,
+// 83.8-85.6 -> 91.2-91.7 t/s. Prefetching each quarter of the lines beside the matching quarter of
+// the work instead of all at the column's start was slower (Intel host).
+constexpr size_t kPrefetchAhead = 2 * kColumnBytes, kPrefetchFar = 8 * kColumnBytes;
 
 // Byte j (0..3) of each 32-bit lane of v as the low int16 of that lane and, when kBoth, the high
 // one; zero elsewhere. Lane d of a 128-bit half starts at byte 4d, and an index byte with its top
