@@ -2,6 +2,7 @@
 // (no n x n score matrix), with grouped-query heads and an optional sliding window.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/thread_pool.h"
@@ -16,6 +17,11 @@ struct AttentionParams {
   int64_t window = 0;  // 0 = full causal; else key j is visible from query i iff i - window < j <= i
   float scale = 1.0f;
 };
+
+// The first key position visible from a query at `pos` (0 without a window).
+inline int32_t first_visible_key(int32_t pos, const AttentionParams& p) {
+  return p.window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.window) + 1) : 0;
+}
 
 // Floats of per-thread scratch attention() needs.
 size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width);

@@ -71,8 +71,7 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     if (direct != nullptr) {
       for (int64_t t = by_token ? ti : 0; t < n && h0 < h1; t += by_token ? nt : 1) {
         const int32_t hi = pos[t];
-        const int32_t lo =
-            p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+        const int32_t lo = first_visible_key(hi, p);
         const int64_t off = t * q_width + h0 * group * hd;
         direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
                 kv.row_stride(), h0, h1, hi - lo + 1, hd, group, p.scale, s, out + off});
@@ -89,8 +88,7 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     for (int64_t t = by_token ? ti : 0; t < n; t += by_token ? nt : 1) {
       if (h0 >= h1) break;
       const int32_t hi = pos[t];
-      const int32_t lo =
-          p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+      const int32_t lo = first_visible_key(hi, p);
       std::fill(acc + h0 * group * hd, acc + h1 * group * hd, 0.0f);
       std::fill(mx + h0 * group, mx + h1 * group, -std::numeric_limits<float>::infinity());
       std::fill(sum + h0 * group, sum + h1 * group, 0.0f);
@@ -129,8 +127,7 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     body(0, 1);
     return;
   }
-  const int32_t lo0 =
-      p.window > 0 ? std::max<int32_t>(0, pos[0] - static_cast<int32_t>(p.window) + 1) : 0;
+  const int32_t lo0 = first_visible_key(pos[0], p);
   const int32_t cnt = pos[0] - lo0 + 1;
   if (n > 1 || direct == nullptr || cnt < kSplitKeysMin || cnt < pool.size()) {
     pool.run(body);
@@ -160,7 +157,10 @@ void attention_reference(const float* q, const float* k, const float* v, int32_t
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t kvw = p.n_kv_heads * hd;
-  const int32_t lo = p.window > 0 ? std::max<int32_t>(0, pos - static_cast<int32_t>(p.window) + 1) : 0;
+  // Its own statement of the window rule (not first_visible_key), so the tests compare the kernels'
+  // reading of it against an independent one.
+  int32_t lo = 0;
+  while (p.window > 0 && pos - lo >= p.window) ++lo;
   std::vector<double> w(pos + 1);
   for (int64_t h = 0; h < p.n_heads; ++h) {
     const int64_t kvh = h / group;

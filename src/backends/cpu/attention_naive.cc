@@ -42,8 +42,7 @@ void attention_naive(const float* q, const KvCache& kv, int64_t layer, const int
       const int64_t t = it / p.n_kv_heads;
       const int64_t kvh = it % p.n_kv_heads;
       const int32_t hi = pos[t];
-      const int32_t lo =
-          p.window > 0 ? std::max<int32_t>(0, hi - static_cast<int32_t>(p.window) + 1) : 0;
+      const int32_t lo = first_visible_key(hi, p);
       const int32_t cnt = hi - lo + 1;
       k.resize(static_cast<size_t>(cnt) * hd);
       v.resize(static_cast<size_t>(cnt) * hd);
