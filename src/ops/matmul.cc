@@ -94,6 +94,10 @@ constexpr int64_t kStealBytes = 32 * 1024;
 
 }  // namespace
 
+bool matmul_on_blas(DType w, int64_t n_tokens) {
+  return n_tokens >= cpu::kBlasMinTokens && !cpu::is_repacked(w);
+}
+
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
   const DType dot = dot_type(w.dtype());
   if (dot == DType::kF32) return 0;
@@ -107,8 +111,8 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
 
-  // Many tokens: compute-bound, so expand weights to f32 panels and use a packed sgemm.
-  if (n_tokens >= cpu::kBlasMinTokens) {
+  // Many tokens, no integer kernel: expand weights to f32 panels and use a packed sgemm.
+  if (matmul_on_blas(w.dtype(), n_tokens)) {
     pool.parallel_for(
         rows,
         [&](int64_t r0, int64_t r1) {
@@ -145,14 +149,21 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
                     outs[i].w->shape_str());
   }
   if (n_tokens == 0) return;
-  if (n_tokens >= cpu::kBlasMinTokens) {  // compute-bound: one packed sgemm per weight
-    for (int i = 0; i < count; ++i) {
-      const size_t mark = scratch.used();
-      matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch);
-      scratch.rewind(mark);
+  // Weights bound for sgemm go one by one; the rest stay a group.
+  MatmulOut dot_outs[kMaxGroup];
+  int n_dot = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!matmul_on_blas(outs[i].w->dtype(), n_tokens)) {
+      dot_outs[n_dot++] = outs[i];
+      continue;
     }
-    return;
+    const size_t mark = scratch.used();
+    matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch);
+    scratch.rewind(mark);
   }
+  if (n_dot == 0) return;
+  outs = dot_outs;
+  count = n_dot;
   // One problem per weight; activations converted once per distinct dot type.
   cpu::GemmProblem probs[kMaxGroup];
   DType dots[kMaxGroup];

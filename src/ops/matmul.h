@@ -7,6 +7,7 @@
 
 #include "core/allocator.h"
 #include "core/thread_pool.h"
+#include "nexus/dtype.h"
 #include "nexus/tensor.h"
 
 namespace nexus {
@@ -26,12 +27,20 @@ struct MatmulOut {
   float* y;
 };
 
-// Several matmuls of the same activations (Q, K and V; gate and up), each equal to matmul(). For
-// a few tokens (decode) they run as one parallel region: the activations are converted once per
-// dot type and the rows of all the weights are split over the threads together, so a step pays
-// one thread hand-off instead of one per weight. Many tokens go through matmul() one by one.
+// Several matmuls of the same activations (Q, K and V; gate and up), each equal to matmul(). The
+// weights on the dot kernels run as one parallel region: the activations are converted once per
+// dot type and the rows of all the weights are split over the threads together, so a decode step
+// pays one thread hand-off instead of one per weight. Weights on sgemm go one by one.
 void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
                   ThreadPool& pool, Arena& scratch);
+
+// True when matmul multiplies this weight type by n_tokens f32 activation rows with OpenBLAS sgemm
+// (weights expanded to f32 panels): from cpu::kBlasMinTokens tokens on, except for the repacked
+// layouts (Q4_0x8, Q8_0x8, Q5_0x8, Q4_Kx8, Q6_Kx8). Otherwise it runs the type's dot kernels on
+// activations converted to cpu::vec_dot_type (8-bit for the block types), at any token count: the
+// repacked layouts' integer kernels beat sgemm on f32 panels at prefill too (AMD host, Q06B pp512:
+// 190 -> 433 t/s for Q4_0; PERFORMANCE.md), while the other block types' dot loops do not.
+bool matmul_on_blas(DType w, int64_t n_tokens);
 
 // Bytes matmul takes from the scratch arena for this weight and token count (before alignment).
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens);

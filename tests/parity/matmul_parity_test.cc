@@ -48,7 +48,7 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
       // so it must reproduce the one-by-one dot products bit for bit. From kBlasMinTokens on it
       // multiplies exactly dequantized f32 weights with f32 activations (OpenBLAS sgemm), so it
       // must match the reference to f32 rounding.
-      const bool blas = n_tokens >= cpu::kBlasMinTokens;
+      const bool blas = matmul_on_blas(t, n_tokens);
       // F32 decode takes four weight rows per pass (dot4), which sums in another order than
       // vec_dot: equal to f32 rounding, not bit for bit.
       const bool reordered = t == DType::kF32 && n_tokens == 1;

@@ -1,6 +1,6 @@
 // Q4_0x8 (load-time repacked Q4_0, backends/cpu/repack.h): the byte layout against the formula in
 // the header, round trips, both kernels bit-identical to vec_dot of their ISA on the original rows,
-// and every consumer (matmul at 1-17 tokens and 1-3 threads, the BLAS prefill path, embed_rows).
+// and every consumer (matmul at 1-40 tokens and 1-3 threads, prefill included, embed_rows).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -167,8 +167,9 @@ TEST(RepackQ4_0x8, LargestBlockSums) {
   }
 }
 
-// matmul and embed_rows on a Q4_0x8 tensor give exactly what they give on the Q4_0 original:
-// decode, batched decode (3 and 8 tokens) and the BLAS prefill path (17 tokens), tails included.
+// matmul and embed_rows on a Q4_0x8 tensor give exactly what the Q4_0 original's dot kernels
+// give: decode, batched decode (3 and 8 tokens) and prefill (17 and 40 tokens, on the same
+// integer kernels, where plain Q4_0 would take sgemm), tails included.
 TEST(RepackQ4_0x8, MatmulAndEmbedRowsMatchTheOriginal) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
@@ -178,7 +179,7 @@ TEST(RepackQ4_0x8, MatmulAndEmbedRowsMatchTheOriginal) {
       auto p = repacked(w, rows, k);
       const Tensor tw(DType::kQ4_0, {rows, k}, w.data());
       const Tensor tp(DType::kQ4_0x8, {rows, k}, p.data());
-      for (int64_t n : {1, 3, 8, 17}) {
+      for (int64_t n : {1, 3, 8, 17, 40}) {
         const auto [a, b] = test::matmul_both(tw, tp, n, pool);
         ASSERT_EQ(a, b) << "rows=" << rows << " tokens=" << n << " threads=" << threads;
       }

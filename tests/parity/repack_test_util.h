@@ -3,10 +3,12 @@
 // through its repacked image.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/gemm_blas.h"
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "nexus/tensor.h"
@@ -27,7 +29,13 @@ inline std::pair<std::vector<float>, std::vector<float>> matmul_both(const Tenso
                                                       std::vector<float>(n * rows)};
   Arena s1(matmul_scratch_bytes(plain, n) + 64, MemCategory::kScratch);
   Arena s2(matmul_scratch_bytes(packed, n) + 64, MemCategory::kScratch);
-  matmul(plain, x.data(), n, y.first.data(), pool, s1);
+  // The plain layout in calls below kBlasMinTokens, so on its dot kernels (matmul_on_blas) as the
+  // packed one is at any n.
+  const int64_t piece = cpu::kBlasMinTokens - 1;
+  for (int64_t t = 0; t < n; t += piece) {
+    s1.reset();
+    matmul(plain, x.data() + t * k, std::min(piece, n - t), y.first.data() + t * rows, pool, s1);
+  }
   matmul(packed, x.data(), n, y.second.data(), pool, s2);
   return y;
 }

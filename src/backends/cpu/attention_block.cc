@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/attention_tile.h"
+#include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/quant.h"
 
 namespace nexus::cpu {
@@ -98,6 +99,7 @@ size_t attention_block_scratch_floats(const AttentionParams& p, int64_t kv_row_w
 void attention_blocks(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
                       const int32_t* pos, int64_t n, const AttentionParams& p, float* out,
                       ThreadPool& pool, float* scratch) {
+  pin_blas_to_one_thread();
   std::vector<Block> blocks;
   int64_t work = 0;  // query x key pairs, to decide whether threads pay off
   for (int64_t t = 0; t < n;) {

@@ -16,13 +16,13 @@ namespace {
 // of Q06B Q4_K prefill with 768 KiB panels), so panels are large; sgemm blocks them for L2 itself.
 constexpr size_t kPanelFloats = 768 * 1024;
 
+}  // namespace
+
 void pin_blas_to_one_thread() {
   static std::once_flag once;
-  // Our ThreadPool splits rows across threads; OpenBLAS's own threads would oversubscribe.
+  // Our ThreadPool splits the work across threads; OpenBLAS's own threads would oversubscribe.
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
-
-}  // namespace
 
 void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_rows, int64_t k,
                     const float* x, int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {

@@ -12,6 +12,11 @@ namespace nexus::cpu {
 // Fewest tokens for which gemm_rows_blas is used instead of the dot-product driver.
 constexpr int64_t kBlasMinTokens = 16;
 
+// Sets OpenBLAS to one thread, once per process. Every inference-side caller of sgemm runs on our
+// ThreadPool's threads and calls this first: with OpenBLAS's own threads as well the two cores are
+// oversubscribed (prefill attention 471 -> 8,357 ms on Q06B pp512 when nothing else had pinned it).
+void pin_blas_to_one_thread();
+
 // y[t * y_stride + r] = dot(x[t], w[r]) for rows [r0, r1) and all n tokens; x is f32 [n][k], w the
 // whole matrix {w_rows, k} (any layout dequantize_matrix_row reads, Q4_0x8 included).
 // Single-threaded (OpenBLAS is pinned to one thread); safe on disjoint row ranges concurrently.
