@@ -1,6 +1,8 @@
-// Prefill GEMM: 512 tokens through matmul (the sgemm path) at the benchmark models' layer shapes,
-// reporting GFLOP/s (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak).
-// Parity: tests/parity/matmul_parity_test.cc.
+// Prefill GEMM: 512 tokens through matmul at the benchmark models' layer shapes, reporting GFLOP/s
+// (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak): the sgemm path
+// (F32, F16, and Q8_0/Q4_K in their file layout) and the integer kernels of the layouts repacked
+// at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas). Parity: tests/parity/matmul_parity_test.cc,
+// repack_parity_test.cc, repack_x8_parity_test.cc.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "backends/cpu/repack.h"
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
@@ -23,8 +26,15 @@ void BM_PrefillGemm(benchmark::State& state) {
   std::vector<float> wf(static_cast<size_t>(rows * k)), x(static_cast<size_t>(n * k));
   for (float& v : wf) v = normal(rng);
   for (float& v : x) v = normal(rng);
-  std::vector<uint8_t> bytes(row_bytes(t, rows * k));
-  cpu::quantize_row(t, wf.data(), bytes.data(), rows * k);
+  // A repacked layout is quantized as its file type, then repacked as loading does.
+  const cpu::RepackedLayout* packed = cpu::layout_of_packed(t);
+  const DType file_type = packed != nullptr ? packed->base : t;
+  std::vector<uint8_t> bytes(row_bytes(file_type, rows * k));
+  cpu::quantize_row(file_type, wf.data(), bytes.data(), rows * k);
+  if (packed != nullptr) {
+    std::vector<uint8_t> src = bytes;
+    packed->repack(src.data(), bytes.data(), rows, k);
+  }
   const Tensor w(t, {rows, k}, bytes.data());
   std::vector<float> y(static_cast<size_t>(n * rows));
   ThreadPool pool(static_cast<int>(state.range(3)));
@@ -44,9 +54,12 @@ void prefill_args(benchmark::internal::Benchmark* b) {
   // {rows, k}: L15M attn (288x288) and ffn_up (768x288); Q06B attn_q (2048x1024), ffn_down
   // (1024x3072).
   const int64_t shapes[][2] = {{288, 288}, {768, 288}, {2048, 1024}, {1024, 3072}};
-  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K})
-    for (const auto& s : shapes)
+  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ4_0x8,
+                  DType::kQ8_0x8, DType::kQ4_Kx8})
+    for (const auto& s : shapes) {
+      if (s[1] % traits(t).block_size != 0) continue;  // the K-quants' 256-element super-blocks
       for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});
+    }
 }
 
 BENCHMARK(BM_PrefillGemm)->Apply(prefill_args)->UseRealTime();
