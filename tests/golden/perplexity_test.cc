@@ -46,6 +46,13 @@ std::unique_ptr<Context> make_context(const Model& m, int64_t n_ctx, int64_t max
   return ctx ? std::move(ctx).value() : nullptr;
 }
 
+PerplexityOptions chunks_of(int64_t n_ctx, int64_t n_batch) {
+  PerplexityOptions o;
+  o.n_ctx = n_ctx;
+  o.n_batch = n_batch;
+  return o;
+}
+
 // Mean NLL of the second half of sequence `seq` from PyTorch's logits, in double precision.
 double reference_mean_nll(const test::Reference& ref, int seq, int64_t n) {
   const int64_t first = n / 2;
@@ -73,10 +80,7 @@ TEST(Perplexity, MatchesTheReferenceLogitsOfEveryFixture) {
       for (int64_t batch : {n, int64_t{3}}) {
         auto ctx = make_context(*f.model, n, batch);
         ASSERT_TRUE(ctx);
-        PerplexityOptions o;
-        o.n_ctx = n;
-        o.n_batch = batch;
-        auto r = perplexity(*ctx, toks, o);
+        auto r = perplexity(*ctx, toks, chunks_of(n, batch));
         ASSERT_TRUE(r) << r.status().message();
         const double want = reference_mean_nll(f.ref, seq, n);
         EXPECT_NEAR(r->mean_nll, want, 1e-4) << name << " seq " << seq << " batch " << batch;
@@ -101,9 +105,7 @@ TEST(Perplexity, ChunksStartFromAnEmptyCache) {
   text.insert(text.end(), toks.begin(), toks.begin() + n / 2);  // not a whole chunk
   auto ctx = make_context(*f.model, n, n);
   ASSERT_TRUE(ctx);
-  PerplexityOptions o;
-  o.n_ctx = n;
-  o.n_batch = n;
+  PerplexityOptions o = chunks_of(n, n);
   std::vector<double> progress;
   auto two = perplexity(*ctx, text, o, [&](int64_t c, const PerplexityResult& so_far) {
     EXPECT_EQ(c, static_cast<int64_t>(progress.size()));
@@ -135,9 +137,7 @@ TEST(Perplexity, BosReplacesEachChunksFirstToken) {
   toks[0] = (first + 1) % f.ref.n_vocab;
   auto ctx = make_context(*f.model, n, n);
   ASSERT_TRUE(ctx);
-  PerplexityOptions o;
-  o.n_ctx = n;
-  o.n_batch = n;
+  PerplexityOptions o = chunks_of(n, n);
   auto changed = perplexity(*ctx, toks, o);
   o.bos = first;
   auto restored = perplexity(*ctx, toks, o);
@@ -159,9 +159,7 @@ TEST(Perplexity, RejectsBadInput) {
     ASSERT_FALSE(r) << part;
     EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
   };
-  PerplexityOptions o;
-  o.n_ctx = 16;
-  o.n_batch = 8;
+  const PerplexityOptions o = chunks_of(16, 8);
   expect_error(o, std::span<const int32_t>(text).first(10), "fewer than one chunk of 16");
   PerplexityOptions big = o;
   big.n_ctx = 32;
