@@ -55,6 +55,11 @@ int perplexity_main(int argc, char** argv) {
   const std::vector<int32_t> tokens = (*tok)->encode(*text, !no_bos);
   std::fprintf(stderr, "perplexity: %zu tokens tokenized in %.2f s\n", tokens.size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // Before the context (its KV cache holds -c positions): a text of less than one chunk.
+  if (static_cast<int64_t>(tokens.size()) < n_ctx)
+    return fail("perplexity", "the text has " + std::to_string(tokens.size()) +
+                                  " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
+                                  " (lower -c or give more text)");
 
   ContextOptions co;
   co.n_ctx = n_ctx;

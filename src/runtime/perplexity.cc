@@ -49,7 +49,7 @@ Result<PerplexityResult> perplexity(Context& ctx, std::span<const int32_t> token
   if (whole == 0)
     return Status::error(w + "the text has " + std::to_string(tokens.size()) +
                          " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
-                         " (lower -c or give more text)");
+                         " (a smaller chunk or more text)");
   for (int32_t t : tokens)
     if (t < 0 || t >= n_vocab)
       return Status::error(w + "token id " + std::to_string(t) + " is outside the vocabulary of " +
