@@ -1,5 +1,5 @@
-// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q4_K and
-// Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
+// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q4_K,
+// Q5_K and Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
 //   - prefill (NR = 1, NX <= 4 tokens): a weight block's nibbles and scales are decoded once and
 //     applied to every token;
 //   - decode (NR <= 4 weight rows, NX = 1): an activation block is loaded once for four rows, and
@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/blocks.h"
 #include "backends/cpu/quant_impl.h"
@@ -92,10 +93,14 @@ inline __m128i q4_k_scales_mins(const uint8_t* s) {
                        static_cast<int>(sc_lo));
 }
 
-// Q4_K x Q8_K: per super-block, the 8 scales become int16 multipliers for madd (one byte shuffle
-// each) and the mins meet the Q8_K group sums in one madd; both are decoded once for all tokens.
-template <int NR, int NX>
-void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+// Q4_K and Q5_K x Q8_K: per super-block, the 8 scales become int16 multipliers for madd (one byte
+// shuffle each) and the mins meet the Q8_K group sums in one madd; both are decoded once for all
+// tokens. Q5_K (B = BlockQ5_K) adds each code's fifth bit from qh: bit 2c of qh byte l is element
+// 64c + l's, bit 2c + 1 element 64c + 32 + l's (the layout of docs/KERNELS.md).
+template <typename B, int NR, int NX>
+void dot_k_scaled(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_K>;
+  const __m256i one = _mm256_set1_epi8(1);
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   // Shuffle that spreads int16 scale s (bytes 2s, 2s+1 of a 16-byte lane) over a lane.
   __m256i pick[8];
@@ -112,7 +117,7 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
       mins[r][j] = _mm_setzero_ps();
     }
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    prefetch_next_group<NR, BlockQ4_K>(w, ws, i);
+    prefetch_next_group<NR, B>(w, ws, i);
     // Activation group sums in pairs: bp[j] lane s = bsums[2s] + bsums[2s + 1] (fits int16).
     __m128i bp[NX];
 #pragma GCC unroll 8
@@ -124,8 +129,10 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
     }
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      const BlockQ4_K& a = row_blocks<BlockQ4_K>(w, ws, r)[i];
+      const B& a = row_blocks<B>(w, ws, r)[i];
       const __m128i scm = q4_k_scales_mins(a.scales);
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (kFifthBit) qh = load256(a.qh);
       const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
       __m256i sumi[NX];
@@ -134,8 +141,16 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         const __m256i q = load256(a.qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if constexpr (kFifthBit) {
+          // Bits 2c and 2c + 1 of every qh byte to bit 4 of lo and hi (a 16-bit shift may carry a
+          // neighbour byte's bit in, which the mask with one drops).
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+          hi = _mm256_or_si256(
+              hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+          qh = _mm256_srli_epi16(qh, 2);
+        }
         const __m256i s0 = _mm256_shuffle_epi8(sc16, pick[2 * c]);
         const __m256i s1 = _mm256_shuffle_epi8(sc16, pick[2 * c + 1]);
 #pragma GCC unroll 8
@@ -164,6 +179,15 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j)
       out[r * NX + j] = avx2::hsum(_mm256_sub_ps(acc[r][j], _mm256_zextps128_ps256(mins[r][j])));
+}
+
+template <int NR, int NX>
+void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  dot_k_scaled<BlockQ4_K, NR, NX>(n, w, ws, x, xs, out);
+}
+template <int NR, int NX>
+void dot_q5_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  dot_k_scaled<BlockQ5_K, NR, NX>(n, w, ws, x, xs, out);
 }
 
 // Q6_K x Q8_K: codes decoded once per half super-block; the -32 offset is applied through the
@@ -304,12 +328,14 @@ void dot_tile(const Fn* const (&fns)[4], int64_t n, const uint8_t* w, size_t ws,
 // Tile shapes (weight rows x tokens per pass) for batched decode, chosen with BM_DecodeTile.
 constexpr int kTileR_q8_0 = 4, kTileT_q8_0 = 4;
 constexpr int kTileR_q4_k = 4, kTileT_q4_k = 4;
+constexpr int kTileR_q5_k = 4, kTileT_q5_k = 4;  // as Q4_K's, whose kernel it shares
 constexpr int kTileR_q6_k = 4, kTileT_q6_k = 4;
 
 }  // namespace
 
 NEXUS_DOT_MULTI(q8_0)
 NEXUS_DOT_MULTI(q4_k)
+NEXUS_DOT_MULTI(q5_k)
 NEXUS_DOT_MULTI(q6_k)
 
 #undef NEXUS_DOT_MULTI

@@ -68,17 +68,20 @@ Table avx2_table() {
   t[static_cast<size_t>(DType::kQ4_0)].vec_dot_rows = vec_dot_rows_q4_0_avx2;
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_rows = vec_dot_rows_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_rows = vec_dot_rows_q4_k_avx2;
+  t[static_cast<size_t>(DType::kQ5_K)].vec_dot_rows = vec_dot_rows_q5_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_rows = vec_dot_rows_q6_k_avx2;
   t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx2;
   t[static_cast<size_t>(DType::kF16)].vec_dot_wrows = vec_dot_wrows_f16_avx2;
   t[static_cast<size_t>(DType::kQ4_0)].vec_dot_wrows = vec_dot_wrows_q4_0_avx2;
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_wrows = vec_dot_wrows_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_wrows = vec_dot_wrows_q4_k_avx2;
+  t[static_cast<size_t>(DType::kQ5_K)].vec_dot_wrows = vec_dot_wrows_q5_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_wrows = vec_dot_wrows_q6_k_avx2;
   t[static_cast<size_t>(DType::kF32)].vec_dot_tile = vec_dot_tile_f32_avx2;
   t[static_cast<size_t>(DType::kF16)].vec_dot_tile = vec_dot_tile_f16_avx2;
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_tile = vec_dot_tile_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_tile = vec_dot_tile_q4_k_avx2;
+  t[static_cast<size_t>(DType::kQ5_K)].vec_dot_tile = vec_dot_tile_q5_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_tile = vec_dot_tile_q6_k_avx2;
   if (avx512_active()) {
     patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx512);

@@ -95,32 +95,7 @@ void dequantize_q5_k_avx2(const void* x, float* y, int64_t n) {
   }
 }
 
-float vec_dot_q5_k_avx2(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ5_K*>(w);
-  const auto* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, a[i].scales, &sc[j], &m[j]);
-    __m256i qh = load256(a[i].qh);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(a[i].qs + 32 * c);
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
-      const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
-      sumi = _mm256_add_epi32(sumi, scaled_dot(lo, load256(b[i].qs + 64 * c), sc[2 * c]));
-      sumi = _mm256_add_epi32(sumi, scaled_dot(hi, load256(b[i].qs + 64 * c + 32), sc[2 * c + 1]));
-      qh = _mm256_srli_epi16(qh, 2);
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[i].d) * b[i].d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += h2f(a[i].dmin) * b[i].d * static_cast<float>(mins_dot(m, b[i].bsums));
-  }
-  return avx2::hsum(acc) - mins;
-}
+// vec_dot_q5_k_avx2: dot_multi_avx2.cc (the Q4_K kernel with the fifth bit).
 
 // ---- Q6_K ----
 
