@@ -312,6 +312,9 @@ void decode_rows_args(benchmark::internal::Benchmark* b) {
       if (mode != 1 || t != DType::kQ5_0) b->Args({ti, mode, rows});
     for (int64_t rows : {65536, 512}) b->Args({ti, 3, rows});
   }
+  // Q5_K: no repacked layout; its multi-row kernel is Q4_K's with the fifth bit.
+  for (auto [mode, rows] : {std::pair{0, 65536}, {1, 65536}, {0, 512}, {1, 512}})
+    b->Args({static_cast<int64_t>(DType::kQ5_K), mode, rows});
 }
 BENCHMARK(BM_DecodeRows)->Apply(decode_rows_args)->UseRealTime();
 void decode_tile_args(benchmark::internal::Benchmark* b) {
