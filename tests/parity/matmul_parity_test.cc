@@ -125,8 +125,8 @@ TEST(MatmulChecks, RejectsBadArguments) {
   const Tensor rank3(DType::kF32, {2, 2, 32}, buf.data());
   expect_error([&] { matmul(rank3, x.data(), 1, y.data(), pool, scratch); },
                {"[matmul]", "2x2x32"});
-  const Tensor q2k(DType::kQ2_K, {2, 256}, buf.data());
-  expect_error([&] { matmul(q2k, x.data(), 1, y.data(), pool, scratch); }, {"[matmul]", "Q2_K"});
+  const Tensor i8(DType::kI8, {2, 256}, buf.data());
+  expect_error([&] { matmul(i8, x.data(), 1, y.data(), pool, scratch); }, {"[matmul]", "I8"});
   const Tensor w(DType::kQ8_0, {4, 64}, buf.data());
   expect_error([&] { matmul(w, x.data(), -1, y.data(), pool, scratch); }, {"[matmul]", "-1"});
   expect_error([&] { matmul(w, nullptr, 2, y.data(), pool, scratch); }, {"[matmul]", "null"});

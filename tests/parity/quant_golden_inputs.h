@@ -68,6 +68,13 @@ inline std::vector<uint8_t> golden_blocks(DType t, int64_t n) {
       case DType::kQ6_K:
         put(o + 208);
         break;
+      case DType::kQ2_K:
+        put(o + 80);
+        put(o + 82);
+        break;
+      case DType::kQ3_K:
+        put(o + 108);
+        break;
       default:
         break;
     }

@@ -2,6 +2,9 @@
 // same inputs by a numpy transcription of llama.cpp's gguf-py quants.py (the Python reference for
 // the ggml layouts), with Q4_0/Q5_0 scaled products rounded before the offset is added (ggml's C
 // reference without FMA contraction). A change in any byte or any float bit changes the hash.
+// The Q2_K and Q3_K dequantization hashes come from llama.cpp's own C dequantizers (ggml of build
+// d32676d77, dequantize_row_q2_K / _q3_K on golden_blocks; the same program reproduced the Q4_K
+// hash below), computed once and not from nexus's code.
 #include <gtest/gtest.h>
 
 #include "parity/quant_golden_inputs.h"
@@ -30,6 +33,7 @@ constexpr Golden kDequantized[] = {
     {DType::kQ5_0, 0x03fdebb8ceb4b163ull}, {DType::kQ5_1, 0x0f8097aab6311594ull},
     {DType::kQ8_0, 0xe35427f915db98f2ull}, {DType::kQ4_K, 0xa2c0d9f65510d7c7ull},
     {DType::kQ5_K, 0xf5d89d9d60e26647ull}, {DType::kQ6_K, 0xa2cc95f6fbb712f7ull},
+    {DType::kQ2_K, 0x57a62334c20e12f6ull}, {DType::kQ3_K, 0xdaa5f93e3a439ba8ull},
 };
 
 TEST(QuantGolden, LegacyQuantizersMatchReferenceBytes) {

@@ -19,8 +19,8 @@ namespace nexus::test {
 inline const std::vector<DType>& computable_dtypes() {
   static const std::vector<DType> all = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
                                          DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                                         DType::kQ8_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                                         DType::kQ8_K};
+                                         DType::kQ8_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                                         DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
   return all;
 }
 

@@ -64,6 +64,25 @@ struct BlockQ4_K {
   uint8_t scales[kKScaleBytes];
   uint8_t qs[kQKK / 2];
 };
+// 16 sub-blocks of 16: x = d * (sc[j] & 15) * q - dmin * (sc[j] >> 4), q in [0, 3]. Element
+// 128h + 32c + l (l < 32) has its code in bits 2c, 2c + 1 of qs[32h + l] and sub-block 8h + 2c +
+// (l >= 16).
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  Half d;
+  Half dmin;
+};
+// 16 sub-blocks of 16: x = d * (s[j] - 32) * (q - 4 * !hbit), q in [0, 3] from qs as in Q2_K,
+// hbit of element 128h + 32c + l is bit 4h + c of hmask[l]. The 6-bit s[j] (0..63) are packed in
+// `scales`: their low 4 bits in scales[j % 8] (low nibble for j < 8, high nibble for j >= 8),
+// their high 2 bits at bit 2 * (j / 4) of scales[8 + j % 4].
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[12];
+  Half d;
+};
 // As Q4_K with a fifth bit: bit 2c of qh[l] belongs to element 64c + l, bit 2c+1 to 64c + 32 + l.
 struct BlockQ5_K {
   Half d;
@@ -91,6 +110,8 @@ struct BlockQ8_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);

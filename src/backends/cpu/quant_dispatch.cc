@@ -35,6 +35,8 @@ Table scalar_table() {
   set(DType::kQ5_1, DType::kQ8_1, quantize_q5_1_ref, dequantize_q5_1_ref, vec_dot_q5_1_ref);
   set(DType::kQ8_0, DType::kQ8_0, quantize_q8_0_ref, dequantize_q8_0_ref, vec_dot_q8_0_ref);
   set(DType::kQ8_1, DType::kQ8_0, quantize_q8_1_ref, dequantize_q8_1_ref, vec_dot_q8_1_ref);
+  set(DType::kQ2_K, DType::kQ8_K, quantize_q2_k_ref, dequantize_q2_k_ref, vec_dot_q2_k_ref);
+  set(DType::kQ3_K, DType::kQ8_K, quantize_q3_k_ref, dequantize_q3_k_ref, vec_dot_q3_k_ref);
   set(DType::kQ4_K, DType::kQ8_K, quantize_q4_k_ref, dequantize_q4_k_ref, vec_dot_q4_k_ref);
   set(DType::kQ5_K, DType::kQ8_K, quantize_q5_k_ref, dequantize_q5_k_ref, vec_dot_q5_k_ref);
   set(DType::kQ6_K, DType::kQ8_K, quantize_q6_k_ref, dequantize_q6_k_ref, vec_dot_q6_k_ref);

@@ -1,0 +1,132 @@
+// The scale fitters the K-quant quantizers share (quant_k_ref.cc: Q4_K, Q5_K, Q6_K;
+// quant_k23_ref.cc: Q2_K, Q3_K). Internal linkage: include only from those files.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/blocks.h"
+
+namespace nexus::cpu {
+namespace {
+
+// Round to nearest, ties to even (what the AVX2 rounding instruction does), for |f| < 2^22.
+inline int nearest_int(float f) {
+  const float v = f + 12582912.0f;  // 1.5 * 2^23: pushes the integer part into the mantissa
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// Importance of each value when fitting a scale: magnitude plus the block's RMS, so large values
+// are kept accurate without ignoring the small ones.
+inline void fit_weights(const float* x, int n, float* w) {
+  float sum_x2 = 0.0f;
+  for (int i = 0; i < n; ++i) sum_x2 += x[i] * x[i];
+  const float rms = std::sqrt(sum_x2 / static_cast<float>(n));
+  for (int i = 0; i < n; ++i) w[i] = rms + std::fabs(x[i]);
+}
+
+// Fits x ~ scale * L - offset with L in [0, nmax] and offset >= 0 (the K-quant min is subtracted).
+// Tries a grid of candidate step sizes around (max - min) / nmax; for each, rounds to codes and
+// solves the weighted 2-parameter least squares for (scale, offset); keeps the lowest error.
+// Returns the scale, writes the offset and the codes.
+inline float fit_scale_min(const float* x, const float* w, int n, int nmax, uint8_t* L,
+                           float* offset) {
+  float lo = x[0], hi = x[0];
+  float sw = 0.0f, swx = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sw += w[i];
+    swx += w[i] * x[i];
+  }
+  lo = std::min(lo, 0.0f);
+  if (hi == lo) {
+    std::fill(L, L + n, 0);
+    *offset = -lo;
+    return 0.0f;
+  }
+  float best_scale = (hi - lo) / static_cast<float>(nmax);
+  float best_min = lo;
+  float best_err = -1.0f;
+  uint8_t cand[kQKK];
+  constexpr int kSteps = 24;
+  for (int step = -1; step <= kSteps; ++step) {
+    // step -1 is the plain min/max grid; the others sweep nmax-1 ... nmax+1.3.
+    const float levels = step < 0 ? nmax : nmax - 1.0f + 0.1f * step;
+    const float iscale = levels / (hi - lo);
+    float sl = 0.0f, sll = 0.0f, slx = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+      cand[i] = static_cast<uint8_t>(l);
+      sl += w[i] * l;
+      sll += w[i] * l * l;
+      slx += w[i] * l * x[i];
+    }
+    const float det = sw * sll - sl * sl;
+    if (det <= 0.0f) continue;
+    float scale = (sw * slx - swx * sl) / det;
+    float mn = (sll * swx - sl * slx) / det;
+    if (mn > 0.0f) {  // the offset can only lower values: refit with it pinned at zero
+      mn = 0.0f;
+      scale = slx / sll;
+    }
+    float err = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float diff = scale * cand[i] + mn - x[i];
+      err += w[i] * diff * diff;
+    }
+    if (best_err < 0.0f || err < best_err) {
+      best_err = err;
+      best_scale = scale;
+      best_min = mn;
+      std::copy(cand, cand + n, L);
+    }
+  }
+  *offset = -best_min;
+  return best_scale;
+}
+
+// Fits x ~ scale * L with L in [-nmax, nmax - 1] (symmetric codes for Q6_K). Sweeps the step size
+// around the one that maps the largest-magnitude value onto -nmax and keeps the least-squares best.
+inline float fit_scale_symmetric(const float* x, const float* w, int n, int nmax, int8_t* L) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax < 1e-30f) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  float best_scale = 0.0f, best_gain = -1.0f;
+  int8_t cand[kQKK];
+  for (int step = -9; step <= 9; ++step) {
+    const float iscale = -(nmax + 0.1f * step) / max;
+    float slx = 0.0f, sll = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+      cand[i] = static_cast<int8_t>(l);
+      slx += w[i] * x[i] * l;
+      sll += w[i] * l * l;
+    }
+    // With the optimal scale slx/sll the weighted error is sum(w x^2) - slx^2/sll: maximise the
+    // gain.
+    if (sll <= 0.0f) continue;
+    const float gain = slx * slx / sll;
+    if (gain > best_gain) {
+      best_gain = gain;
+      best_scale = slx / sll;
+      std::copy(cand, cand + n, L);
+    }
+  }
+  return best_scale;
+}
+
+}  // namespace
+}  // namespace nexus::cpu
