@@ -1,5 +1,5 @@
-// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q4_K,
-// Q5_K and Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
+// AVX2 dot products of NR weight rows with NX activation rows in a single pass, for Q8_0, Q2_K,
+// Q3_K, Q4_K, Q5_K and Q6_K (Q4_0 has its own kernels in dot_q4_0_avx2.cc). Two uses:
 //   - prefill (NR = 1, NX <= 4 tokens): a weight block's nibbles and scales are decoded once and
 //     applied to every token;
 //   - decode (NR <= 4 weight rows, NX = 1): an activation block is loaded once for four rows, and
@@ -266,6 +266,158 @@ void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
     for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
 }
 
+// The 2-bit codes of elements 128h + 32c + l (l < 32) of a Q2_K/Q3_K super-block, from qs[32h ..
+// 32h + 31]: bits 2c, 2c + 1 of each byte, as bytes 0..3 (16-bit shifts move bits across bytes;
+// the mask drops them).
+inline __m256i low2_codes(__m256i qs, int c) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3);
+}
+
+// In-lane shuffles of int16 scales s0..s7 held in both lanes: pick[k] gives 8 copies of scale 2k
+// in the low lane and 8 of scale 2k + 1 in the high lane (the two sub-blocks of 16 that a vector
+// of 32 consecutive elements covers).
+struct PairPicks {
+  __m256i v[4];
+  PairPicks() {
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 3) + 4 * k + 2)),
+                              _mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 1) + 4 * k)));
+  }
+};
+
+// Q2_K x Q8_K: sum_g d * sc[g] * sum q * y - dmin * m[g] * bsums[g], codes 0..3 unsigned
+// (maddubs), the 16 4-bit scales widened to int16 multipliers and the mins against the Q8_K group
+// sums in one madd, decoded once for all tokens.
+template <int NR, int NX>
+void dot_q2_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  const PairPicks pick;
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  __m256 acc[NR][NX], mins[NR][NX];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[r][j] = mins[r][j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_next_group<NR, BlockQ2_K>(w, ws, i);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ2_K& a = row_blocks<BlockQ2_K>(w, ws, r)[i];
+      const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
+      const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, m4));
+      const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+      const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+      __m256i sumi[NX];
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) sumi[j] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i qs = load256(a.qs + 32 * h);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m256i q = low2_codes(qs, c);
+          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick.v[c]);
+#pragma GCC unroll 8
+          for (int j = 0; j < NX; ++j) {
+            const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+            const __m256i p = _mm256_maddubs_epi16(q, load256(b.qs + 128 * h + 32 * c));
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
+          }
+        }
+      }
+      const float dw = h2f(a.d), mw = h2f(a.dmin);
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        acc[r][j] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        const __m256i mm = _mm256_madd_epi16(m16, load256(b.bsums));
+        mins[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(mw * b.d), _mm256_cvtepi32_ps(mm), mins[r][j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(_mm256_sub_ps(acc[r][j], mins[r][j]));
+}
+
+// The 16 signed Q3_K scales (s - 32, -32..31) as int8, from the 12 packed bytes with 32-bit word
+// operations (layout in blocks.h).
+inline __m128i q3_k_scales(const uint8_t* packed) {
+  uint32_t u[3];
+  std::memcpy(u, packed, sizeof(u));
+  const uint32_t w0 = (u[0] & 0x0f0f0f0fu) | ((u[2] & 0x03030303u) << 4);
+  const uint32_t w1 = (u[1] & 0x0f0f0f0fu) | (((u[2] >> 2) & 0x03030303u) << 4);
+  const uint32_t w2 = ((u[0] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 4) & 0x03030303u) << 4);
+  const uint32_t w3 = ((u[1] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 6) & 0x03030303u) << 4);
+  return _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2),
+                                    static_cast<int>(w1), static_cast<int>(w0)),
+                      _mm_set1_epi8(32));
+}
+
+// Q3_K x Q8_K: the codes taken as unsigned 0..7 (low 2 bits + 4 * the hmask bit) for maddubs;
+// the -4 offset comes back through the Q8_K group sums (sum sc*(q-4)*y = sum sc*q*y - 4 * sum_g
+// sc[g] * bsums[g]), in one madd, as in Q6_K.
+template <int NR, int NX>
+void dot_q3_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  const PairPicks pick;
+  const __m256i m04 = _mm256_set1_epi8(4);
+  __m256 acc[NR][NX];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    prefetch_next_group<NR, BlockQ3_K>(w, ws, i);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ3_K& a = row_blocks<BlockQ3_K>(w, ws, r)[i];
+      const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(a.scales));
+      const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+      const __m256i hm = load256(a.hmask);
+      __m256i sumi[NX];
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        const __m256i off = _mm256_madd_epi16(sc16, load256(b.bsums));
+        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i qs = load256(a.qs + 32 * h);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          // hmask bit 4h + c of each byte to bit 2 (shifts stay within the byte for bit 2).
+          const int b = 4 * h + c;
+          const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
+          const __m256i q = _mm256_or_si256(low2_codes(qs, c), _mm256_and_si256(hb, m04));
+          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick.v[c]);
+#pragma GCC unroll 8
+          for (int j = 0; j < NX; ++j) {
+            const BlockQ8_K& y = row_blocks<BlockQ8_K>(x, xs, j)[i];
+            const __m256i p = _mm256_maddubs_epi16(q, load256(y.qs + 128 * h + 32 * c));
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
+          }
+        }
+      }
+      const float dw = h2f(a.d);
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        const BlockQ8_K& y = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        acc[r][j] =
+            _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
+}
+
 using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);
 
 // Every kernel<NR, NX> for NR, NX <= 4: index [NR - 1][NX - 1].
@@ -327,6 +479,8 @@ void dot_tile(const Fn* const (&fns)[4], int64_t n, const uint8_t* w, size_t ws,
 
 // Tile shapes (weight rows x tokens per pass) for batched decode, chosen with BM_DecodeTile.
 constexpr int kTileR_q8_0 = 4, kTileT_q8_0 = 4;
+constexpr int kTileR_q2_k = 4, kTileT_q2_k = 4;  // not measured: Q6_K's shape, whose loop it has
+constexpr int kTileR_q3_k = 4, kTileT_q3_k = 4;
 constexpr int kTileR_q4_k = 4, kTileT_q4_k = 4;
 constexpr int kTileR_q5_k = 4, kTileT_q5_k = 4;  // as Q4_K's, whose kernel it shares
 constexpr int kTileR_q6_k = 4, kTileT_q6_k = 4;
@@ -334,6 +488,8 @@ constexpr int kTileR_q6_k = 4, kTileT_q6_k = 4;
 }  // namespace
 
 NEXUS_DOT_MULTI(q8_0)
+NEXUS_DOT_MULTI(q2_k)
+NEXUS_DOT_MULTI(q3_k)
 NEXUS_DOT_MULTI(q4_k)
 NEXUS_DOT_MULTI(q5_k)
 NEXUS_DOT_MULTI(q6_k)
