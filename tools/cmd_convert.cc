@@ -25,10 +25,11 @@ int convert_main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizer, "llama2.c tokenizer.bin (with --llama2c)");
   app.add_option("-i,--input", input, "GGUF file to convert");
   app.add_option("-o,--output", output, "GGUF file to write (required)");
-  app.add_option("--type", type_name,
-                 "weight type of matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, "
-                 "q6_k (1-D tensors stay F32; rows that do not fill a block fall back to "
-                 "q8_0 or f16)");
+  app.add_option(
+      "--type", type_name,
+      "weight type of matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
+      "q4_k, q5_k, q6_k (1-D tensors stay F32; rows that do not fill a block fall back to "
+      "q8_0 or f16)");
   if (auto code = parse_args(app, argc, argv, "convert")) return *code;
   if (output.empty()) return fail("convert", "-o OUT.gguf is required", kUsageError);
   if (llama2c.empty() == input.empty())
