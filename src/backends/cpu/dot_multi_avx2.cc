@@ -40,6 +40,11 @@ inline void prefetch_next_group(const uint8_t* w, size_t ws, int64_t i) {
   }
 }
 
+// acc + s * float(sumi): a super-block's exact integer sums, scaled once.
+inline __m256 add_scaled(__m256 acc, float s, __m256i sumi) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(sumi), acc);
+}
+
 // An f16 broadcast to 8 f32 lanes.
 inline __m256 h2f_bcast(Half h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
 
@@ -167,8 +172,7 @@ void dot_k_scaled(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        acc[r][j] =
-            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        acc[r][j] = add_scaled(acc[r][j], dw * b.d, sumi[j]);
         mins[r][j] = _mm_fmadd_ps(_mm_set1_ps(mw * b.d),
                                   _mm_cvtepi32_ps(_mm_madd_epi16(m16, bp[j])), mins[r][j]);
       }
@@ -188,82 +192,6 @@ void dot_q4_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 template <int NR, int NX>
 void dot_q5_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
   dot_k_scaled<BlockQ5_K, NR, NX>(n, w, ws, x, xs, out);
-}
-
-// Q6_K x Q8_K: codes decoded once per half super-block; the -32 offset is applied through the
-// Q8_K group sums (sum sc*(q-32)*y = sum sc*q*y - 32 * sum_g sc[g] * bsums[g]), in one madd.
-template <int NR, int NX>
-void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  // In-lane shuffles of int16 scales s0..s7 (or s8..s15) held in both lanes: pick[k] gives 8
-  // copies of scale 2k in the low lane and 8 of scale 2k + 1 in the high lane.
-  __m256i pick[4];
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k)
-    pick[k] = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 3) + 4 * k + 2)),
-                               _mm_set1_epi16(static_cast<short>(0x0100 * (4 * k + 1) + 4 * k)));
-  __m256 acc[NR][NX];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    prefetch_next_group<NR, BlockQ6_K>(w, ws, i);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const BlockQ6_K& a = row_blocks<BlockQ6_K>(w, ws, r)[i];
-      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
-      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-      // s0..s7 in both lanes (groups of the first half), s8..s15 in both (the second half).
-      const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
-                                  _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-      __m256i sumi[NX];
-#pragma GCC unroll 8
-      for (int j = 0; j < NX; ++j) {
-        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        const __m256i off = _mm256_madd_epi16(sc16, load256(b.bsums));
-        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-      }
-#pragma GCC unroll 8
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* ql = a.ql + 64 * h;
-        const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a.qh + 32 * h);
-        __m256i q[4];
-        // The two high bits of each code, shifted to bits 4-5 of its byte: 16-bit shifts move
-        // bits across bytes, and the 0x30 mask drops what crossed.
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_and_si256(hb, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-#pragma GCC unroll 8
-        for (int k = 0; k < 4; ++k) {
-          // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
-          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick[k]);
-#pragma GCC unroll 8
-          for (int j = 0; j < NX; ++j) {
-            const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-            const __m256i p = _mm256_maddubs_epi16(q[k], load256(b.qs + 128 * h + 32 * k));
-            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
-          }
-        }
-      }
-      const float dw = h2f(a.d);
-#pragma GCC unroll 8
-      for (int j = 0; j < NX; ++j) {
-        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        acc[r][j] =
-            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
 }
 
 // The 2-bit codes of elements 128h + 32c + l (l < 32) of a Q2_K/Q3_K super-block, from qs[32h ..
@@ -330,8 +258,7 @@ void dot_q2_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        acc[r][j] =
-            _mm256_fmadd_ps(_mm256_set1_ps(dw * b.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        acc[r][j] = add_scaled(acc[r][j], dw * b.d, sumi[j]);
         const __m256i mm = _mm256_madd_epi16(m16, load256(b.bsums));
         mins[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(mw * b.d), _mm256_cvtepi32_ps(mm), mins[r][j]);
       }
@@ -342,6 +269,32 @@ void dot_q2_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(_mm256_sub_ps(acc[r][j], mins[r][j]));
 }
+
+// The code policies of dot_k16: a super-block's 16 scales as int16, the code offset they are
+// taken against (as a shift: 2^kOffsetShift), and the 32 unsigned codes of elements
+// 128h + 32k .. 128h + 32k + 31 for k < 4 (two sub-blocks of 16 each).
+struct Q6Codes {
+  using Block = BlockQ6_K;
+  static constexpr int kOffsetShift = 5;  // codes 0..63, value q - 32
+  static __m256i scales(const BlockQ6_K& a) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales)));
+  }
+  static void codes(const BlockQ6_K& a, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const uint8_t* ql = a.ql + 64 * h;
+    const __m256i l0 = load256(ql), l1 = load256(ql + 32), hb = load256(a.qh + 32 * h);
+    // The two high bits of each code, shifted to bits 4-5 of its byte: 16-bit shifts move bits
+    // across bytes, and the 0x30 mask drops what crossed.
+    q[0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+  }
+};
 
 // The 16 signed Q3_K scales (s - 32, -32..31) as int8, from the 12 packed bytes with 32-bit word
 // operations (layout in blocks.h).
@@ -357,48 +310,64 @@ inline __m128i q3_k_scales(const uint8_t* packed) {
                       _mm_set1_epi8(32));
 }
 
-// Q3_K x Q8_K: the codes taken as unsigned 0..7 (low 2 bits + 4 * the hmask bit) for maddubs;
-// the -4 offset comes back through the Q8_K group sums (sum sc*(q-4)*y = sum sc*q*y - 4 * sum_g
-// sc[g] * bsums[g]), in one madd, as in Q6_K.
-template <int NR, int NX>
-void dot_q3_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+struct Q3Codes {
+  using Block = BlockQ3_K;
+  static constexpr int kOffsetShift = 2;  // codes 0..7 (low 2 bits + 4 * the hmask bit), q - 4
+  static __m256i scales(const BlockQ3_K& a) { return _mm256_cvtepi8_epi16(q3_k_scales(a.scales)); }
+  static void codes(const BlockQ3_K& a, int h, __m256i q[4]) {
+    const __m256i m04 = _mm256_set1_epi8(4);
+    const __m256i qs = load256(a.qs + 32 * h), hm = load256(a.hmask);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      // hmask bit 4h + c of each byte to bit 2 (for bit 2 the shifts stay within the byte).
+      const int b = 4 * h + c;
+      const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
+      q[c] = _mm256_or_si256(low2_codes(qs, c), _mm256_and_si256(hb, m04));
+    }
+  }
+};
+
+// Q6_K and Q3_K x Q8_K: 16 sub-blocks of 16 with signed scales. The codes are decoded once per
+// half super-block as unsigned bytes for maddubs; the offset comes back through the Q8_K group
+// sums (sum sc*(q-o)*y = sum sc*q*y - o * sum_g sc[g] * bsums[g]), in one madd.
+template <typename Codes, int NR, int NX>
+void dot_k16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  using B = typename Codes::Block;
   const PairPicks pick;
-  const __m256i m04 = _mm256_set1_epi8(4);
   __m256 acc[NR][NX];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) acc[r][j] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    prefetch_next_group<NR, BlockQ3_K>(w, ws, i);
+    prefetch_next_group<NR, B>(w, ws, i);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      const BlockQ3_K& a = row_blocks<BlockQ3_K>(w, ws, r)[i];
-      const __m256i sc16 = _mm256_cvtepi8_epi16(q3_k_scales(a.scales));
+      const B& a = row_blocks<B>(w, ws, r)[i];
+      const __m256i sc16 = Codes::scales(a);
+      // s0..s7 in both lanes (groups of the first half), s8..s15 in both (the second half).
       const __m256i sc_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
                                   _mm256_permute2x128_si256(sc16, sc16, 0x11)};
-      const __m256i hm = load256(a.hmask);
       __m256i sumi[NX];
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
         const __m256i off = _mm256_madd_epi16(sc16, load256(b.bsums));
-        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 2));
+        sumi[j] =
+            _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, Codes::kOffsetShift));
       }
-#pragma GCC unroll 2
+#pragma GCC unroll 8
       for (int h = 0; h < 2; ++h) {
-        const __m256i qs = load256(a.qs + 32 * h);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          // hmask bit 4h + c of each byte to bit 2 (shifts stay within the byte for bit 2).
-          const int b = 4 * h + c;
-          const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
-          const __m256i q = _mm256_or_si256(low2_codes(qs, c), _mm256_and_si256(hb, m04));
-          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick.v[c]);
+        __m256i q[4];
+        Codes::codes(a, h, q);
+#pragma GCC unroll 8
+        for (int k = 0; k < 4; ++k) {
+          // Low 128-bit lane holds elements 0-15 (group g), high lane 16-31 (group g + 1).
+          const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick.v[k]);
 #pragma GCC unroll 8
           for (int j = 0; j < NX; ++j) {
-            const BlockQ8_K& y = row_blocks<BlockQ8_K>(x, xs, j)[i];
-            const __m256i p = _mm256_maddubs_epi16(q, load256(y.qs + 128 * h + 32 * c));
+            const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+            const __m256i p = _mm256_maddubs_epi16(q[k], load256(b.qs + 128 * h + 32 * k));
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, scales));
           }
         }
@@ -406,9 +375,8 @@ void dot_q3_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
       const float dw = h2f(a.d);
 #pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
-        const BlockQ8_K& y = row_blocks<BlockQ8_K>(x, xs, j)[i];
-        acc[r][j] =
-            _mm256_fmadd_ps(_mm256_set1_ps(dw * y.d), _mm256_cvtepi32_ps(sumi[j]), acc[r][j]);
+        const BlockQ8_K& b = row_blocks<BlockQ8_K>(x, xs, j)[i];
+        acc[r][j] = add_scaled(acc[r][j], dw * b.d, sumi[j]);
       }
     }
   }
@@ -416,6 +384,15 @@ void dot_q3_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) out[r * NX + j] = avx2::hsum(acc[r][j]);
+}
+
+template <int NR, int NX>
+void dot_q6_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  dot_k16<Q6Codes, NR, NX>(n, w, ws, x, xs, out);
+}
+template <int NR, int NX>
+void dot_q3_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* out) {
+  dot_k16<Q3Codes, NR, NX>(n, w, ws, x, xs, out);
 }
 
 using Fn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*);

@@ -119,16 +119,9 @@ void quantize_q3_k_ref(const float* x, void* y, int64_t n) {
   auto* b = static_cast<BlockQ3_K*>(y);
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
     int8_t L[kQKK];
-    float sc[16], w[16];
-    float max_sc = 0.0f, amax_sc = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      fit_weights(x + 16 * j, 16, w);
-      sc[j] = fit_scale_symmetric(x + 16 * j, w, 16, 4, L + 16 * j);
-      if (std::fabs(sc[j]) > amax_sc) {
-        amax_sc = std::fabs(sc[j]);
-        max_sc = sc[j];
-      }
-    }
+    float sc[16];
+    const float max_sc = fit_sub_blocks_symmetric(x, 4, sc, L);
+    const float amax_sc = std::fabs(max_sc);
     std::memset(&b[i], 0, sizeof(BlockQ3_K));
     int s[16] = {};
     if (amax_sc >= 1e-30f) {

@@ -128,5 +128,21 @@ inline float fit_scale_symmetric(const float* x, const float* w, int n, int nmax
   return best_scale;
 }
 
+// Fits the 16 sub-blocks of 16 of a super-block symmetrically (codes -nmax .. nmax - 1, Q6_K and
+// Q3_K): sc[j] and codes L; returns the scale of largest magnitude, with its sign (0 if none).
+inline float fit_sub_blocks_symmetric(const float* x, int nmax, float* sc, int8_t* L) {
+  float w[16];
+  float max_sc = 0.0f, amax_sc = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    fit_weights(x + 16 * j, 16, w);
+    sc[j] = fit_scale_symmetric(x + 16 * j, w, 16, nmax, L + 16 * j);
+    if (std::fabs(sc[j]) > amax_sc) {
+      amax_sc = std::fabs(sc[j]);
+      max_sc = sc[j];
+    }
+  }
+  return max_sc;
+}
+
 }  // namespace
 }  // namespace nexus::cpu

@@ -198,16 +198,9 @@ void quantize_q6_k_ref(const float* x, void* y, int64_t n) {
   auto* b = static_cast<BlockQ6_K*>(y);
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
     int8_t L[kQKK];
-    float sc[16], w[16];
-    float max_sc = 0.0f, amax_sc = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      fit_weights(x + 16 * j, 16, w);
-      sc[j] = fit_scale_symmetric(x + 16 * j, w, 16, 32, L + 16 * j);
-      if (std::fabs(sc[j]) > amax_sc) {
-        amax_sc = std::fabs(sc[j]);
-        max_sc = sc[j];
-      }
-    }
+    float sc[16];
+    const float max_sc = fit_sub_blocks_symmetric(x, 32, sc, L);
+    const float amax_sc = std::fabs(max_sc);
     std::memset(&b[i], 0, sizeof(BlockQ6_K));
     if (amax_sc < 1e-30f) continue;  // all zero: d = 0, codes 0 (value -32 * 0)
     // The largest-magnitude scale maps to -128 so the int8 scale range is fully used.
