@@ -63,8 +63,8 @@ Table avx2_table() {
   patch(DType::kQ5_1, nullptr, dequantize_q5_1_avx2, vec_dot_q5_1_avx2);
   patch(DType::kQ8_0, quantize_q8_0_avx2, dequantize_q8_0_avx2, vec_dot_q8_0_avx2);
   patch(DType::kQ8_1, quantize_q8_1_avx2, dequantize_q8_1_avx2, nullptr);
-  patch(DType::kQ2_K, nullptr, nullptr, vec_dot_q2_k_avx2);
-  patch(DType::kQ3_K, nullptr, nullptr, vec_dot_q3_k_avx2);
+  patch(DType::kQ2_K, nullptr, dequantize_q2_k_avx2, vec_dot_q2_k_avx2);
+  patch(DType::kQ3_K, nullptr, dequantize_q3_k_avx2, vec_dot_q3_k_avx2);
   patch(DType::kQ4_K, nullptr, dequantize_q4_k_avx2, vec_dot_q4_k_avx2);
   patch(DType::kQ5_K, nullptr, dequantize_q5_k_avx2, vec_dot_q5_k_avx2);
   patch(DType::kQ6_K, nullptr, dequantize_q6_k_avx2, vec_dot_q6_k_avx2);

@@ -87,6 +87,8 @@ void dequantize_q4_0_avx2(const void* x, float* y, int64_t n);
 void dequantize_q4_1_avx2(const void* x, float* y, int64_t n);
 void dequantize_q5_0_avx2(const void* x, float* y, int64_t n);
 void dequantize_q5_1_avx2(const void* x, float* y, int64_t n);
+void dequantize_q2_k_avx2(const void* x, float* y, int64_t n);
+void dequantize_q3_k_avx2(const void* x, float* y, int64_t n);
 void dequantize_q4_k_avx2(const void* x, float* y, int64_t n);
 void dequantize_q5_k_avx2(const void* x, float* y, int64_t n);
 void dequantize_q6_k_avx2(const void* x, float* y, int64_t n);

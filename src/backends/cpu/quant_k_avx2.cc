@@ -38,6 +38,16 @@ inline void store_k(__m256i codes, float dl, float ml, float* y) {
   }
 }
 
+// store_k for a 32-code group spanning two sub-blocks of 16 (Q2_K, Q3_K): codes 0-15 with
+// (dl0, ml0), 16-31 with (dl1, ml1). Signed codes are fine (i8_to_f32 sign-extends).
+inline void store_k16x2(__m256i codes, float dl0, float ml0, float dl1, float ml1, float* y) {
+  for (int g = 0; g < 4; ++g) {
+    const __m256 vd = _mm256_set1_ps(g < 2 ? dl0 : dl1), vm = _mm256_set1_ps(g < 2 ? ml0 : ml1);
+    const __m256 p = avx2::opaque(_mm256_mul_ps(vd, avx2::i8_to_f32(codes, g)));
+    _mm256_storeu_ps(y + 8 * g, _mm256_sub_ps(p, vm));
+  }
+}
+
 // The four 32-code groups of one 128-element Q6_K half, as unsigned bytes in [0, 63].
 inline void codes_q6_k_half(const uint8_t* ql, const uint8_t* qh, __m256i q[4]) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
@@ -68,6 +78,54 @@ void dequantize_q4_k_avx2(const void* x, float* y, int64_t n) {
       const __m256i q = load256(b[i].qs + 32 * c);
       store_k(_mm256_and_si256(q, m4), d * sc0, dmin * m0, y + 64 * c);
       store_k(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), d * sc1, dmin * m1, y + 64 * c + 32);
+    }
+  }
+}
+
+// ---- Q2_K, Q3_K: element 128h + 32c + l has its low 2 bits at bits 2c of qs[32h + l] ----
+
+void dequantize_q2_k_avx2(const void* x, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockQ2_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b[i].qs + 32 * h);
+      for (int c = 0; c < 4; ++c) {
+        const int s0 = b[i].scales[8 * h + 2 * c], s1 = b[i].scales[8 * h + 2 * c + 1];
+        store_k16x2(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3),
+                    d * static_cast<float>(s0 & 0xF), dmin * static_cast<float>(s0 >> 4),
+                    d * static_cast<float>(s1 & 0xF), dmin * static_cast<float>(s1 >> 4),
+                    y + 128 * h + 32 * c);
+      }
+    }
+  }
+}
+
+void dequantize_q3_k_avx2(const void* x, float* y, int64_t n) {
+  const auto* b = static_cast<const BlockQ3_K*>(x);
+  const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    const float d = h2f(b[i].d);
+    int s[16];
+    for (int j = 0; j < 16; ++j) {
+      const int lo = j < 8 ? b[i].scales[j] & 0xF : b[i].scales[j - 8] >> 4;
+      s[j] = (lo | (((b[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    }
+    const __m256i hm = load256(b[i].hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(b[i].qs + 32 * h);
+      for (int c = 0; c < 4; ++c) {
+        // The hmask bit to bit 2 (the shifts keep bit 2 within its byte), then codes - 4.
+        const int bit = 4 * h + c;
+        const __m256i hb =
+            bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
+        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3),
+                                          _mm256_and_si256(hb, m4));
+        const int j = 8 * h + 2 * c;
+        store_k16x2(_mm256_sub_epi8(q, m4), d * static_cast<float>(s[j]), 0.0f,
+                    d * static_cast<float>(s[j + 1]), 0.0f, y + 128 * h + 32 * c);
+      }
     }
   }
 }
