@@ -39,9 +39,8 @@ int perplexity_main(int argc, char** argv) {
   if (n_batch < 1) return fail("perplexity", "-b must be >= 1, got " + std::to_string(n_batch));
   if (chunks == 0 || chunks < -1)
     return fail("perplexity", "--chunks must be -1 or >= 1, got " + std::to_string(chunks));
-  auto kv = dtype_from_name(kv_type);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
-    return fail("perplexity", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
+  const auto kv = kv_cache_type(kv_type);
+  if (!kv) return fail("perplexity", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
   auto text = read_file(text_file);
   if (!text) return fail("perplexity", text.status().message());
 

@@ -65,9 +65,8 @@ int run_main(int argc, char** argv) {
   if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
   if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));
-  auto kv = dtype_from_name(kv_type);
-  if (!kv || (*kv != DType::kF16 && *kv != DType::kF32 && *kv != DType::kQ8_0))
-    return fail("run", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
+  const auto kv = kv_cache_type(kv_type);
+  if (!kv) return fail("run", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
   g.sampler.seed = seed < 0 ? std::random_device{}() : static_cast<uint64_t>(seed);
   g.n_predict = n_predict;
   g.n_batch = n_batch;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "nexus/dtype.h"
+
 namespace nexus::cli {
 
 struct Command {
@@ -24,6 +26,9 @@ struct Register {
 
 // Prints "nexus NAME: error: MESSAGE" to stderr and returns exit code 1 (or `code`).
 int fail(const std::string& command, const std::string& message, int code = 1);
+
+// The KV cache type of a --kv-type flag: f16, f32 or q8_0; nullopt for anything else.
+std::optional<DType> kv_cache_type(const std::string& name);
 
 // Exit code of a command-line usage error (bad or missing flag); 1 is for failures after parsing.
 constexpr int kUsageError = 2;

@@ -14,6 +14,12 @@ std::vector<Command>& registry() {
   return r;
 }
 
+std::optional<DType> kv_cache_type(const std::string& name) {
+  const auto t = dtype_from_name(name);
+  if (!t || (*t != DType::kF16 && *t != DType::kF32 && *t != DType::kQ8_0)) return std::nullopt;
+  return t;
+}
+
 int fail(const std::string& command, const std::string& message, int code) {
   std::fprintf(stderr, "nexus %s: error: %s\n", command.c_str(), message.c_str());
   return code;

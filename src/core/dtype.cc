@@ -17,21 +17,35 @@ struct Entry {
 };
 
 // Block layouts follow ggml's (bit-exact with GGUF files written by llama.cpp).
+// clang-format off
 constexpr std::array<Entry, 25> kTable = {{
-    {0, {"F32", 1, 4, false, true}},          {1, {"F16", 1, 2, false, true}},
-    {2, {"Q4_0", 32, 18, true, true}},        {3, {"Q4_1", 32, 20, true, true}},
-    {6, {"Q5_0", 32, 22, true, true}},        {7, {"Q5_1", 32, 24, true, true}},
-    {8, {"Q8_0", 32, 34, true, true}},        {9, {"Q8_1", 32, 36, true, true}},
-    {10, {"Q2_K", 256, 84, true, true}},      {11, {"Q3_K", 256, 110, true, true}},
-    {12, {"Q4_K", 256, 144, true, true}},     {13, {"Q5_K", 256, 176, true, true}},
-    {14, {"Q6_K", 256, 210, true, true}},     {15, {"Q8_K", 256, 292, true, true}},
-    {24, {"I8", 1, 1, false, false}},         {25, {"I16", 1, 2, false, false}},
-    {26, {"I32", 1, 4, false, false}},        {27, {"I64", 1, 8, false, false}},
-    {28, {"F64", 1, 8, false, false}},        {30, {"BF16", 1, 2, false, true}},
-    {1002, {"Q4_0x8", 32, 18, true, true}},   {1003, {"Q4_Kx8", 256, 144, true, true}},
-    {1004, {"Q6_Kx8", 256, 210, true, true}}, {1005, {"Q8_0x8", 32, 34, true, true}},
+    {0, {"F32", 1, 4, false, true}},
+    {1, {"F16", 1, 2, false, true}},
+    {2, {"Q4_0", 32, 18, true, true}},
+    {3, {"Q4_1", 32, 20, true, true}},
+    {6, {"Q5_0", 32, 22, true, true}},
+    {7, {"Q5_1", 32, 24, true, true}},
+    {8, {"Q8_0", 32, 34, true, true}},
+    {9, {"Q8_1", 32, 36, true, true}},
+    {10, {"Q2_K", 256, 84, true, true}},
+    {11, {"Q3_K", 256, 110, true, true}},
+    {12, {"Q4_K", 256, 144, true, true}},
+    {13, {"Q5_K", 256, 176, true, true}},
+    {14, {"Q6_K", 256, 210, true, true}},
+    {15, {"Q8_K", 256, 292, true, true}},
+    {24, {"I8", 1, 1, false, false}},
+    {25, {"I16", 1, 2, false, false}},
+    {26, {"I32", 1, 4, false, false}},
+    {27, {"I64", 1, 8, false, false}},
+    {28, {"F64", 1, 8, false, false}},
+    {30, {"BF16", 1, 2, false, true}},
+    {1002, {"Q4_0x8", 32, 18, true, true}},
+    {1003, {"Q4_Kx8", 256, 144, true, true}},
+    {1004, {"Q6_Kx8", 256, 210, true, true}},
+    {1005, {"Q8_0x8", 32, 34, true, true}},
     {1006, {"Q5_0x8", 32, 22, true, true}},
 }};
+// clang-format on
 
 }  // namespace
 

@@ -194,14 +194,6 @@ void dot_q5_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
   dot_k_scaled<BlockQ5_K, NR, NX>(n, w, ws, x, xs, out);
 }
 
-// The 2-bit codes of elements 128h + 32c + l (l < 32) of a Q2_K/Q3_K super-block, from qs[32h ..
-// 32h + 31]: bits 2c, 2c + 1 of each byte, as bytes 0..3 (16-bit shifts move bits across bytes;
-// the mask drops them).
-inline __m256i low2_codes(__m256i qs, int c) {
-  const __m256i m3 = _mm256_set1_epi8(3);
-  return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3);
-}
-
 // In-lane shuffles of int16 scales s0..s7 held in both lanes: pick[k] gives 8 copies of scale 2k
 // in the low lane and 8 of scale 2k + 1 in the high lane (the two sub-blocks of 16 that a vector
 // of 32 consecutive elements covers).
@@ -244,7 +236,7 @@ void dot_q2_k(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t x
         const __m256i qs = load256(a.qs + 32 * h);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
-          const __m256i q = low2_codes(qs, c);
+          const __m256i q = avx2::low2_codes(qs, c);
           const __m256i scales = _mm256_shuffle_epi8(sc_half[h], pick.v[c]);
 #pragma GCC unroll 8
           for (int j = 0; j < NX; ++j) {
@@ -296,34 +288,16 @@ struct Q6Codes {
   }
 };
 
-// The 16 signed Q3_K scales (s - 32, -32..31) as int8, from the 12 packed bytes with 32-bit word
-// operations (layout in blocks.h).
-inline __m128i q3_k_scales(const uint8_t* packed) {
-  uint32_t u[3];
-  std::memcpy(u, packed, sizeof(u));
-  const uint32_t w0 = (u[0] & 0x0f0f0f0fu) | ((u[2] & 0x03030303u) << 4);
-  const uint32_t w1 = (u[1] & 0x0f0f0f0fu) | (((u[2] >> 2) & 0x03030303u) << 4);
-  const uint32_t w2 = ((u[0] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 4) & 0x03030303u) << 4);
-  const uint32_t w3 = ((u[1] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 6) & 0x03030303u) << 4);
-  return _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2),
-                                    static_cast<int>(w1), static_cast<int>(w0)),
-                      _mm_set1_epi8(32));
-}
-
 struct Q3Codes {
   using Block = BlockQ3_K;
   static constexpr int kOffsetShift = 2;  // codes 0..7 (low 2 bits + 4 * the hmask bit), q - 4
-  static __m256i scales(const BlockQ3_K& a) { return _mm256_cvtepi8_epi16(q3_k_scales(a.scales)); }
+  static __m256i scales(const BlockQ3_K& a) {
+    return _mm256_cvtepi8_epi16(avx2::q3_k_scales(a.scales));
+  }
   static void codes(const BlockQ3_K& a, int h, __m256i q[4]) {
-    const __m256i m04 = _mm256_set1_epi8(4);
     const __m256i qs = load256(a.qs + 32 * h), hm = load256(a.hmask);
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      // hmask bit 4h + c of each byte to bit 2 (for bit 2 the shifts stay within the byte).
-      const int b = 4 * h + c;
-      const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
-      q[c] = _mm256_or_si256(low2_codes(qs, c), _mm256_and_si256(hb, m04));
-    }
+    for (int c = 0; c < 4; ++c) q[c] = avx2::q3_k_codes(qs, hm, h, c);
   }
 };
 

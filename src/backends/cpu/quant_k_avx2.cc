@@ -16,18 +16,6 @@ using avx2::h2f;
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-// sum_j m[j] * (bsums[2j] + bsums[2j+1]): the K-quant min terms need only the Q8_K group sums.
-inline int mins_dot(const uint8_t* m, const int16_t* bsums) {
-  int s = 0;
-  for (int j = 0; j < 8; ++j) s += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-  return s;
-}
-
-// int32 lanes of sum(unsigned q * signed y) over 32 bytes, times the int16 scale sc.
-inline __m256i scaled_dot(__m256i q, __m256i y, int sc) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), _mm256_set1_epi16(static_cast<int16_t>(sc)));
-}
-
 // y[0..31] = dl * float(codes) - ml, multiply and subtract rounded separately as in the scalar
 // reference. codes are 32 unsigned bytes.
 inline void store_k(__m256i codes, float dl, float ml, float* y) {
@@ -86,17 +74,15 @@ void dequantize_q4_k_avx2(const void* x, float* y, int64_t n) {
 
 void dequantize_q2_k_avx2(const void* x, float* y, int64_t n) {
   const auto* b = static_cast<const BlockQ2_K*>(x);
-  const __m256i m3 = _mm256_set1_epi8(3);
   for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
     const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b[i].qs + 32 * h);
       for (int c = 0; c < 4; ++c) {
         const int s0 = b[i].scales[8 * h + 2 * c], s1 = b[i].scales[8 * h + 2 * c + 1];
-        store_k16x2(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3),
-                    d * static_cast<float>(s0 & 0xF), dmin * static_cast<float>(s0 >> 4),
-                    d * static_cast<float>(s1 & 0xF), dmin * static_cast<float>(s1 >> 4),
-                    y + 128 * h + 32 * c);
+        store_k16x2(avx2::low2_codes(qs, c), d * static_cast<float>(s0 & 0xF),
+                    dmin * static_cast<float>(s0 >> 4), d * static_cast<float>(s1 & 0xF),
+                    dmin * static_cast<float>(s1 >> 4), y + 128 * h + 32 * c);
       }
     }
   }
@@ -104,27 +90,19 @@ void dequantize_q2_k_avx2(const void* x, float* y, int64_t n) {
 
 void dequantize_q3_k_avx2(const void* x, float* y, int64_t n) {
   const auto* b = static_cast<const BlockQ3_K*>(x);
-  const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+  const __m256i m4 = _mm256_set1_epi8(4);
   for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
     const float d = h2f(b[i].d);
-    int s[16];
-    for (int j = 0; j < 16; ++j) {
-      const int lo = j < 8 ? b[i].scales[j] & 0xF : b[i].scales[j - 8] >> 4;
-      s[j] = (lo | (((b[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-    }
+    alignas(16) int8_t s[16];  // s - 32
+    _mm_store_si128(reinterpret_cast<__m128i*>(s), avx2::q3_k_scales(b[i].scales));
     const __m256i hm = load256(b[i].hmask);
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load256(b[i].qs + 32 * h);
       for (int c = 0; c < 4; ++c) {
-        // The hmask bit to bit 2 (the shifts keep bit 2 within its byte), then codes - 4.
-        const int bit = 4 * h + c;
-        const __m256i hb =
-            bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
-        const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), m3),
-                                          _mm256_and_si256(hb, m4));
-        const int j = 8 * h + 2 * c;
-        store_k16x2(_mm256_sub_epi8(q, m4), d * static_cast<float>(s[j]), 0.0f,
-                    d * static_cast<float>(s[j + 1]), 0.0f, y + 128 * h + 32 * c);
+        const int j = 8 * h + 2 * c;  // codes 0..7 less 4: the signed -4..3
+        store_k16x2(_mm256_sub_epi8(avx2::q3_k_codes(qs, hm, h, c), m4),
+                    d * static_cast<float>(s[j]), 0.0f, d * static_cast<float>(s[j + 1]), 0.0f,
+                    y + 128 * h + 32 * c);
       }
     }
   }

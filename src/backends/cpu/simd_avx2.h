@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace nexus::cpu::avx2 {
 
@@ -91,6 +92,35 @@ inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i abcd = _mm256_packs_epi16(ab, cd);
   // packs works within 128-bit lanes: restore element order across the lanes.
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Q2_K / Q3_K (blocks.h): the 2-bit codes of elements 128h + 32c + l (l < 32) from qs[32h ..
+// 32h + 31] (bits 2c, 2c + 1 of each byte) as bytes 0..3; 16-bit shifts move bits across bytes,
+// the mask drops them.
+inline __m256i low2_codes(__m256i qs, int c) {
+  return _mm256_and_si256(_mm256_srli_epi16(qs, 2 * c), _mm256_set1_epi8(3));
+}
+
+// Q3_K: the same elements' codes as unsigned bytes 0..7, the low 2 bits plus 4 times the hmask
+// bit (bit 4h + c of hmask[l]; hm = the 32 hmask bytes). The shifts keep bit 2 within its byte.
+inline __m256i q3_k_codes(__m256i qs, __m256i hm, int h, int c) {
+  const int b = 4 * h + c;
+  const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);
+  return _mm256_or_si256(low2_codes(qs, c), _mm256_and_si256(hb, _mm256_set1_epi8(4)));
+}
+
+// Q3_K: the 16 signed scales (s - 32, -32..31) as int8, from the 12 packed bytes with 32-bit word
+// operations (layout in blocks.h).
+inline __m128i q3_k_scales(const uint8_t* packed) {
+  uint32_t u[3];
+  std::memcpy(u, packed, sizeof(u));
+  const uint32_t w0 = (u[0] & 0x0f0f0f0fu) | ((u[2] & 0x03030303u) << 4);
+  const uint32_t w1 = (u[1] & 0x0f0f0f0fu) | (((u[2] >> 2) & 0x03030303u) << 4);
+  const uint32_t w2 = ((u[0] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 4) & 0x03030303u) << 4);
+  const uint32_t w3 = ((u[1] >> 4) & 0x0f0f0f0fu) | (((u[2] >> 6) & 0x03030303u) << 4);
+  return _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2),
+                                    static_cast<int>(w1), static_cast<int>(w0)),
+                      _mm_set1_epi8(32));
 }
 
 }  // namespace nexus::cpu::avx2
