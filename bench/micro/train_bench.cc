@@ -325,7 +325,7 @@ namespace {
 // One thread's share of GPT-2 124M's MLP GEMMs at batch 4 x 256 (1024 tokens, 768 -> 1536 of the
 // 3072 columns): range(0) 0 = forward (x W^T), 1 = d input (dY W), 2 = d weight (dY^T X);
 // range(1) 0 = OpenBLAS sgemm, 1 = AMX-BF16 (cpu::gemm_bf16_amx) on the same bf16-valued
-// operands, conversions included, 2 = our AVX-512 f32 GEMM (cpu::gemm_f32_avx512), packing
+// operands, conversions included, 2 = our f32 GEMM (cpu::gemm_f32: AVX-512 or AVX2), packing
 // included. One thread, operands in cache after the first run (the step's rates, with operands
 // from memory and two threads, are in PERFORMANCE.md).
 void BM_TrainGemm(benchmark::State& state) {
@@ -335,8 +335,8 @@ void BM_TrainGemm(benchmark::State& state) {
     state.SkipWithError("no AMX-BF16 on this CPU or OS");
     return;
   }
-  if (ours && !cpu::gemm_f32_avx512_active()) {
-    state.SkipWithError("no AVX-512 (or NEXUS_NO_F32_GEMM=1)");
+  if (ours && !cpu::gemm_f32_active()) {
+    state.SkipWithError("our f32 GEMM is off (no AVX2/FMA, or NEXUS_NO_F32_GEMM=1)");
     return;
   }
   openblas_set_num_threads(1);  // as in training
@@ -349,13 +349,11 @@ void BM_TrainGemm(benchmark::State& state) {
   for (auto _ : state) {
     if (ours) {
       if (kind == 0)
-        cpu::gemm_f32_avx512(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(),
-                             oc);
+        cpu::gemm_f32(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(), oc);
       else if (kind == 1)
-        cpu::gemm_f32_avx512(false, false, n, c, oc, dy.data(), oc, w.data(), c, true, dx.data(),
-                             c);
+        cpu::gemm_f32(false, false, n, c, oc, dy.data(), oc, w.data(), c, true, dx.data(), c);
       else
-        cpu::gemm_f32_avx512(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(), c);
+        cpu::gemm_f32(true, false, oc, c, n, dy.data(), oc, x.data(), c, true, dw.data(), c);
     } else if (kind == 0) {
       if (amx)
         cpu::gemm_bf16_amx(false, true, n, oc, c, x.data(), c, w.data(), c, false, out.data(), oc);

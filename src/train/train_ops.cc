@@ -37,9 +37,10 @@ namespace {
 // which on a two-core machine took half the CPU from the pool's element-wise ops between the
 // GEMMs (GPT-2 124M: attention forward 10.3 -> 6.8 ms, GELU 5.9 -> 3.0 ms per call).
 constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kernels' widths
-// A share computes every element in the order the whole GEMM does, unless one of the two falls
-// under OpenBLAS's small-matrix kernels (on AVX-512 builds, products of up to 100^3 multiply-adds),
-// which sum in another order: small GEMMs stay whole, so results never depend on the threads.
+// With our GEMM (cpu/gemm_f32.h) a share computes every element in the order the whole GEMM does.
+// OpenBLAS does not (NEXUS_NO_F32_GEMM=1): on AVX-512 builds its small-matrix kernels (products of
+// up to 100^3 multiply-adds) sum in another order, and its Zen (AVX2) kernels round differently
+// for different m or n at any size; small GEMMs stay whole either way.
 constexpr int64_t kMinShareMacs = int64_t{1} << 23;
 
 template <typename Fn>
@@ -126,7 +127,7 @@ void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n
 // depend on the thread count (the chunks depend on the shape only).
 // Standalone, 2 threads, ms per head block of 512 rows: L15M 31.2-31.6 -> 28.4-28.7 (+10%),
 // GPT-2 122.2-122.5 -> 115.0-115.2 (+6%).
-constexpr int64_t kSplitKRatio = 16;      // oc >= this many times c
+constexpr int64_t kSplitKRatio = 16;     // oc >= this many times c
 constexpr int64_t kSplitKChunk = 16384;  // at most this many of oc per chunk
 
 bool split_k(int64_t c, int64_t oc) { return oc >= kSplitKRatio * c && oc > kSplitKChunk; }
@@ -152,8 +153,8 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
   // than OpenBLAS's on that form, 2-5% than its transposed one. Then chunk 0 adds straight into
   // dinp (only its GEMM writes dinp until the partials are added), and partial_j [n x c] holds
   // chunk j >= 1: one partial less to store and add.
-  const bool ours = cpu::gemm_f32_avx512_active();
-  const int64_t first = ours ? 1 : 0;  // the first chunk that goes to a partial
+  const bool ours = cpu::gemm_f32_active();
+  const int64_t first = ours ? 1 : 0;      // the first chunk that goes to a partial
   thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
   buffer.resize(static_cast<size_t>((chunks - first) * part));
   // (Through a pointer: a lambda naming the thread_local would reach each worker's own.)
@@ -163,8 +164,8 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
     for (int64_t j = t; j < chunks; j += nt) {
       const int64_t k0 = oc * j / chunks, k1 = oc * (j + 1) / chunks;
       if (ours)
-        cpu::gemm_f32_avx512(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, j == 0,
-                             j == 0 ? dinp : partial(j), c);
+        cpu::gemm_f32(false, false, n, c, k1 - k0, dout + k0, oc, w + k0 * c, c, j == 0,
+                      j == 0 ? dinp : partial(j), c);
       else
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, static_cast<int>(c), static_cast<int>(n),
                     static_cast<int>(k1 - k0), 1.0f, w + k0 * c, static_cast<int>(c), dout + k0,
@@ -213,17 +214,16 @@ bool split_rows(ThreadPool* pool, int64_t n, bool shape_ok) {
   return pool != nullptr && pool->size() > 1 && shape_ok && n >= 256 * pool->size();
 }
 
-// C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our AVX-512
-// GEMM (backends/cpu/gemm_f32.h) where it is active, else OpenBLAS. Ours runs the step's shapes
-// faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"). row_sums (A^T's row sums, our GEMM
-// only: the caller passes it only when gemm_f32_avx512_active()) as in gemm_f32_avx512.
+// C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our f32 GEMM
+// (backends/cpu/gemm_f32.h: AVX-512 or AVX2) where it is active, else OpenBLAS. Ours runs the
+// step's shapes faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"). row_sums (A^T's row sums,
+// our GEMM only: the caller passes it only when gemm_f32_active()) as in gemm_f32.
 void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                     int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                     int64_t ldc, float* row_sums = nullptr) {
-  if (cpu::gemm_f32_avx512_active())
-    return cpu::gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
-                                row_sums);
-  NEXUS_CHECK(row_sums == nullptr, "[train] row sums need the AVX-512 f32 GEMM");
+  if (cpu::gemm_f32_active())
+    return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums);
+  NEXUS_CHECK(row_sums == nullptr, "[train] row sums need our f32 GEMM");
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
@@ -232,8 +232,8 @@ void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 // Columns [o0, o1) of every row of out [n, oc] = add [n, oc] + bias [oc] (either may be null).
 // Vectorised: GCC -O2 leaves such loops scalar (~1 value a cycle, as the old bias pass ran).
-void fill_output(float* out, const float* add, const float* bias, int64_t n, int64_t oc,
-                 int64_t o0, int64_t o1) {
+void fill_output(float* out, const float* add, const float* bias, int64_t n, int64_t oc, int64_t o0,
+                 int64_t o1) {
   const auto add_vectors = use_avx2() ? kern::add_vectors_avx2 : kern::add_vectors_scalar;
   const size_t bytes = static_cast<size_t>(o1 - o0) * sizeof(float);
   for (int64_t i = 0; i < n; ++i) {
@@ -296,7 +296,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   // dw[oc, c] += dout^T[oc, n] inp[n, c], in shares of dw's rows (AMX: of its columns); dbias
   // summed by our GEMM as it packs dout^T, or by bias_backward.
   const bool amx_dw = dw && use_amx(bf16_operands, oc, c, n);
-  const bool ours = dw && !amx_dw && cpu::gemm_f32_avx512_active();
+  const bool ours = dw && !amx_dw && cpu::gemm_f32_active();
   const bool fused_bias = ours && dbias;
   if (dbias && !fused_bias) bias_backward(dbias, dout, n, oc, pool);
   if (amx_dw)
@@ -308,8 +308,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     // ms; GPT-2's over two blocks of 1024: 424-444 -> 414-416 ms). The same bits: each element
     // sums the same products in the same order.
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
-      cpu::gemm_f32_avx512(true, false, c, o1 - o0, n, inp, c, dout + o0, oc, true, dw + o0 * c, c,
-                           nullptr, true);
+      cpu::gemm_f32(true, false, c, o1 - o0, n, inp, c, dout + o0, oc, true, dw + o0 * c, c,
+                    nullptr, true);
     });
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
@@ -337,8 +337,7 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
   constexpr int64_t kRows = 64;
   const int64_t blocks = (n + kRows - 1) / kRows;
   std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);
-  const auto row =
-      use_avx2() ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar;
+  const auto row = use_avx2() ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar;
   for_ranges(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       float* pw = part.data() + blk * c;
@@ -531,8 +530,8 @@ double cross_entropy_fused(float* logits, float* row_loss, const int32_t* target
                            int64_t v, float scale, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.cross_entropy", 8 * n * v, 0);
   const auto fn = cpu::avx512_active() ? kern::ce_row_avx512
-                  : use_avx2()           ? kern::ce_row_avx2
-                                         : kern::ce_row_scalar;
+                  : use_avx2()         ? kern::ce_row_avx2
+                                       : kern::ce_row_scalar;
   for_ranges(pool, n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) row_loss[i] = fn(logits + i * v, v, targets[i], scale);
   });

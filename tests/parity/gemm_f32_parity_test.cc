@@ -1,8 +1,8 @@
-// Our AVX-512 f32 GEMM (backends/cpu/gemm_f32.h) against a double-precision reference, for the
-// transpose cases the training GEMMs use (A B, A B^T, A^T B) and A^T B^T, sizes with edges in every
-// dimension and more than one pass of k and block of columns, overwrite and accumulate; nothing
-// outside C is written; and splitting C's rows or columns over calls gives the same bits. Skipped
-// without AVX-512.
+// Our f32 GEMM kernels (backends/cpu/gemm_f32.h: AVX-512 and AVX2, each where the CPU runs it)
+// against a double-precision reference, for the transpose cases the training GEMMs use (A B, A B^T,
+// A^T B) and A^T B^T, sizes with edges in every dimension and more than one pass of k and block of
+// columns, overwrite and accumulate; nothing outside C is written; and splitting C's rows or
+// columns over calls gives the same bits. Skipped where neither kernel runs.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
+#include "backends/cpu/quant.h"
 #include "parity/gemm_test_util.h"
 
 namespace nexus {
@@ -26,23 +27,50 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+using GemmF32Fn = void (*)(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                           const float*, int64_t, bool, float*, int64_t, float*, bool);
+
+// One kernel, called with gemm_f32.h's default arguments.
+struct Gemm {
+  const char* name;
+  GemmF32Fn fn;
+  void operator()(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, bool acc, float* c, int64_t ldc,
+                  float* row_sums = nullptr, bool trans_c = false) const {
+    fn(ta, tb, m, n, k, a, lda, b, ldb, acc, c, ldc, row_sums, trans_c);
+  }
+};
+
+// The kernels this CPU runs. (NEXUS_NO_F32_GEMM only stops the training from using them.)
+std::vector<Gemm> kernels() {
+  std::vector<Gemm> out;
+  if (cpu::avx512_active()) out.push_back({"avx512", &cpu::gemm_f32_avx512});
+  if (cpu::active_isa() == cpu::Isa::kAvx2) out.push_back({"avx2", &cpu::gemm_f32_avx2});
+  return out;
+}
+
 TEST(GemmF32, MatchesTheDoubleReference) {
-  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
-  // 12 x 32 tiles, 256-column blocks, 768-k passes: sizes on and off every one of them.
-  const test::GemmCase cases[] = {
-      {false, false, 12, 32, 16},    {false, true, 12, 32, 16},    {true, false, 12, 32, 16},
-      {false, false, 37, 45, 70},    {false, true, 37, 45, 70},    {true, false, 37, 45, 70},
-      {false, false, 13, 33, 770},   {false, true, 25, 257, 769},  {true, false, 100, 257, 771},
-      {false, false, 50, 300, 1537}, {false, true, 49, 520, 1600}, {true, true, 61, 290, 1545},
-      {false, false, 1, 1, 1},       {false, true, 1, 1, 1},       {true, true, 1, 1, 1},
-      {false, true, 24, 64, 9},      {false, false, 7, 17, 3},     {true, false, 110, 40, 5}};
-  for (const test::GemmCase& cs : cases) {
-    test::expect_gemm_matches_double(
-        cs, random_floats,
-        [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, bool acc, float* c,
-           int64_t ldc) { cpu::gemm_f32_avx512(ta, tb, m, n, k, a, lda, b, ldb, acc, c, ldc); });
-    if (HasFatalFailure()) return;
+  const auto ks = kernels();
+  if (ks.empty()) GTEST_SKIP() << "no AVX2/FMA or AVX-512 kernels";
+  for (const Gemm& gemm : ks) {
+    SCOPED_TRACE(gemm.name);
+    // 12 x 32 tiles, 256-column blocks, 768-k passes (AVX2: 6 x 16, 160-224 columns, 384 k):
+    // sizes on and off every one of them.
+    const test::GemmCase cases[] = {
+        {false, false, 12, 32, 16},    {false, true, 12, 32, 16},    {true, false, 12, 32, 16},
+        {false, false, 37, 45, 70},    {false, true, 37, 45, 70},    {true, false, 37, 45, 70},
+        {false, false, 13, 33, 770},   {false, true, 25, 257, 769},  {true, false, 100, 257, 771},
+        {false, false, 50, 300, 1537}, {false, true, 49, 520, 1600}, {true, true, 61, 290, 1545},
+        {false, false, 1, 1, 1},       {false, true, 1, 1, 1},       {true, true, 1, 1, 1},
+        {false, true, 24, 64, 9},      {false, false, 7, 17, 3},     {true, false, 110, 40, 5}};
+    for (const test::GemmCase& cs : cases) {
+      test::expect_gemm_matches_double(
+          cs, random_floats,
+          [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+              const float* b, int64_t ldb, bool acc, float* c,
+              int64_t ldc) { gemm(ta, tb, m, n, k, a, lda, b, ldb, acc, c, ldc); });
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
@@ -50,30 +78,33 @@ TEST(GemmF32, MatchesTheDoubleReference) {
 // row_sums, within k + 1 roundings of a double sum, on sizes across the 12-row panels, the
 // 96-row sweeps and the 768-k passes; rows split over calls give the same bits.
 TEST(GemmF32, RowSumsOfTransposedAMatchDouble) {
-  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
-  for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 40, 70}, {100, 64, 1545}}) {
-    const int64_t lda = m + 3;
-    const auto a = random_floats(static_cast<size_t>(k * lda), 7);
-    const auto b = random_floats(static_cast<size_t>(k * n), 8);
-    const auto s0 = random_floats(static_cast<size_t>(m), 9);
-    std::vector<float> c(m * n), sums = s0, split = s0, c2(m * n);
-    cpu::gemm_f32_avx512(true, false, m, n, k, a.data(), lda, b.data(), n, false, c.data(), n,
-                         sums.data());
-    for (int64_t i = 0; i < m; ++i) {
-      double ref = s0[i], mag = std::fabs(ref);
-      for (int64_t p = 0; p < k; ++p) {
-        ref += a[p * lda + i];
-        mag += std::fabs(a[p * lda + i]);
+  const auto ks = kernels();
+  if (ks.empty()) GTEST_SKIP() << "no AVX2/FMA or AVX-512 kernels";
+  for (const Gemm& gemm : ks) {
+    SCOPED_TRACE(gemm.name);
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {13, 40, 70}, {100, 64, 1545}}) {
+      const int64_t lda = m + 3;
+      const auto a = random_floats(static_cast<size_t>(k * lda), 7);
+      const auto b = random_floats(static_cast<size_t>(k * n), 8);
+      const auto s0 = random_floats(static_cast<size_t>(m), 9);
+      std::vector<float> c(m * n), sums = s0, split = s0, c2(m * n);
+      gemm(true, false, m, n, k, a.data(), lda, b.data(), n, false, c.data(), n, sums.data());
+      for (int64_t i = 0; i < m; ++i) {
+        double ref = s0[i], mag = std::fabs(ref);
+        for (int64_t p = 0; p < k; ++p) {
+          ref += a[p * lda + i];
+          mag += std::fabs(a[p * lda + i]);
+        }
+        ASSERT_NEAR(sums[i], ref, 6e-8 * static_cast<double>(k + 1) * mag)
+            << "m=" << m << " k=" << k << " row " << i;
       }
-      ASSERT_NEAR(sums[i], ref, 6e-8 * static_cast<double>(k + 1) * mag)
-          << "m=" << m << " k=" << k << " row " << i;
+      const int64_t cut = m / 3;
+      gemm(true, false, cut, n, k, a.data(), lda, b.data(), n, false, c2.data(), n, split.data());
+      gemm(true, false, m - cut, n, k, a.data() + cut, lda, b.data(), n, false, c2.data() + cut * n,
+           n, split.data() + cut);
+      EXPECT_EQ(std::memcmp(sums.data(), split.data(), sums.size() * sizeof(float)), 0)
+          << "m=" << m;
     }
-    const int64_t cut = m / 3;
-    cpu::gemm_f32_avx512(true, false, cut, n, k, a.data(), lda, b.data(), n, false, c2.data(), n,
-                         split.data());
-    cpu::gemm_f32_avx512(true, false, m - cut, n, k, a.data() + cut, lda, b.data(), n, false,
-                         c2.data() + cut * n, n, split.data() + cut);
-    EXPECT_EQ(std::memcmp(sums.data(), split.data(), sums.size() * sizeof(float)), 0) << "m=" << m;
   }
 }
 
@@ -82,31 +113,34 @@ TEST(GemmF32, RowSumsOfTransposedAMatchDouble) {
 // and 32 columns and the 768-k passes, overwrite and accumulate, and nothing written between
 // C^T's rows (ldc past m).
 TEST(GemmF32, TransposedCGivesThePlainBits) {
-  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
-  const test::GemmCase cases[] = {{true, false, 288, 700, 512}, {true, false, 37, 45, 70},
-                                  {false, false, 13, 33, 770},  {false, true, 25, 257, 769},
-                                  {true, true, 12, 32, 16},     {true, false, 1, 1, 1}};
-  for (const test::GemmCase& cs : cases) {
-    const int64_t lda = cs.ta ? cs.m : cs.k, ldb = cs.tb ? cs.k : cs.n, ldt = cs.m + 5;
-    const auto a = random_floats(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 11);
-    const auto b = random_floats(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 12);
-    const auto c0 = random_floats(static_cast<size_t>(cs.m * cs.n), 13);
-    const auto t0 = random_floats(static_cast<size_t>(cs.n * ldt), 14);
-    for (bool acc : {false, true}) {
-      std::vector<float> c = c0, t = t0;
-      for (int64_t i = 0; i < cs.m; ++i)
-        for (int64_t j = 0; j < cs.n; ++j) t[j * ldt + i] = c0[i * cs.n + j];
-      cpu::gemm_f32_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc,
-                           c.data(), cs.n);
-      cpu::gemm_f32_avx512(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc,
-                           t.data(), ldt, nullptr, true);
-      for (int64_t j = 0; j < cs.n; ++j)
-        for (int64_t i = 0; i < ldt; ++i) {
-          const float want = i < cs.m ? c[i * cs.n + j] : t0[j * ldt + i];
-          ASSERT_EQ(std::memcmp(&t[j * ldt + i], &want, sizeof(float)), 0)
-              << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " acc=" << acc << " at C(" << i
-              << "," << j << ")" << (i < cs.m ? "" : ", outside C");
-        }
+  const auto ks = kernels();
+  if (ks.empty()) GTEST_SKIP() << "no AVX2/FMA or AVX-512 kernels";
+  for (const Gemm& gemm : ks) {
+    SCOPED_TRACE(gemm.name);
+    const test::GemmCase cases[] = {{true, false, 288, 700, 512}, {true, false, 37, 45, 70},
+                                    {false, false, 13, 33, 770},  {false, true, 25, 257, 769},
+                                    {true, true, 12, 32, 16},     {true, false, 1, 1, 1}};
+    for (const test::GemmCase& cs : cases) {
+      const int64_t lda = cs.ta ? cs.m : cs.k, ldb = cs.tb ? cs.k : cs.n, ldt = cs.m + 5;
+      const auto a = random_floats(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 11);
+      const auto b = random_floats(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 12);
+      const auto c0 = random_floats(static_cast<size_t>(cs.m * cs.n), 13);
+      const auto t0 = random_floats(static_cast<size_t>(cs.n * ldt), 14);
+      for (bool acc : {false, true}) {
+        std::vector<float> c = c0, t = t0;
+        for (int64_t i = 0; i < cs.m; ++i)
+          for (int64_t j = 0; j < cs.n; ++j) t[j * ldt + i] = c0[i * cs.n + j];
+        gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc, c.data(), cs.n);
+        gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc, t.data(), ldt,
+             nullptr, true);
+        for (int64_t j = 0; j < cs.n; ++j)
+          for (int64_t i = 0; i < ldt; ++i) {
+            const float want = i < cs.m ? c[i * cs.n + j] : t0[j * ldt + i];
+            ASSERT_EQ(std::memcmp(&t[j * ldt + i], &want, sizeof(float)), 0)
+                << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " acc=" << acc << " at C(" << i
+                << "," << j << ")" << (i < cs.m ? "" : ", outside C");
+          }
+      }
     }
   }
 }
@@ -115,31 +149,34 @@ TEST(GemmF32, TransposedCGivesThePlainBits) {
 // over the pool's threads: every split gives the one-call result bit for bit, so results never
 // depend on the thread count.
 TEST(GemmF32, RowAndColumnSplitsMatchOneCall) {
-  if (!cpu::gemm_f32_avx512_active()) GTEST_SKIP() << "no AVX-512 (or NEXUS_NO_F32_GEMM=1)";
-  for (bool ta : {false, true}) {
-    for (bool tb : {false, true}) {
-      constexpr int64_t m = 61, n = 608, k = 1000;
-      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
-      const auto a = random_floats(static_cast<size_t>((ta ? k : m) * lda), 4);
-      const auto b = random_floats(static_cast<size_t>((tb ? n : k) * ldb), 5);
-      const auto c0 = random_floats(static_cast<size_t>(m * n), 6);
-      std::vector<float> one = c0, rows = c0, cols = c0;
-      cpu::gemm_f32_avx512(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, true, one.data(), n);
-      for (int64_t i0 : {int64_t{0}, int64_t{17}}) {  // 17: not a multiple of the tile's 12 rows
-        const int64_t i1 = i0 == 0 ? 17 : m;
-        cpu::gemm_f32_avx512(ta, tb, i1 - i0, n, k, ta ? a.data() + i0 : a.data() + i0 * lda, lda,
-                             b.data(), ldb, true, rows.data() + i0 * n, n);
+  const auto ks = kernels();
+  if (ks.empty()) GTEST_SKIP() << "no AVX2/FMA or AVX-512 kernels";
+  for (const Gemm& gemm : ks) {
+    SCOPED_TRACE(gemm.name);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        constexpr int64_t m = 61, n = 608, k = 1000;
+        const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+        const auto a = random_floats(static_cast<size_t>((ta ? k : m) * lda), 4);
+        const auto b = random_floats(static_cast<size_t>((tb ? n : k) * ldb), 5);
+        const auto c0 = random_floats(static_cast<size_t>(m * n), 6);
+        std::vector<float> one = c0, rows = c0, cols = c0;
+        gemm(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, true, one.data(), n);
+        for (int64_t i0 : {int64_t{0}, int64_t{17}}) {  // 17: not a multiple of the tile's 12 rows
+          const int64_t i1 = i0 == 0 ? 17 : m;
+          gemm(ta, tb, i1 - i0, n, k, ta ? a.data() + i0 : a.data() + i0 * lda, lda, b.data(), ldb,
+               true, rows.data() + i0 * n, n);
+        }
+        for (int64_t j0 : {int64_t{0}, int64_t{80}, int64_t{336}}) {  // not multiples of 256 or 32
+          const int64_t j1 = j0 == 0 ? 80 : j0 == 80 ? 336 : n;
+          gemm(ta, tb, m, j1 - j0, k, a.data(), lda, tb ? b.data() + j0 * ldb : b.data() + j0, ldb,
+               true, cols.data() + j0, n);
+        }
+        EXPECT_EQ(std::memcmp(one.data(), rows.data(), one.size() * sizeof(float)), 0)
+            << "ta=" << ta << " tb=" << tb;
+        EXPECT_EQ(std::memcmp(one.data(), cols.data(), one.size() * sizeof(float)), 0)
+            << "ta=" << ta << " tb=" << tb;
       }
-      for (int64_t j0 : {int64_t{0}, int64_t{80}, int64_t{336}}) {  // not multiples of 256 or 32
-        const int64_t j1 = j0 == 0 ? 80 : j0 == 80 ? 336 : n;
-        cpu::gemm_f32_avx512(ta, tb, m, j1 - j0, k, a.data(), lda,
-                             tb ? b.data() + j0 * ldb : b.data() + j0, ldb, true, cols.data() + j0,
-                             n);
-      }
-      EXPECT_EQ(std::memcmp(one.data(), rows.data(), one.size() * sizeof(float)), 0)
-          << "ta=" << ta << " tb=" << tb;
-      EXPECT_EQ(std::memcmp(one.data(), cols.data(), one.size() * sizeof(float)), 0)
-          << "ta=" << ta << " tb=" << tb;
     }
   }
 }

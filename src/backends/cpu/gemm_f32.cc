@@ -1,14 +1,25 @@
-// The run-time check for our f32 GEMM (gemm_f32.h); the kernel is gemm_f32_avx512.cc, compiled
-// with the AVX-512 flags and called only when this says yes.
+// The run-time choice of our f32 GEMM (gemm_f32.h): the kernels are gemm_f32_avx512.cc and
+// gemm_f32_avx2.cc, compiled with their ISA's flags and called only when the CPU runs them.
 #include "backends/cpu/gemm_f32.h"
 
 #include "backends/cpu/quant.h"
 
 namespace nexus::cpu {
 
-bool gemm_f32_avx512_active() {
-  static const bool on = avx512_active() && !env_is_one("NEXUS_NO_F32_GEMM");
+bool gemm_f32_active() {
+  static const bool on = active_isa() == Isa::kAvx2 && !env_is_one("NEXUS_NO_F32_GEMM");
   return on;
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
+              float* row_sums, bool trans_c) {
+  static const bool wide = avx512_active();
+  if (wide)
+    gemm_f32_avx512(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
+                    trans_c);
+  else
+    gemm_f32_avx2(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
 }  // namespace nexus::cpu

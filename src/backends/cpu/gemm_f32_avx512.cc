@@ -1,4 +1,4 @@
-// The f32 GEMM of gemm_f32.h on AVX-512. Called only when gemm_f32_avx512_active(). Like every
+// The f32 GEMM of gemm_f32.h on AVX-512. Called only when avx512_active() (gemm_f32.cc). Like every
 // AVX-512 file (docs/KERNELS.md) it includes no AVX2 helper header and instantiates no library
 // template: loops and comparisons are written out.
 //

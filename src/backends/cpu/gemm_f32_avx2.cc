@@ -1,0 +1,290 @@
+// The f32 GEMM of gemm_f32.h on AVX2/FMA (the machine: no AVX-512). The AVX-512 file's
+// loop nest with a 6 x 16 register tile (12 ymm accumulators, two for op(B), one broadcast: 15 of
+// the 16 registers), 8 x 8 register transposes for the packs, and passes of 384 k.
+//
+// Loop nest, for each pass of up to 384 k (p0):
+//   pack every row of op(A) into 6-row panels, k-major (m x 384 floats);
+//   for each block of op(B)'s columns that fits 256 KiB (160 at k = 384, 224 at 288; j0): pack
+//   them into 16-column panels (half of Zen 3's 512 KiB L2);
+//     for each 6-row panel of op(A) (its 9 KiB stay in L1 across the block):
+//       for each 16-column panel of op(B): one call of the register tile.
+// Masked stores (vmaskmovps) are slow on AMD cores, so 6-float rows are stored as 4 + 2 floats and
+// the other partial stores go through a spill (edges only).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backends/cpu/gemm_f32.h"
+
+namespace nexus::cpu {
+namespace {
+
+constexpr int kMr = 6;                   // rows of the register tile
+constexpr int kNr = 16;                  // columns of the register tile: two ymm
+constexpr int64_t kKc = 384;             // k per pass
+constexpr int64_t kBFloats = 64 * 1024;  // the op(B) block buffer: 256 KiB
+constexpr int64_t kAhead = 8;            // rows of a row-by-row pack fetched ahead
+
+inline int64_t lesser(int64_t x, int64_t y) { return x < y ? x : y; }
+
+// A mask of the first `count` of 8 lanes (none for count <= 0), for vmaskmovps loads.
+inline __m256i lanes(int64_t count) {
+  const int live = count <= 0 ? 0 : count >= 8 ? 8 : static_cast<int>(count);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline __m256 load_first(const float* p, int64_t count) {
+  return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(count));
+}
+
+// The first `count` lanes of v to p (1 to 8).
+inline void store_first(float* p, __m256 v, int64_t count) {
+  if (count >= 8) return _mm256_storeu_ps(p, v);
+  if (count == kMr) {
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    _mm_storel_pi(reinterpret_cast<__m64*>(p + 4), _mm256_extractf128_ps(v, 1));
+    return;
+  }
+  alignas(32) float spill[8];
+  _mm256_store_ps(spill, v);
+  std::memcpy(p, spill, static_cast<size_t>(count) * sizeof(float));
+}
+
+// r[q] = column q of the 8 x 8 block whose rows were r[0..7].
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = _mm256_unpacklo_ps(r[q], r[q + 1]);
+    t[q + 1] = _mm256_unpackhi_ps(r[q], r[q + 1]);
+  }
+  for (int q = 0; q < 8; q += 4) {
+    s[q] = _mm256_shuffle_ps(t[q], t[q + 2], 0x44);
+    s[q + 1] = _mm256_shuffle_ps(t[q], t[q + 2], 0xEE);
+    s[q + 2] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0x44);
+    s[q + 3] = _mm256_shuffle_ps(t[q + 1], t[q + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(s[q], s[q + 4], 0x20);
+    r[q + 4] = _mm256_permute2f128_ps(s[q], s[q + 4], 0x31);
+  }
+}
+
+inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 6 floats a
+// k of op(A), 16 of op(B). Not inlined, so the accumulators stay in registers (see the AVX-512
+// file). kTransC: C held transposed, 6 floats in each of nr rows.
+template <bool kTransC>
+__attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
+                                    const float* __restrict b, float* c, int64_t ldc,
+                                    bool accumulate, int mr, int nr) {
+  __m256 c0[kMr], c1[kMr];
+  for (int r = 0; r < kMr; ++r) {
+    c0[r] = _mm256_setzero_ps();
+    c1[r] = _mm256_setzero_ps();
+  }
+  if (accumulate && !kTransC)
+    for (int r = 0; r < mr; ++r) {
+      fetch(c + r * ldc);
+      fetch(c + r * ldc + 8);
+    }
+  if (accumulate && kTransC)
+    for (int q = 0; q < nr; ++q) fetch(c + q * ldc);
+  for (int64_t k8 = 0; k8 < kp; k8 += 8) {
+#pragma GCC unroll 8
+    for (int64_t k = k8; k < k8 + 8; ++k) {
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+      for (int r = 0; r < kMr; ++r) {
+        const __m256 x = _mm256_broadcast_ss(a + k * kMr + r);
+        c0[r] = _mm256_fmadd_ps(x, b0, c0[r]);
+        c1[r] = _mm256_fmadd_ps(x, b1, c1[r]);
+      }
+      b += kNr;
+    }
+  }
+  if constexpr (kTransC) {  // C(r, j) at c[j * ldc + r]: each 8 columns transposed to rows
+    for (int h = 0; h < 2; ++h) {
+      __m256 t[8];
+      for (int r = 0; r < 8; ++r) t[r] = r < kMr ? (h ? c1[r] : c0[r]) : _mm256_setzero_ps();
+      transpose8(t);
+      for (int q = 0; q < 8 && h * 8 + q < nr; ++q) {
+        float* cq = c + (h * 8 + q) * ldc;
+        if (accumulate) t[q] = _mm256_add_ps(t[q], load_first(cq, mr));
+        store_first(cq, t[q], mr);
+      }
+    }
+    return;
+  }
+  if (mr == kMr && nr == kNr) {
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      float* cr = c + r * ldc;
+      if (accumulate) {
+        c0[r] = _mm256_add_ps(c0[r], _mm256_loadu_ps(cr));
+        c1[r] = _mm256_add_ps(c1[r], _mm256_loadu_ps(cr + 8));
+      }
+      _mm256_storeu_ps(cr, c0[r]);
+      _mm256_storeu_ps(cr + 8, c1[r]);
+    }
+    return;
+  }
+  for (int r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) {
+      c0[r] = _mm256_add_ps(c0[r], load_first(cr, nr));
+      if (nr > 8) c1[r] = _mm256_add_ps(c1[r], load_first(cr + 8, nr - 8));
+    }
+    store_first(cr, c0[r], nr);
+    if (nr > 8) store_first(cr + 8, c1[r], nr - 8);
+  }
+}
+
+// Columns [j0, j0 + nc) of op(B), k in [p0, p0 + kc), into 16-column panels: panel q at
+// dst + q * kp * 16, k-major. Rows from kc to kp and columns past nc are zero.
+void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+            int64_t kc, int64_t kp, float* dst) {
+  if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
+    for (int64_t k = 0; k < kp; ++k) {
+      const float* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
+      if (k + kAhead < kc)
+        for (int64_t jp = 0; jp < nc; jp += 16) fetch(s + kAhead * ldb + jp);
+      for (int64_t jp = 0; jp < nc; jp += kNr) {
+        float* d = dst + jp * kp + k * kNr;
+        const int64_t live = k < kc ? nc - jp : 0;
+        _mm256_store_ps(
+            d, live >= 8 ? _mm256_loadu_ps(s + jp) : _mm256_maskload_ps(s + jp, lanes(live)));
+        _mm256_store_ps(d + 8, live >= 16 ? _mm256_loadu_ps(s + jp + 8)
+                                          : _mm256_maskload_ps(s + jp + 8, lanes(live - 8)));
+      }
+    }
+    return;
+  }
+  // op(B)(k, j) = b[j * ldb + k]: 8 x 8 blocks transposed in registers.
+  for (int64_t jp = 0; jp < nc; jp += kNr) {
+    float* d = dst + jp * kp;
+    for (int64_t jj = 0; jj < kNr; jj += 8) {
+      for (int64_t k = 0; k < kc; k += 8) {
+        const __m256i mk = lanes(kc - k);
+        if (jp + kNr + jj + 8 <= nc)  // the same lines of the next panel's rows
+          for (int q = 0; q < 8; ++q) fetch(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
+        __m256 r[8];
+        for (int q = 0; q < 8; ++q) {
+          const int64_t j = jp + jj + q;
+          r[q] = j < nc ? _mm256_maskload_ps(b + (j0 + j) * ldb + p0 + k, mk) : _mm256_setzero_ps();
+        }
+        transpose8(r);
+        for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * kNr + jj, r[q]);
+      }
+    }
+  }
+}
+
+// Rows [0, m) of op(A), k in [p0, p0 + kc), into 6-row panels, panel q at dst + q * kp * 6,
+// k-major (6 floats a k). Rows from kc to kp and panel rows past m are zero. With sums (trans_a
+// only), each row's sum over these k is added to sums[row].
+void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, int64_t kc,
+            int64_t kp, float* dst, float* sums) {
+  if (!trans_a) {  // A(i, k) = a[i * lda + k]: 8 (6 live) rows x 8 k transposed in registers
+    for (int64_t r0 = 0; r0 < m; r0 += kMr) {
+      float* d = dst + (r0 / kMr) * kp * kMr;
+      for (int64_t k = 0; k < kc; k += 8) {
+        const __m256i mk = lanes(kc - k);
+        if (r0 + 2 * kMr <= m)  // the same lines of the next panel's rows
+          for (int q = 0; q < kMr; ++q) fetch(a + (r0 + kMr + q) * lda + p0 + k);
+        __m256 r[8];
+        for (int q = 0; q < 8; ++q)
+          r[q] = q < kMr && r0 + q < m ? _mm256_maskload_ps(a + (r0 + q) * lda + p0 + k, mk)
+                                       : _mm256_setzero_ps();
+        transpose8(r);
+        for (int q = 0; q < 8; ++q) store_first(d + (k + q) * kMr, r[q], kMr);
+      }
+    }
+    return;
+  }
+  // A(i, k) = a[k * lda + i]: each k is a copy of 6 floats of a row of a, swept over 48 rows of C
+  // at a time with the rows 8 k ahead fetched.
+  constexpr int64_t kGroup = 8 * kMr;
+  for (int64_t g0 = 0; g0 < m; g0 += kGroup) {
+    const int64_t g1 = lesser(m, g0 + kGroup);
+    __m256 total[kGroup / kMr];
+    for (__m256& t : total) t = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kp; ++k) {
+      const float* s = k < kc ? a + (p0 + k) * lda : a;  // past kc: zeros, nothing read
+      if (k + kAhead < kc)
+        for (int64_t x = g0; x < g1; x += 16) fetch(s + kAhead * lda + x);
+      for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
+        float* d = dst + (r0 / kMr) * kp * kMr + k * kMr;
+        const __m256 v = _mm256_maskload_ps(s + r0, lanes(k < kc ? lesser(kMr, m - r0) : 0));
+        store_first(d, v, kMr);
+        if (sums != nullptr) total[(r0 - g0) / kMr] = _mm256_add_ps(total[(r0 - g0) / kMr], v);
+      }
+    }
+    if (sums != nullptr)
+      for (int64_t r0 = g0; r0 < g1; r0 += kMr) {
+        const int64_t live = lesser(kMr, m - r0);
+        store_first(
+            sums + r0,
+            _mm256_add_ps(_mm256_maskload_ps(sums + r0, lanes(live)), total[(r0 - g0) / kMr]),
+            live);
+      }
+  }
+}
+
+// A per-thread buffer that grows to the largest size asked.
+struct Buffer {
+  float* p = nullptr;
+  int64_t floats = 0;
+  ~Buffer() { std::free(p); }
+  float* at_least(int64_t n) {
+    if (n > floats) {
+      std::free(p);
+      p = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(float)));
+      if (p == nullptr) throw std::bad_alloc();
+      floats = n;
+    }
+    return p;
+  }
+};
+
+thread_local Buffer a_panels, b_panels;
+
+// Every 6-row panel of op(A), in turn, against every 16-column panel of a packed block of op(B).
+inline void tiles(const float* pa, const float* pb, int64_t m, int64_t nc, int64_t kp, bool acc,
+                  float* c, int64_t ldc, bool trans_c) {
+  if (trans_c) {
+    for (int64_t j = 0; j < nc; j += kNr)
+      for (int64_t i = 0; i < m; i += kMr)
+        tile<true>(kp, pa + i * kp, pb + j * kp, c + j * ldc + i, ldc, acc,
+                   static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
+    return;
+  }
+  for (int64_t i = 0; i < m; i += kMr)
+    for (int64_t j = 0; j < nc; j += kNr)
+      tile<false>(kp, pa + i * kp, pb + j * kp, c + i * ldc + j, ldc, acc,
+                  static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
+}
+
+}  // namespace
+
+void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
+                   float* row_sums, bool trans_c) {
+  float* pa = a_panels.at_least((m + kMr - 1) / kMr * kMr * ((lesser(k, kKc) + 7) / 8 * 8));
+  float* pb = b_panels.at_least(kBFloats);
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = lesser(kKc, k - p0), kp = (kc + 7) / 8 * 8;
+    pack_a(trans_a, a, lda, m, p0, kc, kp, pa, trans_a ? row_sums : nullptr);
+    const int64_t width = kBFloats / kp / kNr * kNr;
+    for (int64_t j0 = 0; j0 < n; j0 += width) {
+      const int64_t nc = lesser(width, n - j0);
+      pack_b(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
+      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc, trans_c);
+    }
+  }
+}
+
+}  // namespace nexus::cpu
