@@ -1,5 +1,6 @@
 // End-to-end: `nexus gen-model` + `nexus bench` as processes (JSON fields, token counts, output
-// formats, error exits) and bench/compare.sh against a fake llama-bench.
+// formats, error exits), bench/compare.sh against a fake llama-bench, and bench/train_compare.py
+// against a fake `nexus train` and a fake PyTorch peer.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -204,6 +205,35 @@ TEST_F(BenchCli, CompareScriptMeasuresBandwidthAroundEachTest) {
          (dir_ / "cmpbw_err2.txt").string());
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.err.find("--membw"), std::string::npos) << bad.err;
+}
+
+// bench/train_compare.py: nexus's tokens/s from the median of steps 2..N in its metrics (the fake
+// writes 0.5 s steps: 2048 / 0.5 = 4096 for L15M's batch), the peer's from its own JSON (2048),
+// one row per round; a failing nexus stops the run with its log's end and exit 1.
+TEST_F(BenchCli, TrainCompareScriptMergesBothEngines) {
+  if (std::system("command -v bash >/dev/null && command -v python3 >/dev/null") != 0)
+    GTEST_SKIP() << "needs bash and python3";
+  const std::string src = NEXUS_SOURCE_DIR;
+  const fs::path root = dir_ / "train_compare";
+  fs::create_directories(root / "shared" / "data");
+  fs::create_directories(root / "torch");
+  fs::create_directories(root / "blas");
+  std::ofstream(root / "shared" / "data" / "tinyshakespeare.txt") << "text\n";
+  std::ofstream(root / "torch" / "bench_train.py") << "# the fake python ignores it\n";
+  const std::string cmd = "python3 " + src + "/bench/train_compare.py -r 2 --nexus " + src +
+                          "/tests/e2e/fake_nexus_train.sh --torch-python " + src +
+                          "/tests/e2e/fake_torch_python.sh --shared " + (root / "shared").string() +
+                          " --torch-dir " + (root / "torch").string() + " --blas-dir " +
+                          (root / "blas").string() + " --out " + (root / "out").string();
+  const Proc r = sh(cmd, (dir_ / "tc_err.txt").string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("| 1 | 4,096 | 2,048 | 2.00x |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 2 | 4,096 | 2,048 | 2.00x |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ratio: median 2.00x"), std::string::npos) << r.out;
+  const Proc bad = sh("FAKE_TRAIN_FAIL=1 " + cmd, (dir_ / "tc_err2.txt").string());
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.err.find("nexus train failed (exit 3)"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("failing on purpose"), std::string::npos) << bad.err;
 }
 
 }  // namespace
