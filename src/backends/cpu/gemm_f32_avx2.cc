@@ -18,6 +18,7 @@
 #include <new>
 
 #include "backends/cpu/gemm_f32.h"
+#include "backends/cpu/gemm_f32_driver.h"
 
 namespace nexus::cpu {
 namespace {
@@ -244,57 +245,15 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
   }
 }
 
-// A per-thread buffer that grows to the largest size asked.
-struct Buffer {
-  float* p = nullptr;
-  int64_t floats = 0;
-  ~Buffer() { std::free(p); }
-  float* at_least(int64_t n) {
-    if (n > floats) {
-      std::free(p);
-      p = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(float)));
-      if (p == nullptr) throw std::bad_alloc();
-      floats = n;
-    }
-    return p;
-  }
-};
-
-thread_local Buffer a_panels, b_panels;
-
-// Every 6-row panel of op(A), in turn, against every 16-column panel of a packed block of op(B).
-inline void tiles(const float* pa, const float* pb, int64_t m, int64_t nc, int64_t kp, bool acc,
-                  float* c, int64_t ldc, bool trans_c) {
-  if (trans_c) {
-    for (int64_t j = 0; j < nc; j += kNr)
-      for (int64_t i = 0; i < m; i += kMr)
-        tile<true>(kp, pa + i * kp, pb + j * kp, c + j * ldc + i, ldc, acc,
-                   static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
-    return;
-  }
-  for (int64_t i = 0; i < m; i += kMr)
-    for (int64_t j = 0; j < nc; j += kNr)
-      tile<false>(kp, pa + i * kp, pb + j * kp, c + i * ldc + j, ldc, acc,
-                  static_cast<int>(lesser(kMr, m - i)), static_cast<int>(lesser(kNr, nc - j)));
-}
+// The shared loop nest (gemm_f32_driver.h) on this file's packs and tile.
+using Driver = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b, &tile<false>, &tile<true>>;
 
 }  // namespace
 
 void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
                    float* row_sums, bool trans_c) {
-  float* pa = a_panels.at_least((m + kMr - 1) / kMr * kMr * ((lesser(k, kKc) + 7) / 8 * 8));
-  float* pb = b_panels.at_least(kBFloats);
-  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-    const int64_t kc = lesser(kKc, k - p0), kp = (kc + 7) / 8 * 8;
-    pack_a(trans_a, a, lda, m, p0, kc, kp, pa, trans_a ? row_sums : nullptr);
-    const int64_t width = kBFloats / kp / kNr * kNr;
-    for (int64_t j0 = 0; j0 < n; j0 += width) {
-      const int64_t nc = lesser(width, n - j0);
-      pack_b(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
-      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc, trans_c);
-    }
-  }
+  Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
 }  // namespace nexus::cpu

@@ -1,0 +1,86 @@
+// The loop nest both f32 GEMM kernels share (gemm_f32.h): passes of k, op(A) packed once a pass,
+// op(B) packed in blocks that stay in L2, and the register tile over every pair of panels.
+// Included only by gemm_f32_avx2.cc and gemm_f32_avx512.cc, each instantiating it with functions
+// of its own anonymous namespace, so no instantiation is shared between files compiled for
+// different ISAs (docs/KERNELS.md: an AVX-512 file instantiates nothing another file does).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+namespace nexus::cpu {
+
+// The ISA's parts: the register tile (Mr x Nr), k per pass (Kc), the op(B) block buffer in floats
+// (BFloats); PackA(trans_a, a, lda, m, p0, kc, kp, dst, sums), PackB(trans_b, b, ldb, j0, nc, p0,
+// kc, kp, dst) and the tile with C plain and transposed, TilePlain / TileTrans(kp, a_panel,
+// b_panel, c, ldc, accumulate, mr, nr), as either file defines them.
+template <int Mr, int Nr, int64_t Kc, int64_t BFloats, auto PackA, auto PackB, auto TilePlain,
+          auto TileTrans>
+struct GemmF32Driver {
+  struct K {
+    static constexpr int kMr = Mr, kNr = Nr;
+    static constexpr int64_t kKc = Kc, kBFloats = BFloats;
+  };
+  // A per-thread buffer that grows to the largest size asked, kept for the thread's life.
+  struct Buffer {
+    float* p = nullptr;
+    int64_t floats = 0;
+    ~Buffer() { std::free(p); }
+    float* at_least(int64_t n) {
+      if (n > floats) {
+        std::free(p);
+        p = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * sizeof(float)));
+        if (p == nullptr) throw std::bad_alloc();
+        floats = n;
+      }
+      return p;
+    }
+  };
+
+  static int64_t lesser(int64_t x, int64_t y) { return x < y ? x : y; }
+
+  // Every row panel of op(A), in turn, against every column panel of a packed block of op(B).
+  // With C transposed the loops swap, so one column panel's rows of C^T are finished before the
+  // next (L15M's head d weight on AVX-512: 116-118 -> 108-110 ms, one thread).
+  static void tiles(const float* pa, const float* pb, int64_t m, int64_t nc, int64_t kp, bool acc,
+                    float* c, int64_t ldc, bool trans_c) {
+    if (trans_c) {
+      for (int64_t j = 0; j < nc; j += K::kNr)
+        for (int64_t i = 0; i < m; i += K::kMr)
+          TileTrans(kp, pa + i * kp, pb + j * kp, c + j * ldc + i, ldc, acc,
+                    static_cast<int>(lesser(K::kMr, m - i)),
+                    static_cast<int>(lesser(K::kNr, nc - j)));
+      return;
+    }
+    for (int64_t i = 0; i < m; i += K::kMr)
+      for (int64_t j = 0; j < nc; j += K::kNr)
+        TilePlain(kp, pa + i * kp, pb + j * kp, c + i * ldc + j, ldc, acc,
+                  static_cast<int>(lesser(K::kMr, m - i)),
+                  static_cast<int>(lesser(K::kNr, nc - j)));
+  }
+
+  static void run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
+                  float* row_sums, bool trans_c) {
+    thread_local Buffer a_panels, b_panels;
+    float* pa =
+        a_panels.at_least((m + K::kMr - 1) / K::kMr * K::kMr * ((lesser(k, K::kKc) + 7) / 8 * 8));
+    float* pb = b_panels.at_least(K::kBFloats);
+    for (int64_t p0 = 0; p0 < k; p0 += K::kKc) {
+      const int64_t kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
+      PackA(trans_a, a, lda, m, p0, kc, kp, pa, trans_a ? row_sums : nullptr);
+      // Blocks of op(B) as wide as the buffer holds at this pass's k (AVX-512: 256 columns at
+      // 768, 672 at L15M's 288; its head's forward 370 -> 383 GFLOP/s with the wider blocks).
+      const int64_t width = K::kBFloats / kp / K::kNr * K::kNr;
+      for (int64_t j0 = 0; j0 < n; j0 += width) {
+        const int64_t nc = lesser(width, n - j0);
+        PackB(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
+        tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
+              trans_c);
+      }
+    }
+  }
+};
+
+}  // namespace nexus::cpu
