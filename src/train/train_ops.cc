@@ -23,6 +23,7 @@
 
 namespace nexus::train {
 
+using par::for_aligned;
 using par::for_items;
 using par::for_ranges;
 using par::use_avx2;
@@ -499,14 +500,15 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.swiglu", 12 * n, 0);
   const auto fn = use_avx2() ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar;
-  for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, g + i0, u + i0, i1 - i0); });
+  for_aligned(pool, n, 4096,
+              [&](int64_t i0, int64_t i1) { fn(out + i0, g + i0, u + i0, i1 - i0); });
 }
 
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
                      int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.swiglu_bwd", 28 * n, 0);
   const auto fn = use_avx2() ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar;
-  for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) {
+  for_aligned(pool, n, 4096, [&](int64_t i0, int64_t i1) {
     fn(dg + i0, du + i0, dout + i0, g + i0, u + i0, i1 - i0);
   });
 }

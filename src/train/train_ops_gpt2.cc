@@ -12,6 +12,7 @@
 
 namespace nexus::train {
 
+using par::for_aligned;
 using par::for_ranges;
 using par::use_avx2;
 
@@ -21,8 +22,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* x, con
   const auto row =
       use_avx2() ? kern::layernorm_forward_row_avx2 : kern::layernorm_forward_row_scalar;
   for_ranges(pool, n, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      row(out + i * c, mean + i, rstd + i, x + i * c, w, b, c, eps);
+    for (int64_t i = i0; i < i1; ++i) row(out + i * c, mean + i, rstd + i, x + i * c, w, b, c, eps);
   });
 }
 
@@ -57,14 +57,14 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dout, cons
 void gelu_forward(float* out, const float* x, int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.gelu", 8 * n, 0);
   const auto fn = use_avx2() ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar;
-  for_ranges(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, x + i0, i1 - i0); });
+  for_aligned(pool, n, 4096, [&](int64_t i0, int64_t i1) { fn(out + i0, x + i0, i1 - i0); });
 }
 
 void gelu_backward(float* dx, const float* dout, const float* x, int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.gelu_bwd", 16 * n, 0);
   const auto fn = use_avx2() ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar;
-  for_ranges(pool, n, 4096,
-             [&](int64_t i0, int64_t i1) { fn(dx + i0, dout + i0, x + i0, i1 - i0); });
+  for_aligned(pool, n, 4096,
+              [&](int64_t i0, int64_t i1) { fn(dx + i0, dout + i0, x + i0, i1 - i0); });
 }
 
 void bias_backward(float* db, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {

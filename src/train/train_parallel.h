@@ -47,6 +47,19 @@ inline void for_ranges(ThreadPool* pool, int64_t n, int64_t min_per_thread, cons
   pool->parallel_for(n, fn, min_per_thread);
 }
 
+// for_ranges over elements whose chunks start and end on multiples of kLaneAlign (but the last
+// end, n): the element-wise kernels run a SIMD body and a scalar tail whose exp differs in the
+// last bit, so a chunk edge inside a vector changed elements with the thread count (SwiGLU and
+// GELU at 3 threads; TrainOpsGrad.ElementwiseOpsThreadedAreBitIdentical). 64 covers every
+// body's step (8 or 16 lanes, unrolled).
+constexpr int64_t kLaneAlign = 64;
+template <typename Fn>
+inline void for_aligned(ThreadPool* pool, int64_t n, int64_t min_per_thread, const Fn& fn) {
+  const int64_t units = (n + kLaneAlign - 1) / kLaneAlign;
+  for_ranges(pool, units, std::max<int64_t>(1, min_per_thread / kLaneAlign),
+             [&](int64_t u0, int64_t u1) { fn(u0 * kLaneAlign, std::min(n, u1 * kLaneAlign)); });
+}
+
 // Sum of term(j) for j in [0, n) in double, as four partial sums (j mod 4) added at the end: the
 // norms' row reductions were one chain of dependent double adds, bound by the add's latency
 // (GPT-2 124M LayerNorm forward 1.1-1.5 -> 0.8 ms per call). The order is fixed, so a result does

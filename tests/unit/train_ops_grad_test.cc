@@ -138,6 +138,32 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
   }
 }
 
+// The element-wise ops (SwiGLU, GELU, forward and backward) split over a pool give the serial
+// bits. Their AVX2 kernels run 8 or more lanes at a time and a scalar tail whose exp differs in
+// the last bit, so a chunk boundary off the lanes changed a few elements: at 3 threads over
+// 512 x 256 values (a 2-layer llama's FFN), 1-21 elements of each output differed before the
+// chunks were aligned (par::for_aligned).
+TEST(TrainOpsGrad, ElementwiseOpsThreadedAreBitIdentical) {
+  for (int64_t n : {int64_t{512 * 256}, int64_t{100003}}) {
+    const auto a = randn(n, 60), b = randn(n, 61), r = randn(n, 62);
+    auto run = [&](ThreadPool* pool) {
+      std::vector<float> out(n), dg(n), du(n), ge(n), dge(n);
+      swiglu_forward(out.data(), a.data(), b.data(), n, pool);
+      swiglu_backward(dg.data(), du.data(), r.data(), a.data(), b.data(), n, pool);
+      gelu_forward(ge.data(), a.data(), n, pool);
+      gelu_backward(dge.data(), r.data(), a.data(), n, pool);
+      for (const auto* part : {&dg, &du, &ge, &dge})
+        out.insert(out.end(), part->begin(), part->end());
+      return out;
+    };
+    const std::vector<float> serial = run(nullptr);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      EXPECT_EQ(run(&pool), serial) << threads << " threads, " << n << " values";
+    }
+  }
+}
+
 // The GEMMs split over a pool (shares of output columns or rows, each its own cpu/gemm_f32.h call)
 // give every element exactly what one call gives it: shapes split on 2 and 3 threads with a ragged
 // last share, and one small enough to stay whole.
@@ -147,8 +173,12 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
   openblas_set_num_threads(1);
   // 1040 tokens split by rows on two threads (the d input of the second by columns: c >= 4 oc);
   // the last shape is head-like (oc >= 16 c): its d input is summed in chunks of oc.
-  for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000}, {64, 768, 2304}, {19, 97, 501},
-                          {1040, 96, 200}, {1040, 400, 96}, {16, 40, 40001}}) {
+  for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000},
+                          {64, 768, 2304},
+                          {19, 97, 501},
+                          {1040, 96, 200},
+                          {1040, 400, 96},
+                          {16, 40, 40001}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     const auto bias = randn(oc, 45);
     auto run = [&](ThreadPool* pool) {
