@@ -37,6 +37,7 @@ inline __m256i lanes(int64_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// The first `count` floats at p (zeros after them; nothing past them is read).
 inline __m256 load_first(const float* p, int64_t count) {
   return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(count));
 }
