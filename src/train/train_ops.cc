@@ -1,4 +1,5 @@
-// Training op front-ends (see train_ops.h). GEMMs go to OpenBLAS (one call per pool thread);
+// Training op front-ends (see train_ops.h). GEMMs go to our f32 GEMM (cpu/gemm_f32.h), or to
+// OpenBLAS without AVX2 (one single-threaded call per pool thread either way);
 // attention (OpenBLAS GEMMs or register kernels), cross-entropy and SwiGLU dispatch to
 // train_kernels.h (AVX2 or scalar); norms and RoPE are plain loops that accumulate in f32 except
 // the norms' row reductions (double). Row loops are split over the pool.
@@ -33,7 +34,7 @@ namespace {
 // Splits [0, n) into one contiguous share per pool thread, each a multiple of kShareAlign but the
 // last, and calls fn(begin, end) on every thread that has a non-empty share; inline without a
 // pool or when a share would be under kMinShareMacs multiply-adds (`macs` per unit of n). The
-// GEMMs below run their shares through OpenBLAS on one thread each (TrainModel keeps OpenBLAS at
+// GEMMs below run each share on its own thread (TrainModel keeps OpenBLAS, where it is used, at
 // one thread): threaded OpenBLAS left a worker spinning for up to 2^28 cycles after every call,
 // which on a two-core machine took half the CPU from the pool's element-wise ops between the
 // GEMMs (GPT-2 124M: attention forward 10.3 -> 6.8 ms, GELU 5.9 -> 3.0 ms per call).
@@ -216,9 +217,11 @@ bool split_rows(ThreadPool* pool, int64_t n, bool shape_ok) {
 }
 
 // C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our f32 GEMM
-// (backends/cpu/gemm_f32.h: AVX-512 or AVX2) where it is active, else OpenBLAS. Ours runs the
-// step's shapes faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"). row_sums (A^T's row sums,
-// our GEMM only: the caller passes it only when gemm_f32_active()) as in gemm_f32.
+// (backends/cpu/gemm_f32.h: AVX-512 or AVX2) where it is active, else OpenBLAS. On AVX-512 ours
+// runs the step's shapes faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"); on AVX2 the L15M
+// step measured 0.90-0.97x of OpenBLAS's speed, and ours is kept there because its results do not
+// depend on the split (OpenBLAS's do). row_sums (A^T's row sums, our GEMM only: the caller passes
+// it only when gemm_f32_active()) as in gemm_f32.
 void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                     int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                     int64_t ldc, float* row_sums = nullptr) {

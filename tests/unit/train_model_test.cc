@@ -279,29 +279,19 @@ TEST(Optimizer, NoWeightDecayOnNormWeights) {
   EXPECT_FLOAT_EQ(model.param("blk.0.attn_q.weight").data_as<float>()[0], before_mat * 0.95f);
 }
 
-}  // namespace
-}  // namespace nexus::train
-
-namespace nexus::train {
-namespace {
-
 // A whole step's gradients are the same bits on 1, 2 and 3 threads (our f32 GEMM gives every split
 // the one-call bits, the element-wise ops split on whole vectors): a 2-layer llama with a
 // 32000-token head and 512 tokens, big enough that every op splits. Before the element-wise
 // chunks were aligned, 3 threads changed the last bit of gradients in every tensor (and 1.1 M of
 // the 16.4 M logits) while the loss kept its bits.
 TEST(TrainModel, GradientsDoNotDependOnTheThreadCount) {
-  ModelConfig c;
+  ModelConfig c = tiny_config();  // with a 32000-token head and 96 wide
   c.n_vocab = 32000;
   c.dim = 96;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
   c.head_dim = 24;
   c.rope_dim = 24;
   c.ffn_dim = 256;
   c.n_ctx_train = 128;
-  c.tied_output = true;
   constexpr int64_t kB = 4, kT = 128;
   std::mt19937 rng(3);
   std::vector<int32_t> tokens(kB * kT), targets(kB * kT);
