@@ -45,6 +45,13 @@ constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kerne
 // for different m or n at any size; small GEMMs stay whole either way.
 constexpr int64_t kMinShareMacs = int64_t{1} << 23;
 
+// NEXUS_STATIC_GEMM_SHARES=1: our GEMM in the static shares (one per thread) instead of
+// gemm_f32_pool's dynamic blocks (the same bits; for measuring one against the other).
+bool no_pooled_gemm() {
+  static const bool off = cpu::env_is_one("NEXUS_STATIC_GEMM_SHARES");
+  return off;
+}
+
 template <typename Fn>
 void gemm_shares(ThreadPool* pool, int64_t n, int64_t macs, const Fn& fn) {
   if (!pool || pool->size() == 1 || n < 2 * kShareAlign ||
@@ -234,6 +241,21 @@ void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               accumulate ? 1.0f : 0.0f, c, static_cast<int>(ldc));
 }
 
+// Our GEMM (only where gemm_f32_active()) over the whole pool with dynamically claimed blocks
+// (cpu::gemm_f32_pool); inline on this thread when the pool is absent or a thread's share would be
+// under kMinShareMacs multiply-adds, as gemm_shares decides. trans_c as in gemm_f32.
+void gemm_pooled(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                 float* c, int64_t ldc, bool trans_c = false) {
+  const bool share = pool != nullptr && pool->size() > 1 && n >= 2 * kShareAlign &&
+                     m * n / pool->size() * k >= kMinShareMacs;
+  if (!share)
+    return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
+                         trans_c);
+  cpu::gemm_f32_pool(pool, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                     trans_c);
+}
+
 // Columns [o0, o1) of every row of out [n, oc] = add [n, oc] + bias [oc] (either may be null).
 // Vectorised: GCC -O2 leaves such loops scalar (~1 value a cycle, as the old bias pass ran).
 void fill_output(float* out, const float* add, const float* bias, int64_t n, int64_t oc, int64_t o0,
@@ -271,6 +293,10 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
     return;
   }
   // Shares of the output columns (rows of w): the output head.
+  if (cpu::gemm_f32_active() && !no_pooled_gemm()) {
+    if (filled) for_ranges(pool, n, 16, fill_rows);
+    return gemm_pooled(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
+  }
   gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
     if (filled) fill_output(out, add_rows, bias, n, oc, o0, o1);
     gemm_on_thread(false, true, n, o1 - o0, c, inp, c, w + o0 * c, c, filled, out + o0, oc);
@@ -293,6 +319,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
       gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c,
                      c);
     });
+  else if (dinp && cpu::gemm_f32_active() && !no_pooled_gemm())
+    gemm_pooled(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
       gemm_on_thread(false, false, n, c1 - c0, oc, dout, oc, w + c0, c, true, dinp + c0, c);
@@ -305,6 +333,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   if (dbias && !fused_bias) bias_backward(dbias, dout, n, oc, pool);
   if (amx_dw)
     amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
+  else if (ours && !dbias && oc >= kSplitKRatio * c && !no_pooled_gemm())
+    gemm_pooled(pool, true, false, c, oc, n, inp, c, dout, oc, true, dw, c, true);
   else if (ours && !dbias && oc >= kSplitKRatio * c)
     // The output head's: as dw^T [c, oc] += inp^T dout, stored transposed straight into dw. Its
     // op(B), dout, is packed by plain copies of row pieces where dout^T needs a gather of 12

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
+#include "core/thread_pool.h"
 #include "parity/gemm_test_util.h"
 
 namespace nexus {
@@ -176,6 +177,42 @@ TEST(GemmF32, RowAndColumnSplitsMatchOneCall) {
             << "ta=" << ta << " tb=" << tb;
         EXPECT_EQ(std::memcmp(one.data(), cols.data(), one.size() * sizeof(float)), 0)
             << "ta=" << ta << " tb=" << tb;
+      }
+    }
+  }
+}
+
+// gemm_f32_pool: every thread of the pool claims (pass, column block) units as it frees up. The
+// result is the one-call bits for any pool size, with C plain or transposed, overwritten or
+// accumulated; k of three passes and n of a few blocks make threads wait on a block's previous
+// pass (a unit run before it would change the sums' order, and the bits).
+TEST(GemmF32, PoolOfThreadsMatchesOneCall) {
+  if (!cpu::gemm_f32_active()) GTEST_SKIP() << "our f32 GEMM is not active on this CPU";
+  const test::GemmCase cases[] = {{false, true, 96, 1000, 288}, {false, true, 61, 40, 1000},
+                                  {true, false, 288, 700, 512}, {false, false, 37, 333, 770},
+                                  {true, true, 13, 17, 1200},   {false, true, 1, 33, 5}};
+  for (const test::GemmCase& cs : cases) {
+    const int64_t lda = cs.ta ? cs.m : cs.k, ldb = cs.tb ? cs.k : cs.n;
+    const auto a = random_floats(static_cast<size_t>((cs.ta ? cs.k : cs.m) * lda), 21);
+    const auto b = random_floats(static_cast<size_t>((cs.tb ? cs.n : cs.k) * ldb), 22);
+    const auto c0 = random_floats(static_cast<size_t>(cs.m * cs.n), 23);
+    for (bool trans_c : {false, true}) {
+      const int64_t ldc = trans_c ? cs.m : cs.n;
+      for (bool acc : {false, true}) {
+        std::vector<float> want = c0;
+        cpu::gemm_f32(cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(), ldb, acc,
+                      want.data(), ldc, nullptr, trans_c);
+        for (int threads = 1; threads <= 4; ++threads) {
+          ThreadPool pool(threads);
+          for (int rep = 0; rep < 3; ++rep) {  // schedules differ from run to run
+            std::vector<float> got = c0;
+            cpu::gemm_f32_pool(&pool, cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(),
+                               ldb, acc, got.data(), ldc, trans_c);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans_c=" << trans_c
+                << " acc=" << acc << " threads=" << threads;
+          }
+        }
       }
     }
   }

@@ -2,7 +2,10 @@
 // gemm_f32_avx2.cc, compiled with their ISA's flags and called only when the CPU runs them.
 #include "backends/cpu/gemm_f32.h"
 
+#include <vector>
+
 #include "backends/cpu/quant.h"
+#include "core/thread_pool.h"
 
 namespace nexus::cpu {
 
@@ -20,6 +23,23 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
                     trans_c);
   else
     gemm_f32_avx2(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
+}
+
+void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                   float* c, int64_t ldc, bool trans_c) {
+  if (pool == nullptr || pool->size() < 2)
+    return gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
+                    trans_c);
+  static const bool wide = avx512_active();
+  GemmCoop coop;
+  (wide ? gemm_f32_avx512_plan : gemm_f32_avx2_plan)(n, k, pool->size(), &coop);
+  std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
+  coop.done = done.data();
+  const auto part = wide ? gemm_f32_avx512_part : gemm_f32_avx2_part;
+  pool->run([&](int, int) {
+    part(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
+  });
 }
 
 }  // namespace nexus::cpu

@@ -16,6 +16,10 @@
 
 #include <cstdint>
 
+namespace nexus {
+class ThreadPool;
+}
+
 namespace nexus::cpu {
 
 // One of the kernels below can run (AVX-512 active, or the AVX2 kernels active) and
@@ -35,6 +39,34 @@ bool gemm_f32_active();
 void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
               float* row_sums = nullptr, bool trans_c = false);
+
+// The same multiply on every thread of `pool` at once (the calling thread included), the work
+// shared dynamically: blocks of op(B)'s columns (C's columns; its rows with trans_c), pass by pass
+// of k, each claimed by whichever thread is free, so a thread that the machine slows down (a busy
+// neighbour on its core) takes fewer blocks instead of holding the others at the end. Every
+// thread packs op(A) once a pass, as a column share of the static split did. The bits are those
+// of gemm_f32 on one thread, for any pool size and any schedule. No row_sums. Runs gemm_f32
+// inline without a pool of two or more threads.
+void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                   float* c, int64_t ldc, bool trans_c = false);
+
+// One cooperative GEMM's shared state (gemm_f32_driver.h: plan and part): units are (pass,
+// block) pairs, block width `width` columns; `next` is the next unclaimed unit and done[b] the
+// passes of block b already stored, both read and written with atomic builtins.
+struct GemmCoop {
+  int64_t width = 0, blocks = 0, passes = 0;
+  int64_t next = 0;
+  int64_t* done = nullptr;
+};
+void gemm_f32_avx512_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx512_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                          int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                          bool accumulate, float* c, int64_t ldc, bool trans_c);
+void gemm_f32_avx2_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx2_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        bool accumulate, float* c, int64_t ldc, bool trans_c);
 
 // The two kernels, same contract as gemm_f32 (the parity tests call each one the CPU can run):
 // the AVX-512 one needs avx512_active(), the AVX2 one the AVX2/FMA kernels (active_isa()).

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "backends/cpu/gemm_f32.h"
+
 namespace nexus::cpu {
 
 // The ISA's parts: the register tile (Mr x Nr), k per pass (Kc), the op(B) block buffer in floats
@@ -40,6 +42,16 @@ struct GemmF32Driver {
 
   static int64_t lesser(int64_t x, int64_t y) { return x < y ? x : y; }
 
+  // The thread's packing buffers (op(A)'s panels, op(B)'s block), shared by run and part.
+  static Buffer& a_buffer() {
+    thread_local Buffer b;
+    return b;
+  }
+  static Buffer& b_buffer() {
+    thread_local Buffer b;
+    return b;
+  }
+
   // Every row panel of op(A), in turn, against every column panel of a packed block of op(B).
   // With C transposed the loops swap, so one column panel's rows of C^T are finished before the
   // next (L15M's head d weight on AVX-512: 116-118 -> 108-110 ms, one thread).
@@ -63,10 +75,9 @@ struct GemmF32Driver {
   static void run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
                   int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
                   float* row_sums, bool trans_c) {
-    thread_local Buffer a_panels, b_panels;
-    float* pa =
-        a_panels.at_least((m + K::kMr - 1) / K::kMr * K::kMr * ((lesser(k, K::kKc) + 7) / 8 * 8));
-    float* pb = b_panels.at_least(K::kBFloats);
+    float* pa = a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr *
+                                    ((lesser(k, K::kKc) + 7) / 8 * 8));
+    float* pb = b_buffer().at_least(K::kBFloats);
     for (int64_t p0 = 0; p0 < k; p0 += K::kKc) {
       const int64_t kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
       PackA(trans_a, a, lda, m, p0, kc, kp, pa, trans_a ? row_sums : nullptr);
@@ -79,6 +90,49 @@ struct GemmF32Driver {
         tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
               trans_c);
       }
+    }
+  }
+
+  // The cooperative form (gemm_f32_pool): the units of work are (pass, block of op(B)'s columns)
+  // pairs, claimed in that order from coop->next by every thread that calls part. A block's pass
+  // waits until the block's previous pass is stored (coop->done), so each element of C still sums
+  // its passes in order; a thread packs op(A) again only when its claims reach a new pass. The
+  // earliest unfinished claim never waits (its block's previous pass was claimed before it, so it
+  // is finished), so the claims always progress; one thread alone runs them all in order.
+  // Block widths and the split over threads change no bits (each element is summed as in run).
+  static void plan(int64_t n, int64_t k, int threads, GemmCoop* coop) {
+    const int64_t kp = (lesser(k, K::kKc) + 7) / 8 * 8;
+    // As wide as the buffer holds, but at least four blocks a thread where n allows.
+    const int64_t want = (n + 4 * threads - 1) / (4 * threads);
+    const int64_t want_nr = (want + K::kNr - 1) / K::kNr * K::kNr;
+    coop->width = lesser(K::kBFloats / kp / K::kNr * K::kNr, want_nr < K::kNr ? K::kNr : want_nr);
+    coop->blocks = (n + coop->width - 1) / coop->width;
+    coop->passes = (k + K::kKc - 1) / K::kKc;
+  }
+
+  static void part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                   float* c, int64_t ldc, bool trans_c) {
+    float* pa = a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr *
+                                    ((lesser(k, K::kKc) + 7) / 8 * 8));
+    float* pb = b_buffer().at_least(K::kBFloats);
+    const int64_t units = coop->passes * coop->blocks;
+    int64_t packed_pass = -1;
+    for (;;) {
+      const int64_t u = __atomic_fetch_add(&coop->next, 1, __ATOMIC_RELAXED);
+      if (u >= units) return;
+      const int64_t pass = u / coop->blocks, block = u % coop->blocks;
+      const int64_t p0 = pass * K::kKc, kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
+      if (pass != packed_pass) {
+        PackA(trans_a, a, lda, m, p0, kc, kp, pa, nullptr);
+        packed_pass = pass;
+      }
+      while (__atomic_load_n(&coop->done[block], __ATOMIC_ACQUIRE) < pass) __builtin_ia32_pause();
+      const int64_t j0 = block * coop->width, nc = lesser(coop->width, n - j0);
+      PackB(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
+      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
+            trans_c);
+      __atomic_store_n(&coop->done[block], pass + 1, __ATOMIC_RELEASE);
     }
   }
 };
