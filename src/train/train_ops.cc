@@ -256,6 +256,19 @@ void gemm_pooled(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_
                      trans_c);
 }
 
+// The same in blocks of C's rows (cpu::gemm_f32_pool_rows): for the splits by rows (tokens, or a d
+// weight's rows), where op(B) is packed whole by each thread once a pass. row_sums as in gemm_f32.
+void gemm_pooled_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                      float* c, int64_t ldc, float* row_sums = nullptr) {
+  const bool share = pool != nullptr && pool->size() > 1 && m >= 2 * kShareAlign &&
+                     m * n / pool->size() * k >= kMinShareMacs;
+  if (!share)
+    return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums);
+  cpu::gemm_f32_pool_rows(pool, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                          row_sums);
+}
+
 // Columns [o0, o1) of every row of out [n, oc] = add [n, oc] + bias [oc] (either may be null).
 // Vectorised: GCC -O2 leaves such loops scalar (~1 value a cycle, as the old bias pass ran).
 void fill_output(float* out, const float* add, const float* bias, int64_t n, int64_t oc, int64_t o0,
@@ -284,6 +297,10 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
   if (use_amx(bf16_operands, n, oc, c)) {
     if (filled) for_ranges(pool, n, 16, fill_rows);
     return amx_gemm(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
+  }
+  if (split_rows(pool, n, oc < 16 * c) && cpu::gemm_f32_active() && !no_pooled_gemm()) {
+    if (filled) for_ranges(pool, n, 16, fill_rows);  // blocks of the rows (tokens)
+    return gemm_pooled_rows(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
   }
   if (split_rows(pool, n, oc < 16 * c)) {  // shares of the rows (tokens)
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
@@ -314,6 +331,9 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc))
     dinp_split_k(pool, dinp, dout, w, n, c, oc);
+  else if (dinp && split_rows(pool, n, c < 4 * oc) && cpu::gemm_f32_active() &&
+           !no_pooled_gemm())
+    gemm_pooled_rows(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_rows(pool, n, c < 4 * oc))
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
       gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c,
@@ -345,6 +365,9 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
       cpu::gemm_f32(true, false, c, o1 - o0, n, inp, c, dout + o0, oc, true, dw + o0 * c, c,
                     nullptr, true);
     });
+  else if (ours && !no_pooled_gemm())  // blocks of dw's rows
+    gemm_pooled_rows(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c,
+                     fused_bias ? dbias : nullptr);
   else if (dw)
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
       for (int64_t r0 = o0; r0 < o1; r0 += kDwRows)

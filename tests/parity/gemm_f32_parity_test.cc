@@ -189,6 +189,7 @@ TEST(GemmF32, RowAndColumnSplitsMatchOneCall) {
 TEST(GemmF32, PoolOfThreadsMatchesOneCall) {
   if (!cpu::gemm_f32_active()) GTEST_SKIP() << "our f32 GEMM is not active on this CPU";
   const test::GemmCase cases[] = {{false, true, 96, 1000, 288}, {false, true, 61, 40, 1000},
+                                  {false, false, 500, 70, 1000},
                                   {true, false, 288, 700, 512}, {false, false, 37, 333, 770},
                                   {true, true, 13, 17, 1200},   {false, true, 1, 33, 5}};
   for (const test::GemmCase& cs : cases) {
@@ -209,12 +210,41 @@ TEST(GemmF32, PoolOfThreadsMatchesOneCall) {
             cpu::gemm_f32_pool(&pool, cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda, b.data(),
                                ldb, acc, got.data(), ldc, trans_c);
             ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-                << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans_c=" << trans_c
+                << "columns: m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+                << " trans_c=" << trans_c << " acc=" << acc << " threads=" << threads;
+            got = c0;
+            cpu::gemm_f32_pool_rows(&pool, cs.ta, cs.tb, cs.m, cs.n, cs.k, a.data(), lda,
+                                    b.data(), ldb, acc, got.data(), ldc, nullptr, trans_c);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << "rows: m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans_c=" << trans_c
                 << " acc=" << acc << " threads=" << threads;
           }
         }
       }
     }
+  }
+}
+
+// The row form with row sums (a d weight's bias gradient, summed as dout^T is packed): each row's
+// passes are summed by the one unit that packs them, in order, so the sums are the one call's too.
+TEST(GemmF32, PoolOfThreadsByRowsKeepsTheRowSums) {
+  if (!cpu::gemm_f32_active()) GTEST_SKIP() << "our f32 GEMM is not active on this CPU";
+  constexpr int64_t m = 300, n = 72, k = 1100;  // A^T [k x m]: three passes, 300 rows of C
+  const auto a = random_floats(static_cast<size_t>(k * m), 31);
+  const auto b = random_floats(static_cast<size_t>(k * n), 32);
+  const auto c0 = random_floats(static_cast<size_t>(m * n), 33);
+  const auto s0 = random_floats(static_cast<size_t>(m), 34);
+  std::vector<float> want = c0, want_sums = s0;
+  cpu::gemm_f32(true, false, m, n, k, a.data(), m, b.data(), n, true, want.data(), n,
+                want_sums.data());
+  for (int threads = 2; threads <= 4; ++threads) {
+    ThreadPool pool(threads);
+    std::vector<float> got = c0, sums = s0;
+    cpu::gemm_f32_pool_rows(&pool, true, false, m, n, k, a.data(), m, b.data(), n, true,
+                            got.data(), n, sums.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << threads;
+    EXPECT_EQ(std::memcmp(want_sums.data(), sums.data(), sums.size() * sizeof(float)), 0)
+        << threads;
   }
 }
 

@@ -42,4 +42,21 @@ void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int6
   });
 }
 
+void gemm_f32_pool_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        bool accumulate, float* c, int64_t ldc, float* row_sums, bool trans_c) {
+  if (pool == nullptr || pool->size() < 2)
+    return gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
+                    trans_c);
+  static const bool wide = avx512_active();
+  GemmCoop coop;
+  (wide ? gemm_f32_avx512_plan_rows : gemm_f32_avx2_plan_rows)(m, k, pool->size(), &coop);
+  std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
+  coop.done = done.data();
+  const auto part = wide ? gemm_f32_avx512_part_rows : gemm_f32_avx2_part_rows;
+  pool->run([&](int, int) {
+    part(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
+  });
+}
+
 }  // namespace nexus::cpu

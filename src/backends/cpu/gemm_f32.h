@@ -51,6 +51,14 @@ void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int6
                    const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                    float* c, int64_t ldc, bool trans_c = false);
 
+// The same, the work shared in blocks of C's rows (its columns with trans_c) instead: each thread
+// packs all of op(B) once a pass and only the rows of op(A) it claims, as a static split of the
+// rows did. For row splits, where op(B) is the weight. row_sums as in gemm_f32.
+void gemm_f32_pool_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        bool accumulate, float* c, int64_t ldc, float* row_sums = nullptr,
+                        bool trans_c = false);
+
 // One cooperative GEMM's shared state (gemm_f32_driver.h: plan and part): units are (pass,
 // block) pairs, block width `width` columns; `next` is the next unclaimed unit and done[b] the
 // passes of block b already stored, both read and written with atomic builtins.
@@ -60,10 +68,20 @@ struct GemmCoop {
   int64_t* done = nullptr;
 };
 void gemm_f32_avx512_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx512_plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx512_part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                               int64_t k, const float* a, int64_t lda, const float* b,
+                               int64_t ldb, bool accumulate, float* c, int64_t ldc,
+                               float* row_sums, bool trans_c);
 void gemm_f32_avx512_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
                           int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                           bool accumulate, float* c, int64_t ldc, bool trans_c);
 void gemm_f32_avx2_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx2_plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop);
+void gemm_f32_avx2_part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                             int64_t k, const float* a, int64_t lda, const float* b,
+                             int64_t ldb, bool accumulate, float* c, int64_t ldc,
+                             float* row_sums, bool trans_c);
 void gemm_f32_avx2_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
                         int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                         bool accumulate, float* c, int64_t ldc, bool trans_c);

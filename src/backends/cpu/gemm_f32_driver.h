@@ -51,6 +51,10 @@ struct GemmF32Driver {
     thread_local Buffer b;
     return b;
   }
+  static Buffer& b_whole_buffer() {  // part_rows: all of op(B) for a pass
+    thread_local Buffer b;
+    return b;
+  }
 
   // Every row panel of op(A), in turn, against every column panel of a packed block of op(B).
   // With C transposed the loops swap, so one column panel's rows of C^T are finished before the
@@ -132,6 +136,49 @@ struct GemmF32Driver {
       PackB(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
       tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
             trans_c);
+      __atomic_store_n(&coop->done[block], pass + 1, __ATOMIC_RELEASE);
+    }
+  }
+
+  // The same with the units (pass, block of C's rows): for splits by rows, where op(B) is the
+  // weight. A thread packs all of op(B) once a pass (as a row share did), into a buffer of its own,
+  // and only the rows it claims of op(A); the tiles then walk op(B) in blocks of the buffer's
+  // width, which stay in L2 across the rows of the unit. row_sums (trans_a) as in run: each row's
+  // pass is summed by the one unit that packs it, passes in order.
+  static void plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop) {
+    const int64_t want = (m + 4 * threads - 1) / (4 * threads);
+    int64_t height = (want + K::kMr - 1) / K::kMr * K::kMr;
+    if (height < 8 * K::kMr) height = 8 * K::kMr;
+    coop->width = height;  // rows a block
+    coop->blocks = (m + height - 1) / height;
+    coop->passes = (k + K::kKc - 1) / K::kKc;
+  }
+
+  static void part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                        bool accumulate, float* c, int64_t ldc, float* row_sums, bool trans_c) {
+    const int64_t kp_max = (lesser(k, K::kKc) + 7) / 8 * 8, height = coop->width;
+    float* pa = a_buffer().at_least(height * kp_max);
+    float* pb = b_whole_buffer().at_least((n + K::kNr - 1) / K::kNr * K::kNr * kp_max);
+    const int64_t width = K::kBFloats / kp_max / K::kNr * K::kNr;
+    const int64_t units = coop->passes * coop->blocks;
+    int64_t packed_pass = -1;
+    for (;;) {
+      const int64_t u = __atomic_fetch_add(&coop->next, 1, __ATOMIC_RELAXED);
+      if (u >= units) return;
+      const int64_t pass = u / coop->blocks, block = u % coop->blocks;
+      const int64_t p0 = pass * K::kKc, kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
+      if (pass != packed_pass) {
+        PackB(trans_b, b, ldb, 0, n, p0, kc, kp, pb);
+        packed_pass = pass;
+      }
+      const int64_t i0 = block * height, mr = lesser(height, m - i0);
+      while (__atomic_load_n(&coop->done[block], __ATOMIC_ACQUIRE) < pass) __builtin_ia32_pause();
+      PackA(trans_a, trans_a ? a + i0 : a + i0 * lda, lda, mr, p0, kc, kp, pa,
+            trans_a && row_sums != nullptr ? row_sums + i0 : nullptr);
+      for (int64_t j0 = 0; j0 < n; j0 += width)
+        tiles(pa, pb + j0 * kp, mr, lesser(width, n - j0), kp, accumulate || p0 > 0,
+              trans_c ? c + j0 * ldc + i0 : c + i0 * ldc + j0, ldc, trans_c);
       __atomic_store_n(&coop->done[block], pass + 1, __ATOMIC_RELEASE);
     }
   }
