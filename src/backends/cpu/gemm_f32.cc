@@ -25,6 +25,18 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
     gemm_f32_avx2(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
+namespace {
+
+// Runs part(&coop) on every thread of the pool, after plan filled coop's sizes.
+template <typename Part>
+void share(ThreadPool* pool, GemmCoop& coop, const Part& part) {
+  std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
+  coop.done = done.data();
+  pool->run([&](int, int) { part(&coop); });
+}
+
+}  // namespace
+
 void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                    float* c, int64_t ldc, bool trans_c) {
@@ -34,11 +46,9 @@ void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int6
   static const bool wide = avx512_active();
   GemmCoop coop;
   (wide ? gemm_f32_avx512_plan : gemm_f32_avx2_plan)(n, k, pool->size(), &coop);
-  std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
-  coop.done = done.data();
   const auto part = wide ? gemm_f32_avx512_part : gemm_f32_avx2_part;
-  pool->run([&](int, int) {
-    part(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
+  share(pool, coop, [&](GemmCoop* co) {
+    part(co, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
   });
 }
 
@@ -51,11 +61,9 @@ void gemm_f32_pool_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m,
   static const bool wide = avx512_active();
   GemmCoop coop;
   (wide ? gemm_f32_avx512_plan_rows : gemm_f32_avx2_plan_rows)(m, k, pool->size(), &coop);
-  std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
-  coop.done = done.data();
   const auto part = wide ? gemm_f32_avx512_part_rows : gemm_f32_avx2_part_rows;
-  pool->run([&](int, int) {
-    part(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
+  share(pool, coop, [&](GemmCoop* co) {
+    part(co, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
   });
 }
 

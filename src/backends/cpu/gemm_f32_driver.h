@@ -104,6 +104,29 @@ struct GemmF32Driver {
   // earliest unfinished claim never waits (its block's previous pass was claimed before it, so it
   // is finished), so the claims always progress; one thread alone runs them all in order.
   // Block widths and the split over threads change no bits (each element is summed as in run).
+  struct Unit {
+    int64_t pass, block, p0, kc, kp;
+  };
+  // The next unclaimed unit of k's passes, or false when none is left.
+  static bool claim(GemmCoop* coop, int64_t k, Unit* u) {
+    const int64_t i = __atomic_fetch_add(&coop->next, 1, __ATOMIC_RELAXED);
+    if (i >= coop->passes * coop->blocks) return false;
+    u->pass = i / coop->blocks;
+    u->block = i % coop->blocks;
+    u->p0 = u->pass * K::kKc;
+    u->kc = lesser(K::kKc, k - u->p0);
+    u->kp = (u->kc + 7) / 8 * 8;
+    return true;
+  }
+  // Until the unit's block has its previous passes stored.
+  static void wait_turn(const GemmCoop* coop, const Unit& u) {
+    while (__atomic_load_n(&coop->done[u.block], __ATOMIC_ACQUIRE) < u.pass)
+      __builtin_ia32_pause();
+  }
+  static void finish(GemmCoop* coop, const Unit& u) {
+    __atomic_store_n(&coop->done[u.block], u.pass + 1, __ATOMIC_RELEASE);
+  }
+
   static void plan(int64_t n, int64_t k, int threads, GemmCoop* coop) {
     const int64_t kp = (lesser(k, K::kKc) + 7) / 8 * 8;
     // As wide as the buffer holds, but at least four blocks a thread where n allows.
@@ -120,23 +143,18 @@ struct GemmF32Driver {
     float* pa = a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr *
                                     ((lesser(k, K::kKc) + 7) / 8 * 8));
     float* pb = b_buffer().at_least(K::kBFloats);
-    const int64_t units = coop->passes * coop->blocks;
     int64_t packed_pass = -1;
-    for (;;) {
-      const int64_t u = __atomic_fetch_add(&coop->next, 1, __ATOMIC_RELAXED);
-      if (u >= units) return;
-      const int64_t pass = u / coop->blocks, block = u % coop->blocks;
-      const int64_t p0 = pass * K::kKc, kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
-      if (pass != packed_pass) {
-        PackA(trans_a, a, lda, m, p0, kc, kp, pa, nullptr);
-        packed_pass = pass;
+    for (Unit u; claim(coop, k, &u);) {
+      if (u.pass != packed_pass) {
+        PackA(trans_a, a, lda, m, u.p0, u.kc, u.kp, pa, nullptr);
+        packed_pass = u.pass;
       }
-      while (__atomic_load_n(&coop->done[block], __ATOMIC_ACQUIRE) < pass) __builtin_ia32_pause();
-      const int64_t j0 = block * coop->width, nc = lesser(coop->width, n - j0);
-      PackB(trans_b, b, ldb, j0, nc, p0, kc, kp, pb);
-      tiles(pa, pb, m, nc, kp, accumulate || p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
+      wait_turn(coop, u);
+      const int64_t j0 = u.block * coop->width, nc = lesser(coop->width, n - j0);
+      PackB(trans_b, b, ldb, j0, nc, u.p0, u.kc, u.kp, pb);
+      tiles(pa, pb, m, nc, u.kp, accumulate || u.p0 > 0, trans_c ? c + j0 * ldc : c + j0, ldc,
             trans_c);
-      __atomic_store_n(&coop->done[block], pass + 1, __ATOMIC_RELEASE);
+      finish(coop, u);
     }
   }
 
@@ -161,25 +179,20 @@ struct GemmF32Driver {
     float* pa = a_buffer().at_least(height * kp_max);
     float* pb = b_whole_buffer().at_least((n + K::kNr - 1) / K::kNr * K::kNr * kp_max);
     const int64_t width = K::kBFloats / kp_max / K::kNr * K::kNr;
-    const int64_t units = coop->passes * coop->blocks;
     int64_t packed_pass = -1;
-    for (;;) {
-      const int64_t u = __atomic_fetch_add(&coop->next, 1, __ATOMIC_RELAXED);
-      if (u >= units) return;
-      const int64_t pass = u / coop->blocks, block = u % coop->blocks;
-      const int64_t p0 = pass * K::kKc, kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
-      if (pass != packed_pass) {
-        PackB(trans_b, b, ldb, 0, n, p0, kc, kp, pb);
-        packed_pass = pass;
+    for (Unit u; claim(coop, k, &u);) {
+      if (u.pass != packed_pass) {
+        PackB(trans_b, b, ldb, 0, n, u.p0, u.kc, u.kp, pb);
+        packed_pass = u.pass;
       }
-      const int64_t i0 = block * height, mr = lesser(height, m - i0);
-      while (__atomic_load_n(&coop->done[block], __ATOMIC_ACQUIRE) < pass) __builtin_ia32_pause();
-      PackA(trans_a, trans_a ? a + i0 : a + i0 * lda, lda, mr, p0, kc, kp, pa,
+      const int64_t i0 = u.block * height, mr = lesser(height, m - i0);
+      wait_turn(coop, u);
+      PackA(trans_a, trans_a ? a + i0 : a + i0 * lda, lda, mr, u.p0, u.kc, u.kp, pa,
             trans_a && row_sums != nullptr ? row_sums + i0 : nullptr);
       for (int64_t j0 = 0; j0 < n; j0 += width)
-        tiles(pa, pb + j0 * kp, mr, lesser(width, n - j0), kp, accumulate || p0 > 0,
+        tiles(pa, pb + j0 * u.kp, mr, lesser(width, n - j0), u.kp, accumulate || u.p0 > 0,
               trans_c ? c + j0 * ldc + i0 : c + i0 * ldc + j0, ldc, trans_c);
-      __atomic_store_n(&coop->done[block], pass + 1, __ATOMIC_RELEASE);
+      finish(coop, u);
     }
   }
 };
