@@ -258,8 +258,8 @@ void gemm_pooled(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_
 
 // The same in blocks of C's rows (cpu::gemm_f32_pool_rows): for the splits by rows (tokens, or a d
 // weight's rows), where op(B) is packed whole by each thread once a pass. row_sums as in gemm_f32.
-// Only while a pass of op(B) is at most kMaxWholeB: each thread's packed copy is re-read for every
-// block of rows, and larger copies (GPT-2's 3072-wide weights: 4.7 MB a thread) crowded the shared
+// Only while a pass of op(B) (counted at AVX2's 384 k; AVX-512 passes are 768) is at most
+// kMaxWholeB: each thread's packed copy is re-read for every block of rows, and larger copies (GPT-2's 3072-wide weights: 4.7 MB a thread) crowded the shared
 // L3 (its step 3-12% slower than with the static shares); those keep the static row shares.
 constexpr int64_t kMaxWholeB = int64_t{2} << 20;
 void gemm_pooled_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
