@@ -45,17 +45,24 @@ constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kerne
 // for different m or n at any size; small GEMMs stay whole either way.
 constexpr int64_t kMinShareMacs = int64_t{1} << 23;
 
-// NEXUS_STATIC_GEMM_SHARES=1: our GEMM in the static shares (one per thread) instead of
-// gemm_f32_pool's dynamic blocks (the same bits; for measuring one against the other).
-bool no_pooled_gemm() {
-  static const bool off = cpu::env_is_one("NEXUS_STATIC_GEMM_SHARES");
-  return off;
+// Our GEMM on the pool's dynamic blocks (cpu::gemm_f32_pool, gemm_f32_pool_rows): where it is
+// active and NEXUS_STATIC_GEMM_SHARES is not 1 (the static shares below, one per thread: the same
+// bits; for measuring one against the other).
+bool use_pooled() {
+  static const bool on = cpu::gemm_f32_active() && !cpu::env_is_one("NEXUS_STATIC_GEMM_SHARES");
+  return on;
+}
+
+// Whether [0, n) is worth splitting over the pool: two or more threads, and each thread's share
+// at least kMinShareMacs multiply-adds (`macs` per unit of n).
+bool worth_sharing(const ThreadPool* pool, int64_t n, int64_t macs) {
+  return pool != nullptr && pool->size() > 1 && n >= 2 * kShareAlign &&
+         n / pool->size() * macs >= kMinShareMacs;
 }
 
 template <typename Fn>
 void gemm_shares(ThreadPool* pool, int64_t n, int64_t macs, const Fn& fn) {
-  if (!pool || pool->size() == 1 || n < 2 * kShareAlign ||
-      n / pool->size() * macs < kMinShareMacs) {
+  if (!worth_sharing(pool, n, macs)) {
     fn(int64_t{0}, n);
     return;
   }
@@ -247,9 +254,7 @@ void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 void gemm_pooled(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                  float* c, int64_t ldc, bool trans_c = false) {
-  const bool share = pool != nullptr && pool->size() > 1 && n >= 2 * kShareAlign &&
-                     m * n / pool->size() * k >= kMinShareMacs;
-  if (!share)
+  if (!worth_sharing(pool, n, m * k))
     return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
                          trans_c);
   cpu::gemm_f32_pool(pool, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
@@ -265,9 +270,7 @@ constexpr int64_t kMaxWholeB = int64_t{2} << 20;
 void gemm_pooled_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                       const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                       float* c, int64_t ldc, float* row_sums = nullptr) {
-  const bool share = pool != nullptr && pool->size() > 1 && m >= 2 * kShareAlign &&
-                     m * n / pool->size() * k >= kMinShareMacs;
-  if (!share)
+  if (!worth_sharing(pool, m, n * k))
     return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums);
   if (n * std::min<int64_t>(k, 384) * static_cast<int64_t>(sizeof(float)) > kMaxWholeB) {
     // Static row shares: every thread packs op(B) block by block for all its rows.
@@ -309,7 +312,7 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
     if (filled) for_ranges(pool, n, 16, fill_rows);
     return amx_gemm(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
   }
-  if (split_rows(pool, n, oc < 16 * c) && cpu::gemm_f32_active() && !no_pooled_gemm()) {
+  if (split_rows(pool, n, oc < 16 * c) && use_pooled()) {
     if (filled) for_ranges(pool, n, 16, fill_rows);  // blocks of the rows (tokens)
     return gemm_pooled_rows(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
   }
@@ -321,7 +324,7 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
     return;
   }
   // Shares of the output columns (rows of w): the output head.
-  if (cpu::gemm_f32_active() && !no_pooled_gemm()) {
+  if (use_pooled()) {
     if (filled) for_ranges(pool, n, 16, fill_rows);
     return gemm_pooled(pool, false, true, n, oc, c, inp, c, w, c, filled, out, oc);
   }
@@ -342,15 +345,14 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc))
     dinp_split_k(pool, dinp, dout, w, n, c, oc);
-  else if (dinp && split_rows(pool, n, c < 4 * oc) && cpu::gemm_f32_active() &&
-           !no_pooled_gemm())
+  else if (dinp && split_rows(pool, n, c < 4 * oc) && use_pooled())
     gemm_pooled_rows(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_rows(pool, n, c < 4 * oc))
     gemm_shares(pool, n, c * oc, [&](int64_t i0, int64_t i1) {
       gemm_on_thread(false, false, i1 - i0, c, oc, dout + i0 * oc, oc, w, c, true, dinp + i0 * c,
                      c);
     });
-  else if (dinp && cpu::gemm_f32_active() && !no_pooled_gemm())
+  else if (dinp && use_pooled())
     gemm_pooled(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp)
     gemm_shares(pool, c, n * oc, [&](int64_t c0, int64_t c1) {
@@ -364,7 +366,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   if (dbias && !fused_bias) bias_backward(dbias, dout, n, oc, pool);
   if (amx_dw)
     amx_gemm(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c);
-  else if (ours && !dbias && oc >= kSplitKRatio * c && !no_pooled_gemm())
+  else if (ours && !dbias && oc >= kSplitKRatio * c && use_pooled())
     gemm_pooled(pool, true, false, c, oc, n, inp, c, dout, oc, true, dw, c, true);
   else if (ours && !dbias && oc >= kSplitKRatio * c)
     // The output head's: as dw^T [c, oc] += inp^T dout, stored transposed straight into dw. Its
@@ -376,7 +378,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
       cpu::gemm_f32(true, false, c, o1 - o0, n, inp, c, dout + o0, oc, true, dw + o0 * c, c,
                     nullptr, true);
     });
-  else if (ours && !no_pooled_gemm())  // blocks of dw's rows
+  else if (ours && use_pooled())  // blocks of dw's rows
     gemm_pooled_rows(pool, true, false, oc, c, n, dout, oc, inp, c, true, dw, c,
                      fused_bias ? dbias : nullptr);
   else if (dw)

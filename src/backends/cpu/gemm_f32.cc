@@ -27,12 +27,30 @@ void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const
 
 namespace {
 
-// Runs part(&coop) on every thread of the pool, after plan filled coop's sizes.
-template <typename Part>
-void share(ThreadPool* pool, GemmCoop& coop, const Part& part) {
+// gemm_f32_pool (rows false) and gemm_f32_pool_rows (true): the active kernel's plan, then its part
+// on every thread of the pool.
+void pooled(ThreadPool* pool, bool rows, bool trans_a, bool trans_b, int64_t m, int64_t n,
+            int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+            float* c, int64_t ldc, float* row_sums, bool trans_c) {
+  if (pool == nullptr || pool->size() < 2)
+    return gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
+                    trans_c);
+  static const GemmF32CoopParts& parts =
+      avx512_active() ? gemm_f32_avx512_coop() : gemm_f32_avx2_coop();
+  GemmCoop coop;
+  if (rows)
+    parts.plan_rows(m, k, pool->size(), &coop);
+  else
+    parts.plan(n, k, pool->size(), &coop);
   std::vector<int64_t> done(static_cast<size_t>(coop.blocks), 0);
   coop.done = done.data();
-  pool->run([&](int, int) { part(&coop); });
+  pool->run([&](int, int) {
+    if (rows)
+      parts.part_rows(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                      row_sums, trans_c);
+    else
+      parts.part(&coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
+  });
 }
 
 }  // namespace
@@ -40,31 +58,15 @@ void share(ThreadPool* pool, GemmCoop& coop, const Part& part) {
 void gemm_f32_pool(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                    float* c, int64_t ldc, bool trans_c) {
-  if (pool == nullptr || pool->size() < 2)
-    return gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
-                    trans_c);
-  static const bool wide = avx512_active();
-  GemmCoop coop;
-  (wide ? gemm_f32_avx512_plan : gemm_f32_avx2_plan)(n, k, pool->size(), &coop);
-  const auto part = wide ? gemm_f32_avx512_part : gemm_f32_avx2_part;
-  share(pool, coop, [&](GemmCoop* co) {
-    part(co, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
-  });
+  pooled(pool, false, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
+         trans_c);
 }
 
 void gemm_f32_pool_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n,
                         int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                         bool accumulate, float* c, int64_t ldc, float* row_sums, bool trans_c) {
-  if (pool == nullptr || pool->size() < 2)
-    return gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
-                    trans_c);
-  static const bool wide = avx512_active();
-  GemmCoop coop;
-  (wide ? gemm_f32_avx512_plan_rows : gemm_f32_avx2_plan_rows)(m, k, pool->size(), &coop);
-  const auto part = wide ? gemm_f32_avx512_part_rows : gemm_f32_avx2_part_rows;
-  share(pool, coop, [&](GemmCoop* co) {
-    part(co, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
-  });
+  pooled(pool, true, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
+         trans_c);
 }
 
 }  // namespace nexus::cpu

@@ -67,24 +67,20 @@ struct GemmCoop {
   int64_t next = 0;
   int64_t* done = nullptr;
 };
-void gemm_f32_avx512_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
-void gemm_f32_avx512_plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop);
-void gemm_f32_avx512_part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                               int64_t k, const float* a, int64_t lda, const float* b,
-                               int64_t ldb, bool accumulate, float* c, int64_t ldc,
-                               float* row_sums, bool trans_c);
-void gemm_f32_avx512_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                          int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                          bool accumulate, float* c, int64_t ldc, bool trans_c);
-void gemm_f32_avx2_plan(int64_t n, int64_t k, int threads, GemmCoop* coop);
-void gemm_f32_avx2_plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop);
-void gemm_f32_avx2_part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                             int64_t k, const float* a, int64_t lda, const float* b,
-                             int64_t ldb, bool accumulate, float* c, int64_t ldc,
-                             float* row_sums, bool trans_c);
-void gemm_f32_avx2_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                        bool accumulate, float* c, int64_t ldc, bool trans_c);
+// One kernel's cooperative parts (gemm_f32_driver.h: plan, part, plan_rows, part_rows), each ISA
+// file's Driver functions.
+struct GemmF32CoopParts {
+  void (*plan)(int64_t n, int64_t k, int threads, GemmCoop* coop);
+  void (*part)(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+               float* c, int64_t ldc, bool trans_c);
+  void (*plan_rows)(int64_t m, int64_t k, int threads, GemmCoop* coop);
+  void (*part_rows)(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                    float* c, int64_t ldc, float* row_sums, bool trans_c);
+};
+const GemmF32CoopParts& gemm_f32_avx512_coop();
+const GemmF32CoopParts& gemm_f32_avx2_coop();
 
 // The two kernels, same contract as gemm_f32 (the parity tests call each one the CPU can run):
 // the AVX-512 one needs avx512_active(), the AVX2 one the AVX2/FMA kernels (active_isa()).

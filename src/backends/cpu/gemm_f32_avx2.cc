@@ -257,26 +257,10 @@ void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
-void gemm_f32_avx2_plan(int64_t n, int64_t k, int threads, GemmCoop* coop) {
-  Driver::plan(n, k, threads, coop);
-}
-
-void gemm_f32_avx2_part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                        bool accumulate, float* c, int64_t ldc, bool trans_c) {
-  Driver::part(coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, trans_c);
-}
-
-void gemm_f32_avx2_plan_rows(int64_t m, int64_t k, int threads, GemmCoop* coop) {
-  Driver::plan_rows(m, k, threads, coop);
-}
-
-void gemm_f32_avx2_part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                             int64_t k, const float* a, int64_t lda, const float* b,
-                             int64_t ldb, bool accumulate, float* c, int64_t ldc,
-                             float* row_sums, bool trans_c) {
-  Driver::part_rows(coop, trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums,
-                    trans_c);
+const GemmF32CoopParts& gemm_f32_avx2_coop() {
+  static constexpr GemmF32CoopParts kParts = {&Driver::plan, &Driver::part, &Driver::plan_rows,
+                                              &Driver::part_rows};
+  return kParts;
 }
 
 }  // namespace nexus::cpu
