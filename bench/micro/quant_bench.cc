@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
 #include "core/allocator.h"
@@ -51,6 +52,34 @@ void BM_VecDot(benchmark::State& state) {
                           static_cast<int64_t>(w.size()));
   state.SetLabel(std::string(dtype_name(t)));
 }
+
+// A tiny model's F32 decode matvec (rows x k in L1: stories260K's 64 x 64, 172 x 64 and
+// 64 x 172) in passes of four rows (range(2) == 4, dot4_f32_avx2) or eight (8, dot8_f32_avx2).
+// Reports multiply-adds as items/s.
+void BM_ShortF32Rows(benchmark::State& state) {
+  if (!cpu::isa_supported(cpu::Isa::kAvx2)) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int64_t rows = state.range(0), k = state.range(1);
+  const int pass = static_cast<int>(state.range(2));
+  const auto w = random_floats(rows * k, 3);
+  const auto x = random_floats(k, 4);
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    for (int64_t r = 0; r + pass <= rows; r += pass) {
+      const float* wr = w.data() + r * k;
+      if (pass == 8)
+        cpu::dot8_f32_avx2(k, wr, static_cast<size_t>(k), x.data(), y.data() + r);
+      else
+        cpu::dot4_f32_avx2(k, wr, static_cast<size_t>(k), x.data(), y.data() + r);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * (rows / pass * pass) * k);
+}
+BENCHMARK(BM_ShortF32Rows)->ArgsProduct({{64, 172, 4096}, {64, 172}, {4, 8}});
 
 // Four activation rows against one weight row: four vec_dot calls (range(1) == 0) or one
 // vec_dot_rows pass that decodes each weight block once (range(1) == 1, types that have one).

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "backends/cpu/gemm.h"
 #include "parity/quant_test_util.h"
 
 namespace nexus {
@@ -269,7 +270,7 @@ TEST(QuantParityF32, LongRowDecodeMatchesVecDot) {
     if (!cpu::isa_supported(isa)) continue;
     const cpu::TypeKernels& k = cpu::kernels(DType::kF32, isa);
     if (k.vec_dot_wrows == nullptr) continue;
-    for (int64_t n : {1, 37, 255, 256, 504, 511, 512, 768, 1029}) {
+    for (int64_t n : {1, 37, 64, 172, 255, 256, 504, 511, 512, 768, 1029}) {
       const size_t ws = row_bytes(DType::kF32, n);
       std::vector<uint8_t> w(ws * cpu::kMaxWeightRows);
       for (int r = 0; r < cpu::kMaxWeightRows; ++r) {
@@ -289,6 +290,28 @@ TEST(QuantParityF32, LongRowDecodeMatchesVecDot) {
                 << "n=" << n << " nr=" << nr << " row " << r;
         }
       }
+    }
+  }
+}
+
+// Short F32 rows go in eight-row passes where eight rows remain, then four-row ones: a row's
+// result must be the same bits in either pass (and in the eight-row pass's stored tail), at
+// stories260K's row lengths and with tails.
+TEST(QuantParityF32, EightRowPassGivesTheFourRowPassBits) {
+  if (!cpu::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (int64_t n : {1, 7, 8, 37, 64, 172, 255}) {
+    const int64_t stride = n + 3;  // rows apart by more than their length
+    const auto w = random_floats(8 * stride, 960);
+    const auto x = random_floats(n, 961);
+    float eight[8], four[8];
+    cpu::dot8_f32_avx2(n, w.data(), stride, x.data(), eight);
+    cpu::dot4_f32_avx2(n, w.data(), stride, x.data(), four);
+    cpu::dot4_f32_avx2(n, w.data() + 4 * stride, stride, x.data(), four + 4);
+    for (int r = 0; r < 8; ++r) {
+      EXPECT_EQ(eight[r], four[r]) << "n=" << n << " row " << r;
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double(w[r * stride + i]) * x[i];
+      EXPECT_NEAR(eight[r], want, 1e-5 * (1.0 + std::sqrt(double(n)))) << "n=" << n << " row " << r;
     }
   }
 }

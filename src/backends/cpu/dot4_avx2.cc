@@ -1,12 +1,24 @@
-// Four f32 weight rows against one activation row (decode with F32 weights): the activation loads
-// and the loop overhead are shared by four rows, which matters when rows are short (tiny models
-// spend most of a dot product's instructions outside the FMAs).
+// Four or eight f32 weight rows against one activation row (decode with F32 weights): the
+// activation loads and the loop overhead are shared by the rows, which matters when rows are short
+// (tiny models spend most of a dot product's instructions outside the FMAs). One accumulator per
+// row; eight rows keep eight FMA chains in flight, enough to cover the FMA latency (four chains ran
+// at half the FMA rate). Both reduce each accumulator in the same order (an hadd tree, then the
+// two 128-bit halves), so a row's result is the same bits whichever pass computed it.
 #include <immintrin.h>
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/simd_avx2.h"
 
 namespace nexus::cpu {
+namespace {
+
+// Adds the tail elements [i, k) of row r to s.
+inline float tail(int64_t i, int64_t k, const float* w, const float* x, float s) {
+  for (; i < k; ++i) s += w[i] * x[i];
+  return s;
+}
+
+}  // namespace
 
 void dot4_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, float* out) {
   const float* w0 = w;
@@ -27,13 +39,38 @@ void dot4_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, flo
   const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   float s[4];
   _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-  for (; i < k; ++i) {
-    s[0] += w0[i] * x[i];
-    s[1] += w1[i] * x[i];
-    s[2] += w2[i] * x[i];
-    s[3] += w3[i] * x[i];
+  for (int r = 0; r < 4; ++r) out[r] = tail(i, k, w + r * stride, x, s[r]);
+}
+
+void dot8_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, float* out) {
+  const float* w0 = w;
+  const float* w4 = w + 4 * stride;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + stride + i), xv, a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + 2 * stride + i), xv, a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + 3 * stride + i), xv, a3);
+    a4 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + i), xv, a4);
+    a5 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + stride + i), xv, a5);
+    a6 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + 2 * stride + i), xv, a6);
+    a7 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + 3 * stride + i), xv, a7);
   }
-  for (int r = 0; r < 4; ++r) out[r] = s[r];
+  // dot4's tree on each half (lanes 0-3: rows 0-3 and 4-7 of the low halves, 4-7: of the high
+  // halves), then the halves added: lanes of s are rows 0-7.
+  const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+  const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
+                                 _mm256_permute2f128_ps(h0, h1, 0x31));
+  if (i == k) {
+    _mm256_storeu_ps(out, s);
+    return;
+  }
+  float t[8];
+  _mm256_storeu_ps(t, s);
+  for (int r = 0; r < 8; ++r) out[r] = tail(i, k, w + r * stride, x, t[r]);
 }
 
 }  // namespace nexus::cpu

@@ -32,7 +32,8 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
-// Prefetch distances (fetch_column): two columns ahead into L1 and eight into L2 (2,304 / 9,216
+// Prefetch distances (fetch_column): two columns ahead into L1 and eight into L2 (the far one 16
+// KiB in the AVX2 builds: x8_far, x8_kernel_local.h) (2,304 / 9,216
 // bytes, about the other layouts' 2 / 8 KiB in x8_kernel_local.h). On the AMD host (sixteenth
 // session, alternating) one thread streams a 64 MiB matrix at 21-25 GB/s against 15-16 with one
 // and four columns (1,152 / 4,608, chosen on the Intel host in an earlier session, where 2048 /
@@ -41,7 +42,7 @@ constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
 // Q06B Q4_K_M tg64 on two threads, in the fast windows: the Q4_K matmuls 33-34 -> 38-39 GB/s,
 // 83.8-85.6 -> 91.2-91.7 t/s. Prefetching each quarter of the lines beside the matching quarter of
 // the work instead of all at the column's start was slower (Intel host).
-constexpr size_t kPrefetchAhead = 2 * kColumnBytes, kPrefetchFar = 8 * kColumnBytes;
+constexpr size_t kPrefetchAhead = 2 * kColumnBytes, kPrefetchFar = x8_far(8 * kColumnBytes);
 
 // Byte j (0..3) of each 32-bit lane of v as the low int16 of that lane and, when kBoth, the high
 // one; zero elsewhere. Lane d of a 128-bit half starts at byte 4d, and an index byte with its top

@@ -28,5 +28,7 @@ void gemm_rows(const GemmProblem& p, int64_t r0, int64_t r1);
 
 // out[r] = dot(w + r * stride, x) for r < 4, f32 (AVX2/FMA; call only when active_isa() is kAvx2).
 void dot4_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, float* out);
+// The same for r < 8; each row's result is the bits dot4_f32_avx2 gives it.
+void dot8_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, float* out);
 
 }  // namespace nexus::cpu
