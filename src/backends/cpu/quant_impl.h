@@ -19,9 +19,18 @@ constexpr int64_t kF16FarBytes = 8192;
 // The same for the F32 dot products (vec_dot_f32_avx2 and _avx512), whose best distances are
 // shorter: with the far one at 8 KiB Q06B F32 was slower (13.5 -> 12.2-12.4 t/s); near 2 KiB
 // alone -> near 1 KiB and far 4 KiB: Q06B F32 13.35-13.79 -> 14.35-14.45 t/s, L110M F32
-// 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower).
+// 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower). That is
+// the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the Zen 3
+// host (twentieth session; tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB gave
+// L110M F32 1.08x and 1.10x, Q06B F32 1.15x and 1.05x; 8 KiB 1.08x and 0.97x; the far pair
+// issued before the near one 0.97x and 1.02x. (F16's far prefetch at 16 KiB there: L110M 0.82x,
+// Q06B 1.08x; it keeps 8 KiB.)
 constexpr int64_t kF32AheadBytes = 1024;
+#if defined(__AVX512F__)
 constexpr int64_t kF32FarBytes = 4096;
+#else
+constexpr int64_t kF32FarBytes = 16384;
+#endif
 
 // The prefetches of one step of those loops: the F16 rows' for the 64-byte line at `line`, the
 // F32 dots' for the two lines (128 bytes) at `step`. Locality 3 is prefetcht0, 2 prefetcht1.
