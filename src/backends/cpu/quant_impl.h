@@ -22,8 +22,8 @@ constexpr int64_t kF16FarBytes = 8192;
 // 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower). That is
 // the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the Zen 3
 // host (twentieth session; tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB gave
-// L110M F32 1.08x and 1.10x, Q06B F32 1.15x and 1.05x; 8 KiB 1.08x and 0.97x; the far pair
-// issued before the near one 0.97x and 1.02x. (F16's far prefetch at 16 KiB there: L110M 0.82x,
+// L110M F32 1.08x, 1.10x and 1.03x, Q06B F32 1.15x, 1.05x and 1.04x, L15M F32 0.97x and 1.03x;
+// 8 KiB 1.08x and 0.97x; the far pair issued before the near one 0.97x and 1.02x. (F16's far prefetch at 16 KiB there: L110M 0.82x,
 // Q06B 1.08x; it keeps 8 KiB.)
 constexpr int64_t kF32AheadBytes = 1024;
 #if defined(__AVX512F__)
