@@ -12,7 +12,7 @@
 namespace nexus::cpu {
 namespace {
 
-// Adds the tail elements [i, k) of row r to s.
+// s plus the products of elements [i, k) of the row w and x, added in order.
 inline float tail(int64_t i, int64_t k, const float* w, const float* x, float s) {
   for (; i < k; ++i) s += w[i] * x[i];
   return s;

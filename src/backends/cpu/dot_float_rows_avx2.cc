@@ -51,7 +51,7 @@ void vec_dot_wrows_f16_avx2(int64_t n, const void* w, size_t ws, const void* x, 
 }
 
 // F32: rows of at least kShortF32Row values one at a time through vec_dot_f32_avx2 (bit-identical
-// to it), whose own prefetches (1 KiB and 4 KiB ahead, quant_impl.h) run into the following
+// to it), whose own prefetches (1 KiB and 16 KiB ahead, quant_impl.h) run into the following
 // rows; tiny rows eight, then four at a time (dot8_f32_avx2, dot4_f32_avx2: one accumulator per
 // row, so equal to vec_dot only to f32 rounding; either pass gives a row the same bits). Measured,
 // tg alternating: once vec_dot_f32_avx2 kept its accumulators in registers (it had kept them on

@@ -20,11 +20,11 @@ constexpr int64_t kF16FarBytes = 8192;
 // shorter: with the far one at 8 KiB Q06B F32 was slower (13.5 -> 12.2-12.4 t/s); near 2 KiB
 // alone -> near 1 KiB and far 4 KiB: Q06B F32 13.35-13.79 -> 14.35-14.45 t/s, L110M F32
 // 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower). That is
-// the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the Zen 3
-// host (twentieth session; tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB gave
-// L110M F32 1.08x, 1.10x and 1.03x, Q06B F32 1.15x, 1.05x and 1.04x, L15M F32 0.97x and 1.03x;
-// 8 KiB 1.08x and 0.97x; the far pair issued before the near one 0.97x and 1.02x. (F16's far prefetch at 16 KiB there: L110M 0.82x,
-// Q06B 1.08x; it keeps 8 KiB.)
+// the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the
+// Zen 3 host (twentieth session; tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB
+// gave L110M F32 1.08x, 1.10x and 1.03x, Q06B F32 1.15x, 1.05x and 1.04x, L15M F32 0.97x and
+// 1.03x; 8 KiB: L110M 1.08x and 1.03x, Q06B 0.97x and 1.03x. (F16's far prefetch at 16 KiB
+// there: L110M 0.82x, Q06B 1.08x; it keeps 8 KiB.)
 constexpr int64_t kF32AheadBytes = 1024;
 #if defined(__AVX512F__)
 constexpr int64_t kF32FarBytes = 4096;
@@ -37,9 +37,9 @@ constexpr int64_t kF32FarBytes = 16384;
 // Internal linkage (static), so the copy compiled into the AVX-512 file is never shared.
 // The F16 pair goes far first in the AVX2 builds: on the Zen 3 host (twentieth session; tg
 // alternating, 2 threads, paired medians of 5) near-then-far -> far-then-near gave L110M F16
-// 1.10x (5 of 5 pairs faster), Q06B F16 1.06x (5 of 5), L15M F16 1.03x. The F32 step's four went
-// the other way (far first: 0.91-0.93x on L15M, L110M and Q06B F32) and keep near first. The
-// AVX-512 builds keep the order measured on their hosts.
+// 1.10x (5 of 5 pairs faster), Q06B F16 1.06x (5 of 5), L15M F16 1.03x. The F32 step's four
+// went the other way (far first: 0.91-0.93x on L15M, L110M and Q06B F32 at 16 KiB, 0.97x and
+// 1.02x at 4 KiB) and keep near first. The AVX-512 builds keep the order measured on their hosts.
 static inline void prefetch_f16_line(const char* line) {
 #if defined(__AVX512F__)
   __builtin_prefetch(line + kF16AheadBytes, 0, 3);
