@@ -43,14 +43,6 @@ struct Q8Row {
   }
 };
 
-// Lane j = sum of the 8 lanes of a_j.
-inline __m256 reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
-                      __m256 a7) {
-  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 // The lines of bytes [b0, b1) of `rows` rows rb bytes apart (the last byte's line included) from
 // each base, one line of every base per step(), with that base's hint: a block's prefetches spread
 // over its multiply-adds instead of issued in one burst, which stalled on the core's few
@@ -120,7 +112,7 @@ inline __m256 score8(const float* q, const uint8_t* r, size_t rb, int64_t off, i
     a6 = _mm256_fmadd_ps(qv, R::load(r + 6 * rb, i), a6);
     a7 = _mm256_fmadd_ps(qv, R::load(r + 7 * rb, i), a7);
   }
-  return _mm256_mul_ps(reduce8(a0, a1, a2, a3, a4, a5, a6, a7), scale);
+  return _mm256_mul_ps(avx2::sum8_ps(a0, a1, a2, a3, a4, a5, a6, a7), scale);
 }
 
 template <class R>

@@ -58,12 +58,8 @@ void dot8_f32_avx2(int64_t k, const float* w, size_t stride, const float* x, flo
     a6 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + 2 * stride + i), xv, a6);
     a7 = _mm256_fmadd_ps(_mm256_loadu_ps(w4 + 3 * stride + i), xv, a7);
   }
-  // dot4's tree on each half (lanes 0-3: rows 0-3 and 4-7 of the low halves, 4-7: of the high
-  // halves), then the halves added: lanes of s are rows 0-7.
-  const __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  const __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
-  const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0, h1, 0x20),
-                                 _mm256_permute2f128_ps(h0, h1, 0x31));
+  // Lanes of s are rows 0-7, each summed as dot4 sums it (its hadd tree, then the halves).
+  const __m256 s = avx2::sum8_ps(a0, a1, a2, a3, a4, a5, a6, a7);
   if (i == k) {
     _mm256_storeu_ps(out, s);
     return;

@@ -30,6 +30,15 @@ inline __m256i sum4_i32(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
 }
 
+// Lane j = the sum of the 8 lanes of a_j: per vector the pairs, then the pairs of pairs (hadd, in
+// each 128-bit half), then the two halves; every caller that sums this way gets the same bits.
+inline __m256 sum8_ps(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6,
+                      __m256 a7) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 // Hides a value from the optimiser so that a separate multiply and add are not fused into an FMA:
