@@ -263,16 +263,19 @@ void gemm_pooled(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_
 
 // The same in blocks of C's rows (cpu::gemm_f32_pool_rows): for the splits by rows (tokens, or a d
 // weight's rows), where op(B) is packed whole by each thread once a pass. row_sums as in gemm_f32.
-// Only while a pass of op(B) (counted at AVX2's 384 k; AVX-512 passes are 768) is at most
-// kMaxWholeB: each thread's packed copy is re-read for every block of rows, and larger copies (GPT-2's 3072-wide weights: 4.7 MB a thread) crowded the shared
-// L3 (its step 3-12% slower than with the static shares); those keep the static row shares.
+// Only while a pass of op(B) (counted at kWholeBPassK, AVX2's pass of k; AVX-512 passes are 768,
+// and the threshold was measured on AVX2 only) is at most kMaxWholeB: each thread's packed copy is
+// re-read for every block of rows, and larger copies (GPT-2's 3072-wide weights: 4.7 MB a thread)
+// crowded the shared L3 (its step 3-12% slower than with the static shares); those keep the
+// static row shares.
 constexpr int64_t kMaxWholeB = int64_t{2} << 20;
+constexpr int64_t kWholeBPassK = 384;
 void gemm_pooled_rows(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                       const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
                       float* c, int64_t ldc, float* row_sums = nullptr) {
   if (!worth_sharing(pool, m, n * k))
     return cpu::gemm_f32(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums);
-  if (n * std::min<int64_t>(k, 384) * static_cast<int64_t>(sizeof(float)) > kMaxWholeB) {
+  if (n * std::min(k, kWholeBPassK) * static_cast<int64_t>(sizeof(float)) > kMaxWholeB) {
     // Static row shares: every thread packs op(B) block by block for all its rows.
     return gemm_shares(pool, m, n * k, [&](int64_t i0, int64_t i1) {
       cpu::gemm_f32(trans_a, trans_b, i1 - i0, n, k, trans_a ? a + i0 : a + i0 * lda, lda, b, ldb,
