@@ -27,6 +27,25 @@ constexpr auto kSpinTime = std::chrono::microseconds(300);
 // Chunks per thread in parallel_for: enough to even out a late or slower thread.
 constexpr int64_t kChunksPerThread = 4;
 
+// The claim word: (generation << 40) | (chunk count << 20) | next unclaimed chunk. It carries the
+// count so that a worker deciding on a word it read before its region ended never compares that
+// word's next chunk with the count of the region after it (the count was a separate field: a
+// worker preempted between reading the word and claiming, while its region finished and the next
+// one was being set up, claimed a chunk that did not exist in its region against the larger count
+// of the next one; the caller's done count then ran ahead of its chunks, and it returned with one
+// still running). A claim is a compare-and-swap of the whole word, so it succeeds only while the
+// word it read is current, and then next < count proves the chunk is in the live region.
+constexpr int kChunkBits = 20;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr uint64_t pack_claim(uint64_t gen, uint64_t count) {
+  return ((gen & 0xffffffu) << (2 * kChunkBits)) | (count << kChunkBits);
+}
+constexpr uint32_t claim_gen(uint64_t c) { return static_cast<uint32_t>(c >> (2 * kChunkBits)); }
+constexpr int64_t claim_count(uint64_t c) {
+  return static_cast<int64_t>((c >> kChunkBits) & kChunkMask);
+}
+constexpr int64_t claim_next(uint64_t c) { return static_cast<int64_t>(c & kChunkMask); }
+
 // steal_for's share word: (next unclaimed unit << 32) | end.
 constexpr uint64_t pack_share(uint64_t next, uint64_t end) { return (next << 32) | end; }
 constexpr uint64_t share_next(uint64_t v) { return v >> 32; }
@@ -54,9 +73,9 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::work_on(uint32_t gen) {
   uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    if (static_cast<uint32_t>(c >> 32) != gen) return;  // a later job: not ours to touch
-    const int64_t idx = static_cast<int64_t>(c & 0xffffffffu);
-    if (idx >= n_chunks_) return;
+    if (claim_gen(c) != (gen & 0xffffffu)) return;  // a later job: not ours to touch
+    const int64_t idx = claim_next(c);
+    if (idx >= claim_count(c)) return;
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
     (*job_)(idx);  // the claimed chunk keeps the caller waiting, so job_ is alive
     done_.fetch_add(1, std::memory_order_acq_rel);
@@ -95,11 +114,13 @@ void ThreadPool::run_chunks(int64_t n_chunks, const std::function<void(int64_t)>
     for (int64_t i = 0; i < n_chunks; ++i) chunk(i);
     return;
   }
+  NEXUS_CHECK(static_cast<uint64_t>(n_chunks) <= kChunkMask,
+              "[thread pool] run_chunks over " + std::to_string(n_chunks) + " chunks: at most " +
+                  std::to_string(kChunkMask));
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_ = &chunk;
-  n_chunks_ = n_chunks;
   done_.store(0, std::memory_order_relaxed);
-  claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+  claim_.store(pack_claim(gen, static_cast<uint64_t>(n_chunks)), std::memory_order_release);
   generation_.store(gen);  // seq_cst: ordered before the sleepers_ check below
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,7 +133,7 @@ void ThreadPool::run_chunks(int64_t n_chunks, const std::function<void(int64_t)>
     err = std::current_exception();
     // Count the chunk that threw as done and claim the rest so the wait below ends.
     done_.fetch_add(1, std::memory_order_acq_rel);
-    for (uint64_t c = claim_.load(); static_cast<int64_t>(c & 0xffffffffu) < n_chunks;) {
+    for (uint64_t c = claim_.load(); claim_next(c) < n_chunks;) {
       if (claim_.compare_exchange_weak(c, c + 1)) done_.fetch_add(1, std::memory_order_acq_rel);
     }
   }
@@ -149,8 +170,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 void ThreadPool::steal_for(int64_t n, int64_t step,
                            const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  NEXUS_CHECK(n < (int64_t{1} << 32), "[thread pool] steal_for over " + std::to_string(n) +
-                                          " units: at most 2^32 - 1");
+  NEXUS_CHECK(n < (int64_t{1} << 32),
+              "[thread pool] steal_for over " + std::to_string(n) + " units: at most 2^32 - 1");
   step = std::max<int64_t>(1, step);
   if (n_threads_ == 1 || n <= step) {
     fn(0, n);
@@ -158,9 +179,9 @@ void ThreadPool::steal_for(int64_t n, int64_t step,
   }
   const int nt = n_threads_;
   for (int i = 0; i < nt; ++i)
-    shares_[i].v.store(pack_share(static_cast<uint64_t>(n * i / nt),
-                                  static_cast<uint64_t>(n * (i + 1) / nt)),
-                       std::memory_order_relaxed);
+    shares_[i].v.store(
+        pack_share(static_cast<uint64_t>(n * i / nt), static_cast<uint64_t>(n * (i + 1) / nt)),
+        std::memory_order_relaxed);
   const auto ustep = static_cast<uint64_t>(step);
   run_chunks(nt, [&](int64_t c) {
     std::atomic<uint64_t>& mine = shares_[c].v;
@@ -169,8 +190,7 @@ void ThreadPool::steal_for(int64_t n, int64_t step,
       uint64_t v = mine.load(std::memory_order_relaxed);
       if (share_left(v) > 0) {
         const uint64_t b = share_next(v), e = std::min(share_end(v), b + ustep);
-        if (!mine.compare_exchange_weak(v, pack_share(e, share_end(v)),
-                                        std::memory_order_relaxed))
+        if (!mine.compare_exchange_weak(v, pack_share(e, share_end(v)), std::memory_order_relaxed))
           continue;
         fn(static_cast<int64_t>(b), static_cast<int64_t>(e));
         continue;

@@ -34,7 +34,7 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t min_per_thread = 1);
   // Runs chunk(i) for i in [0, n_chunks), claimed in order by the caller and the workers as each
-  // becomes free; returns when every chunk has finished.
+  // becomes free; returns when every chunk has finished. n_chunks < 2^20.
   void run_chunks(int64_t n_chunks, const std::function<void(int64_t)>& chunk);
   // Calls fn(begin, end) over [0, n) for streaming work: each thread starts on its own contiguous
   // share and walks it front to back in pieces of `step`, so it reads one unbroken stream; a
@@ -58,9 +58,9 @@ class ThreadPool {
   // The current job. Written by the caller before the generation is published; a worker reads
   // them only after claiming a chunk of that generation (which keeps the job alive).
   const std::function<void(int64_t)>* job_ = nullptr;
-  int64_t n_chunks_ = 0;
-  std::atomic<uint64_t> claim_{0};  // (generation << 32) | next unclaimed chunk
-  std::atomic<int64_t> done_{0};    // finished chunks of the current generation
+  // (generation mod 2^24 << 40) | (chunk count << 20) | next unclaimed chunk (thread_pool.cc).
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_{0};  // finished chunks of the current generation
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};

@@ -68,8 +68,8 @@ TEST(ThreadPool, StealForRebalancesASlowThread) {
   // while the caller was still on its own share (not asleep through it on a loaded machine) must
   // also have taken part of the slow caller's share.
   if (caller_before_worker >= 0 && caller_before_worker < n / 4) {
-    EXPECT_GT(by_worker, n / 2) << "caller ran " << by_caller << ", "
-                                << caller_before_worker << " before the worker started";
+    EXPECT_GT(by_worker, n / 2) << "caller ran " << by_caller << ", " << caller_before_worker
+                                << " before the worker started";
   }
 }
 
@@ -88,9 +88,16 @@ TEST(ThreadPool, StealForRunsInlineForOnePiece) {
   EXPECT_EQ(calls, 1);
 }
 
-TEST(ThreadPool, StealForRejectsTooManyUnits) {
+TEST(ThreadPool, StealForAndRunChunksRejectTooManyUnits) {
   ThreadPool pool(2);
   EXPECT_THROW(pool.steal_for(int64_t{1} << 32, 1024, [](int64_t, int64_t) {}), std::exception);
+  // run_chunks' count lives in 20 bits of the claim word.
+  int calls = 0;
+  EXPECT_THROW(pool.run_chunks(int64_t{1} << 20, [&](int64_t) { ++calls; }), std::exception);
+  EXPECT_EQ(calls, 0);
+  std::atomic<int64_t> ran{0};
+  pool.run_chunks((int64_t{1} << 20) - 1, [&](int64_t) { ran++; });
+  EXPECT_EQ(ran.load(), (int64_t{1} << 20) - 1);
 }
 
 TEST(ThreadPool, ParallelForAndRunChunksCoverEveryIndexOnce) {
@@ -107,6 +114,28 @@ TEST(ThreadPool, ParallelForAndRunChunksCoverEveryIndexOnce) {
         ASSERT_EQ(b[static_cast<size_t>(i)], 1) << i;
       }
     }
+  }
+}
+
+// Back-to-back regions of alternating sizes on more threads than this machine has cores, so
+// workers are preempted mid-claim: a worker that read the claim word of a finished region must not
+// claim a chunk in the next one against its chunk count (it once did: the next region's chunk ran
+// twice, or the old region's freed job was called, and the caller returned while a chunk still
+// ran; TrainOpsGrad.RowOpsThreadedAreBitIdentical crashed under a loaded ctest).
+TEST(ThreadPool, BackToBackRegionsOfAlternatingSizesRunEachChunkOnce) {
+  ThreadPool pool(6);
+  for (int r = 0; r < 20000; ++r) {
+    const int64_t n = r % 2 ? 24 : 3;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int> running{0};
+    pool.run_chunks(n, [&](int64_t i) {
+      running++;
+      hits[static_cast<size_t>(i)]++;
+      running--;
+    });
+    ASSERT_EQ(running.load(), 0) << "region " << r << " returned while a chunk ran";
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "region " << r << ", chunk " << i;
   }
 }
 
