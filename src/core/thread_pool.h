@@ -55,8 +55,8 @@ class ThreadPool {
   int n_threads_;
   std::unique_ptr<Share[]> shares_;
   std::vector<std::thread> workers_;
-  // The current job. Written by the caller before the generation is published; a worker reads
-  // them only after claiming a chunk of that generation (which keeps the job alive).
+  // The current job. Written by the caller before the generation is published; a worker reads it
+  // only after claiming a chunk of that generation (which keeps the job alive).
   const std::function<void(int64_t)>* job_ = nullptr;
   // (generation mod 2^24 << 40) | (chunk count << 20) | next unclaimed chunk (thread_pool.cc).
   std::atomic<uint64_t> claim_{0};
