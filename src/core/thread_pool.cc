@@ -1,7 +1,8 @@
-// Thread pool: chunks claimed with a compare-and-swap on (generation, next chunk). Idle workers
-// spin briefly on the generation before sleeping on a condition variable; the caller wakes
-// sleepers only when some are asleep. steal_for runs one chunk per thread over per-thread shares
-// (next, end) that their owners advance and idle threads split, each a compare-and-swap.
+// Thread pool: chunks claimed with a compare-and-swap on one word (generation, chunk count, next
+// chunk). Idle workers spin briefly on the generation before sleeping on a condition variable; the
+// caller wakes sleepers only when some are asleep. steal_for runs one chunk per thread over
+// per-thread shares (next, end) that their owners advance and idle threads split, each a
+// compare-and-swap.
 #include "core/thread_pool.h"
 
 #include <algorithm>
