@@ -2,7 +2,8 @@
 // chunk). Idle workers spin briefly on the generation before sleeping on a condition variable; the
 // caller wakes sleepers only when some are asleep. steal_for runs one chunk per thread over
 // per-thread shares (next, end) that their owners advance and idle threads split, each a
-// compare-and-swap.
+// compare-and-swap. A spinning worker with an idle prefetch range issues its prefetches instead
+// of pausing.
 #include "core/thread_pool.h"
 
 #include <algorithm>
@@ -15,8 +16,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NEXUS_CPU_RELAX() _mm_pause()
+#define NEXUS_PREFETCH(p) _mm_prefetch(p, _MM_HINT_T0)
 #else
 #define NEXUS_CPU_RELAX() std::this_thread::yield()
+#define NEXUS_PREFETCH(p) __builtin_prefetch(p, 0, 3)
 #endif
 
 namespace nexus {
@@ -58,7 +61,8 @@ constexpr uint64_t share_left(uint64_t v) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(n_threads_)]) {
+    : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(n_threads_)]),
+      idle_ranges_(new IdleRange[static_cast<size_t>(n_threads_)]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
@@ -84,8 +88,20 @@ void ThreadPool::work_on(uint32_t gen) {
   }
 }
 
-void ThreadPool::worker(int /*index*/) {
+void ThreadPool::prefetch_while_idle(int thread, const void* p, size_t bytes) {
+  if (thread < 1 || thread >= n_threads_) return;
+  IdleRange& r = idle_ranges_[thread];
+  r.p.store(static_cast<const char*>(p), std::memory_order_relaxed);
+  r.n.store(bytes, std::memory_order_relaxed);
+  r.seq.fetch_add(1, std::memory_order_release);
+}
+
+void ThreadPool::worker(int index) {
   uint32_t seen = 0;
+  IdleRange& range = idle_ranges_[index];
+  uint64_t range_seen = 0;
+  const char* pf = nullptr;  // the idle prefetch range still to issue: [pf, pf_end)
+  const char* pf_end = nullptr;
   for (;;) {
     uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
@@ -93,6 +109,19 @@ void ThreadPool::worker(int /*index*/) {
       int spins = 0;
       while ((g = generation_.load(std::memory_order_acquire)) == seen) {
         if (stop_.load(std::memory_order_relaxed)) return;
+        // A new range replaces the rest of the old one. A range published while p and n are
+        // being replaced again is only a wrong hint: prefetches neither fault nor write.
+        if (const uint64_t rs = range.seq.load(std::memory_order_acquire); rs != range_seen) {
+          range_seen = rs;
+          pf = range.p.load(std::memory_order_relaxed);
+          pf_end = pf == nullptr ? nullptr : pf + range.n.load(std::memory_order_relaxed);
+        }
+        if (pf < pf_end) {
+          for (size_t off = 0; off < kIdlePrefetchStep; off += 64) NEXUS_PREFETCH(pf + off);
+          pf += kIdlePrefetchStep;
+          idle_prefetched_.fetch_add(kIdlePrefetchStep, std::memory_order_relaxed);
+          continue;
+        }
         NEXUS_CPU_RELAX();
         if (++spins % 64 == 0) std::this_thread::yield();
         if (spins % 256 == 0 && std::chrono::steady_clock::now() - t0 > kSpinTime) {

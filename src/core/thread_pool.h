@@ -42,6 +42,22 @@ class ThreadPool {
   // Runs fn(0, n) inline on one thread or when n <= step. n < 2^32.
   void steal_for(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Memory worker `thread` (1 .. size() - 1) should pull into its cache while it waits for the
+  // next region: [p, p + bytes) from the front, a few lines per spin, until the next region
+  // starts (a decode step passes the start of the worker's share of the next matmul, so that its
+  // stream is already running when that matmul begins; the serial work between regions leaves
+  // the memory idle otherwise). Replaces the rest of the worker's previous range; a range given
+  // while the worker sleeps is issued, if at all, at its next wait. Prefetches never fault, so a
+  // range that is no longer mapped is harmless. Ignored for thread 0 (the caller) and
+  // out-of-range threads.
+  void prefetch_while_idle(int thread, const void* p, size_t bytes);
+  // Bytes the workers have prefetched this way since the pool was made (counted in steps of
+  // kIdlePrefetchStep).
+  uint64_t idle_prefetched_bytes() const {
+    return idle_prefetched_.load(std::memory_order_relaxed);
+  }
+  static constexpr size_t kIdlePrefetchStep = 256;
+
  private:
   // Claims and runs chunks of generation `gen` until none are left or the generation moved on.
   void work_on(uint32_t gen);
@@ -54,6 +70,15 @@ class ThreadPool {
 
   int n_threads_;
   std::unique_ptr<Share[]> shares_;
+  // One worker's idle prefetch range: published by bumping seq after storing p and n.
+  struct alignas(128) IdleRange {
+    std::atomic<const char*> p{nullptr};
+    std::atomic<size_t> n{0};
+    std::atomic<uint64_t> seq{0};
+  };
+  std::unique_ptr<IdleRange[]> idle_ranges_;
+  // Own line: workers add to it while the caller touches the claim word.
+  alignas(128) std::atomic<uint64_t> idle_prefetched_{0};
   std::vector<std::thread> workers_;
   // The current job. Written by the caller before the generation is published; a worker reads it
   // only after claiming a chunk of that generation (which keeps the job alive).

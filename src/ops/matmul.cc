@@ -92,6 +92,13 @@ void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
 // split and stealing decode alike (Q06B Q4_0 tg64 45.8-48.4 against 45.1-46.6 t/s).
 constexpr int64_t kStealBytes = 32 * 1024;
 
+int64_t units_of(const Tensor& w) { return (w.dim(0) + kUnitRows - 1) / kUnitRows; }
+size_t weight_bytes(const Tensor& w) { return w.row_stride() * static_cast<size_t>(w.dim(0)); }
+// Whether matmul_group shares its units over the pool's threads (else it runs them on the caller).
+bool splits(int64_t units, int64_t work, const ThreadPool& pool) {
+  return units >= 2 && pool.size() > 1 && work >= kMinParallelWork;
+}
+
 }  // namespace
 
 bool matmul_on_blas(DType w, int64_t n_tokens) {
@@ -179,7 +186,7 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
     if (xq == nullptr) xq = convert_activations(dot, x, n_tokens, k, pool, scratch, &x_stride);
     probs[i] = {w.dtype(), w.row(0), w.row_stride(), k,       xq,
                 x_stride,  n_tokens, outs[i].y,      w.dim(0)};
-    first_unit[i + 1] = first_unit[i] + (w.dim(0) + kUnitRows - 1) / kUnitRows;
+    first_unit[i + 1] = first_unit[i] + units_of(w);
     work += w.dim(0) * k * n_tokens;
   }
   // Units of eight rows numbered across the weights; a chunk of units may span two weights.
@@ -194,13 +201,12 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
     }
   };
   const int64_t units = first_unit[count];
-  if (units < 2 || pool.size() == 1 || work < kMinParallelWork) {
+  if (!splits(units, work, pool)) {
     run_units(0, units);
     return;
   }
   size_t bytes = 0;
-  for (int i = 0; i < count; ++i)
-    bytes += outs[i].w->row_stride() * static_cast<size_t>(outs[i].w->dim(0));
+  for (int i = 0; i < count; ++i) bytes += weight_bytes(*outs[i].w);
   const auto unit_bytes = static_cast<int64_t>(bytes / static_cast<size_t>(units));
   // Pieces grow with the tokens (each kernel call re-reads their activations), but a share keeps
   // at least four of them so its end can still be rebalanced.
@@ -208,6 +214,40 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
   const int64_t step =
       std::clamp<int64_t>(kStealBytes * n_tokens / std::max<int64_t>(1, unit_bytes), 1, most);
   pool.steal_for(units, step, run_units);
+}
+
+MatmulShareStart matmul_group_share_start(const Tensor* const* w, int count, int n_threads,
+                                          int thread) {
+  int64_t units = 0;
+  for (int i = 0; i < count; ++i) units += units_of(*w[i]);
+  // ThreadPool::steal_for's shares: thread i starts on unit n * i / n_threads.
+  int64_t u = units * thread / std::max(1, n_threads);
+  for (int i = 0; i < count; ++i) {
+    if (u < units_of(*w[i]))
+      return {i, static_cast<size_t>(u * kUnitRows) * w[i]->row_stride()};
+    u -= units_of(*w[i]);
+  }
+  return {count, 0};
+}
+
+void matmul_group_prefetch(const Tensor* const* w, int count, int64_t n_tokens, ThreadPool& pool,
+                           size_t bytes) {
+  int64_t units = 0, work = 0;
+  for (int i = 0; i < count; ++i) {
+    if (matmul_on_blas(w[i]->dtype(), n_tokens)) return;
+    units += units_of(*w[i]);
+    work += w[i]->dim(0) * w[i]->dim(1) * n_tokens;
+  }
+  if (!splits(units, work, pool)) return;
+  for (int t = 1; t < pool.size(); ++t) {
+    const MatmulShareStart s = matmul_group_share_start(w, count, pool.size(), t);
+    if (s.weight >= count) continue;
+    // The rest of the share's weight at most (the share may run on into the next weight, but
+    // `bytes` is a few hundred KiB against weights of megabytes).
+    const Tensor& t_w = *w[s.weight];
+    pool.prefetch_while_idle(t, static_cast<const uint8_t*>(t_w.row(0)) + s.offset,
+                             std::min(bytes, weight_bytes(t_w) - s.offset));
+  }
 }
 
 }  // namespace nexus

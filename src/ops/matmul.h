@@ -34,6 +34,23 @@ struct MatmulOut {
 void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
                   ThreadPool& pool, Arena& scratch);
 
+// Where thread `thread` of `n_threads` starts in matmul_group's split of these weights' rows
+// (ThreadPool::steal_for's shares of the eight-row units): weight index and byte offset from
+// its row 0; {count, 0} when that share is empty.
+struct MatmulShareStart {
+  int weight;
+  size_t offset;
+};
+MatmulShareStart matmul_group_share_start(const Tensor* const* w, int count, int n_threads,
+                                          int thread);
+
+// Asks each worker of the pool to prefetch, while it waits for work
+// (ThreadPool::prefetch_while_idle), the first `bytes` of its share of these weights as
+// matmul_group splits them for n_tokens tokens: called before the serial work that precedes
+// that matmul_group. Nothing when that matmul_group would run on the caller alone or on sgemm.
+void matmul_group_prefetch(const Tensor* const* w, int count, int64_t n_tokens, ThreadPool& pool,
+                           size_t bytes);
+
 // True when matmul multiplies this weight type by n_tokens f32 activation rows with OpenBLAS sgemm
 // (weights expanded to f32 panels): from cpu::kBlasMinTokens tokens on, except for the repacked
 // layouts (Q4_0x8, Q8_0x8, Q5_0x8, Q4_Kx8, Q6_Kx8). Otherwise it runs the type's dot kernels on

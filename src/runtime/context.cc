@@ -69,6 +69,7 @@ class ContextImpl {
     st.kv = &kv;
     st.pool = &pool;
     st.scratch = &scratch;
+    st.schedule = &schedule;
   }
 
   const Model& model;
@@ -78,6 +79,7 @@ class ContextImpl {
   Arena activations;
   Arena scratch;
   std::optional<profile::TrackedBuffer> tracked_activations, tracked_scratch;
+  DecodeSchedule schedule{idle_prefetch_enabled()};
   ForwardState st;
   std::vector<int32_t> out_rows;
   std::vector<int32_t> next_pos;

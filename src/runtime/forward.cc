@@ -10,6 +10,14 @@
 #include "profile/op_args.h"
 
 namespace nexus {
+namespace {
+
+// After a matmul of a decode step: the workers prefetch their share of the next one.
+void prefetch_next(const Tensor* const* w, int count, int64_t n, ForwardState& st) {
+  if (st.schedule != nullptr) st.schedule->after(w, count, n, *st.pool);
+}
+
+}  // namespace
 
 void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* y,
             ForwardState& st, const char* name) {
@@ -17,6 +25,8 @@ void linear(const Tensor& w, const Tensor& b, const float* x, int64_t n, float* 
                    profile::matmul_flops(w, n), profile::matmul_shapes(w, n));
   st.scratch->reset();
   matmul(w, x, n, y, *st.pool, *st.scratch);
+  const Tensor* one = &w;
+  prefetch_next(&one, 1, n, st);
   if (!b.empty()) add_bias(y, b.data_as<const float>(), n, w.dim(0));
 }
 
@@ -35,6 +45,9 @@ void linear_group(std::initializer_list<LinearOut> outs, const float* x, int64_t
                    profile::matmul_shapes(*mo[0].w, n));
   st.scratch->reset();
   matmul_group(mo, count, x, n, *st.pool, *st.scratch);
+  const Tensor* ws[4];
+  for (int i = 0; i < count; ++i) ws[i] = mo[i].w;
+  prefetch_next(ws, count, n, st);
   for (const LinearOut& o : outs)
     if (!o.b->empty()) add_bias(o.y, o.b->data_as<const float>(), n, o.w->dim(0));
 }
@@ -66,6 +79,8 @@ void output_head(const Model& model, ForwardState& st, bool layer_norm) {
                    profile::matmul_flops(w.output, st.n_out),
                    profile::matmul_shapes(w.output, st.n_out));
   matmul(w.output, st.h, st.n_out, st.logits, *st.pool, *st.scratch);
+  const Tensor* head = &w.output;
+  prefetch_next(&head, 1, st.n, st);
 }
 
 }  // namespace nexus

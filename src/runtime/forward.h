@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "nexus/model.h"
+#include "runtime/decode_schedule.h"
 #include "runtime/kv_cache.h"
 
 namespace nexus {
@@ -38,6 +39,8 @@ struct ForwardState {
   KvCache* kv = nullptr;
   ThreadPool* pool = nullptr;
   Arena* scratch = nullptr;  // reset before each matmul
+  // The decode step's matmul order, for the workers' prefetch of the next matmul (may be null).
+  DecodeSchedule* schedule = nullptr;
 };
 
 // y = x W^T (+ bias when `b` is not empty), for st.n rows. `name` (static) labels the profile span.

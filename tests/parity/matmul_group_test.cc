@@ -3,6 +3,8 @@
 // units and split chunks across weights, decode and prefill token counts, 1-3 threads.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/repack.h"
@@ -89,6 +91,76 @@ TEST(MatmulGroup, RejectsBadGroups) {
   EXPECT_THROW(matmul_group(two, 0, x.data(), 1, pool, s), Error);
   MatmulOut five[] = {two[0], two[0], two[0], two[0], two[0]};
   EXPECT_THROW(matmul_group(five, 5, x.data(), 1, pool, s), Error);
+}
+
+
+// Where each thread's share starts: ThreadPool::steal_for gives thread i of n the units from
+// units * i / n, units being groups of eight rows numbered across the weights.
+TEST(MatmulGroup, ShareStartsFollowTheUnitSplit) {
+  const Weight a = make_weight(DType::kQ8_0, 64, 64, 1);  // 8 units
+  const Weight b = make_weight(DType::kQ8_0, 30, 64, 2);  // 4 units (the last one cut)
+  const Tensor* w[] = {&a.t, &b.t};
+  const size_t stride = a.t.row_stride();
+  auto at = [&](int nt, int t) { return matmul_group_share_start(w, 2, nt, t); };
+  EXPECT_EQ(at(2, 0).weight, 0);
+  EXPECT_EQ(at(2, 0).offset, 0u);
+  EXPECT_EQ(at(2, 1).weight, 0);  // unit 6: row 48 of a
+  EXPECT_EQ(at(2, 1).offset, 48 * stride);
+  EXPECT_EQ(at(3, 2).weight, 1);  // unit 8: row 0 of b
+  EXPECT_EQ(at(3, 2).offset, 0u);
+  EXPECT_EQ(at(4, 3).weight, 1);  // unit 9: row 8 of b
+  EXPECT_EQ(at(4, 3).offset, 8 * stride);
+  const Tensor* one[] = {&b.t};  // 4 units over 8 threads: thread 1 starts on unit 0
+  EXPECT_EQ(matmul_group_share_start(one, 1, 8, 1).weight, 0);
+  EXPECT_EQ(matmul_group_share_start(one, 1, 8, 1).offset, 0u);
+}
+
+// matmul_group_prefetch hands the worker its share's first bytes (what the idle worker then
+// prefetches), only when the group would be split over the threads at that token count.
+TEST(MatmulGroup, PrefetchGivesWorkersTheirShareOnlyWhenSplit) {
+  using namespace std::chrono_literals;
+  const Weight big = make_weight(DType::kQ4_0x8, 512, 1024, 3);  // split at one token
+  const Weight tiny = make_weight(DType::kQ8_0, 16, 64, 4);      // too little work: caller only
+  const Tensor* bw[] = {&big.t};
+  const Weight wide = make_weight(DType::kQ8_0, 512, 1024, 5);   // sgemm from 16 tokens
+  const Tensor* tw[] = {&tiny.t};
+  const Tensor* ww[] = {&wide.t};
+  ThreadPool pool(2);
+  // The worker takes a range only while it spins between regions: wake it before each hint, and
+  // try again when it had gone to sleep. Waits up to two seconds for `want`, then a little longer
+  // for any excess.
+  auto moved = [&](const Tensor* const* w, size_t bytes, uint64_t want) -> uint64_t {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      const uint64_t start = pool.idle_prefetched_bytes();
+      pool.run_chunks(2, [](int64_t) {});
+      matmul_group_prefetch(w, 1, 1, pool, bytes);
+      auto t0 = std::chrono::steady_clock::now();
+      while (pool.idle_prefetched_bytes() == start && std::chrono::steady_clock::now() - t0 < 50ms)
+        std::this_thread::yield();
+      if (pool.idle_prefetched_bytes() == start) continue;
+      t0 = std::chrono::steady_clock::now();
+      while (pool.idle_prefetched_bytes() - start < want &&
+             std::chrono::steady_clock::now() - t0 < 2s)
+        std::this_thread::yield();
+      std::this_thread::sleep_for(20ms);
+      return pool.idle_prefetched_bytes() - start;
+    }
+    return 0;
+  };
+  EXPECT_EQ(moved(bw, 4096, 4096), 4096u);
+  // The rest of the weight at most: its second half, 256 of its 512 rows.
+  const size_t step = ThreadPool::kIdlePrefetchStep;
+  const size_t half = (big.t.row_stride() * 256 + step - 1) / step * step;
+  EXPECT_EQ(moved(bw, size_t{1} << 30, half), half);
+  // Too small to split, or prefill-sized on a type that goes to sgemm: no range.
+  const uint64_t start = pool.idle_prefetched_bytes();
+  for (int r = 0; r < 5; ++r) {
+    pool.run_chunks(2, [](int64_t) {});
+    matmul_group_prefetch(tw, 1, 1, pool, 4096);
+    matmul_group_prefetch(ww, 1, 16, pool, 4096);
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(pool.idle_prefetched_bytes(), start);
 }
 
 }  // namespace

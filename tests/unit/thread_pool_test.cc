@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -146,6 +147,60 @@ TEST(ThreadPool, StealForBackToBack) {
   for (int r = 0; r < 2000; ++r)
     pool.steal_for(37, 2, [&](int64_t b, int64_t e) { total += e - b; });
   EXPECT_EQ(total, 2000 * 37);
+}
+
+
+// Wakes the workers with a small region, gives worker `thread` the range [p, p + bytes) and
+// returns how far the pool's idle prefetch count moved, waiting up to two seconds for `want` and
+// then a little longer for any excess. A worker takes a range only while it spins between
+// regions, so an attempt that sees no movement (the worker had gone to sleep) is repeated.
+uint64_t idle_prefetch_of(ThreadPool& pool, int thread, const void* p, size_t bytes,
+                          uint64_t want) {
+  using namespace std::chrono_literals;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const uint64_t before = pool.idle_prefetched_bytes();
+    pool.run_chunks(2, [](int64_t) {});
+    pool.prefetch_while_idle(thread, p, bytes);
+    auto t0 = std::chrono::steady_clock::now();
+    while (pool.idle_prefetched_bytes() == before && std::chrono::steady_clock::now() - t0 < 50ms)
+      std::this_thread::yield();
+    if (pool.idle_prefetched_bytes() == before) continue;
+    t0 = std::chrono::steady_clock::now();
+    while (pool.idle_prefetched_bytes() - before < want &&
+           std::chrono::steady_clock::now() - t0 < 2s)
+      std::this_thread::yield();
+    std::this_thread::sleep_for(20ms);
+    return pool.idle_prefetched_bytes() - before;
+  }
+  return 0;
+}
+
+// A worker waiting between regions prefetches the range it was given, from the front, in steps
+// of kIdlePrefetchStep, and once only.
+TEST(ThreadPool, IdlePrefetchIssuesTheGivenRangeOnce) {
+  std::vector<char> buf(8192);
+  ThreadPool pool(2);
+  EXPECT_EQ(idle_prefetch_of(pool, 1, buf.data(), 1000, 1024), 1024u);
+  EXPECT_EQ(idle_prefetch_of(pool, 1, buf.data(), buf.size(), buf.size()), buf.size());
+  ThreadPool three(3);
+  EXPECT_EQ(idle_prefetch_of(three, 2, buf.data(), 4096, 4096), 4096u);
+}
+
+// The caller has no idle time to spend (thread 0) and unknown threads are ignored; without a
+// range the workers prefetch nothing.
+TEST(ThreadPool, IdlePrefetchIgnoresTheCallerAndUnknownThreads) {
+  std::vector<char> buf(4096);
+  ThreadPool pool(2);
+  for (int r = 0; r < 100; ++r) pool.run_chunks(4, [](int64_t) {});
+  pool.prefetch_while_idle(0, buf.data(), buf.size());
+  pool.prefetch_while_idle(2, buf.data(), buf.size());
+  pool.prefetch_while_idle(-1, buf.data(), buf.size());
+  ThreadPool one(1);
+  one.prefetch_while_idle(1, buf.data(), buf.size());
+  for (int r = 0; r < 100; ++r) pool.run_chunks(4, [](int64_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(pool.idle_prefetched_bytes(), 0u);
+  EXPECT_EQ(one.idle_prefetched_bytes(), 0u);
 }
 
 }  // namespace
