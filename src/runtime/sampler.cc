@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "ops/elementwise.h"
+
 namespace nexus {
 namespace {
 
@@ -23,9 +25,13 @@ Status bad_field(const char* field, const char* rule, const std::string& value) 
 
 // Descending logit, ties broken by ascending id: a strict total order, so partial_sort and
 // nth_element give the same result with every standard library (given no NaN, checked earlier).
-bool higher(const TokenProb& a, const TokenProb& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+// A function object rather than a function, so that the sorts and heaps inline it.
+struct Higher {
+  bool operator()(const TokenProb& a, const TokenProb& b) const {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+};
+constexpr Higher higher;
 
 }  // namespace
 
@@ -63,6 +69,7 @@ Sampler::Sampler(const SamplerParams& p, int64_t n_vocab)
   NEXUS_CHECK(n_vocab >= 1 && n_vocab <= std::numeric_limits<int32_t>::max(),
               "[sampler] n_vocab must be in [1, 2^31 - 1], got " + std::to_string(n_vocab));
   logits_.resize(static_cast<size_t>(n_vocab));
+  block_max_.resize(static_cast<size_t>((n_vocab + kMaxBlock - 1) / kMaxBlock));
   cand_.resize(static_cast<size_t>(n_vocab));
   if (p.repeat_last_n > 0) {
     ring_.resize(static_cast<size_t>(p.repeat_last_n));
@@ -125,28 +132,43 @@ int32_t Sampler::sample(std::span<const float> logits) {
               "[sampler] expected " + std::to_string(n_vocab_) + " logits, got " +
                   std::to_string(logits.size()));
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  // Copy and check in one branch-free pass (!(x < inf) is true for NaN and +inf only); the bad id
-  // is looked up only on failure.
-  bool bad = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    bad |= !(logits[i] < kInf);
-    logits_[i] = logits[i];
-  }
-  if (bad) {
+  // Copy, check and take each block's max in one pass; the bad id is looked up only on failure.
+  // The penalties work on a copy; without them the chain reads the caller's logits in place
+  // (writing a vocabulary-sized copy costs more than reading it: it is cold after the weights'
+  // stream of a decode step).
+  const bool penalize = penalties_active();
+  cur_ = penalize ? logits_.data() : logits.data();
+  if (!copy_block_max(logits.data(), penalize ? logits_.data() : nullptr, n_vocab_,
+                      block_max_.data())) {
     size_t i = 0;
-    while (logits[i] < kInf) ++i;
+    while (logits[i] < kInf) ++i;  // false for NaN and +inf
     throw Error("[sampler] logit of token " + std::to_string(i) + " is " +
                 (std::isnan(logits[i]) ? "NaN" : "+inf"));
   }
-  apply_penalties(logits_);
+  if (penalize) {
+    apply_penalties(logits_);
+    // A penalty may raise a logit (repeat_penalty < 1, negative frequency or presence penalty):
+    // keep its block's bound above it. Lowered ones leave a loose but valid bound.
+    for (size_t j = 0; j < ring_size_; ++j) {
+      const auto id = static_cast<size_t>(ring_[j]);
+      float& bound = block_max_[id / kMaxBlock];
+      bound = std::max(bound, cur_[id]);
+    }
+  }
 
   if (params_.temperature <= 0.0f) {
-    // Greedy: the maximum, then its first occurrence, so ties go to the lowest id.
-    float mx = logits_[0];
-    for (float x : logits_) mx = x > mx ? x : mx;
-    NEXUS_CHECK(mx > -kInf, "[sampler] every logit is -inf, nothing to sample");
+    // Greedy: the first occurrence of the maximum, so ties go to the lowest id. Blocks whose
+    // bound is not above the best so far cannot hold a later maximum.
+    float mx = -kInf;
     size_t best = 0;
-    while (logits_[best] != mx) ++best;
+    const auto n = static_cast<size_t>(n_vocab_);
+    for (size_t b = 0; b < block_max_.size(); ++b) {
+      if (!(block_max_[b] > mx)) continue;
+      const size_t end = std::min(n, (b + 1) * kMaxBlock);
+      for (size_t i = b * kMaxBlock; i < end; ++i)
+        if (cur_[i] > mx) mx = cur_[i], best = i;
+    }
+    NEXUS_CHECK(mx > -kInf, "[sampler] every logit is -inf, nothing to sample");
     cand_[0] = TokenProb{static_cast<int32_t>(best), mx, 1.0f};
     n_kept_ = 1;
     return static_cast<int32_t>(best);
@@ -160,10 +182,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 size_t Sampler::gather_candidates() {
-  const size_t n = logits_.size();
+  const auto n = static_cast<size_t>(n_vocab_);
   const int k = params_.top_k;
   if (k <= 0 || static_cast<size_t>(k) >= n) {
-    for (size_t i = 0; i < n; ++i) cand_[i] = TokenProb{static_cast<int32_t>(i), logits_[i], 0.0f};
+    for (size_t i = 0; i < n; ++i) cand_[i] = TokenProb{static_cast<int32_t>(i), cur_[i], 0.0f};
     n_sorted_ = 0;
     return n;
   }
@@ -174,14 +196,23 @@ size_t Sampler::gather_candidates() {
   const auto kk = static_cast<size_t>(k);
   TokenProb* heap = cand_.data();
   for (size_t i = 0; i < kk; ++i) {
-    heap[i] = TokenProb{static_cast<int32_t>(i), logits_[i], 0.0f};
+    heap[i] = TokenProb{static_cast<int32_t>(i), cur_[i], 0.0f};
     std::push_heap(heap, heap + i + 1, higher);
   }
-  for (size_t i = kk; i < n; ++i) {
-    if (logits_[i] <= heap[0].logit) continue;  // a tie loses too: it has the higher id
-    std::pop_heap(heap, heap + kk, higher);
-    heap[kk - 1] = TokenProb{static_cast<int32_t>(i), logits_[i], 0.0f};
-    std::push_heap(heap, heap + kk, higher);
+  // The rest block by block: a block whose bound is not above the worst kept logit holds nothing
+  // that would enter (the bar only rises), so it is skipped whole.
+  for (size_t i = kk; i < n;) {
+    const size_t b = i / kMaxBlock, end = std::min(n, (b + 1) * kMaxBlock);
+    if (!(block_max_[b] > heap[0].logit)) {
+      i = end;
+      continue;
+    }
+    for (; i < end; ++i) {
+      if (cur_[i] <= heap[0].logit) continue;  // a tie loses too: it has the higher id
+      std::pop_heap(heap, heap + kk, higher);
+      heap[kk - 1] = TokenProb{static_cast<int32_t>(i), cur_[i], 0.0f};
+      std::push_heap(heap, heap + kk, higher);
+    }
   }
   std::sort_heap(heap, heap + kk, higher);
   n_sorted_ = kk;

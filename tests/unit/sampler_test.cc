@@ -422,5 +422,53 @@ TEST(Sampler, ValidateRejectsBadValues) {
   EXPECT_THROW(Sampler(SamplerParams{}, 0), Error);
 }
 
+
+// Greedy and top-k skip whole blocks of 64 logits whose max cannot win; over a large vocabulary
+// with its maximum and its ties in different blocks they choose what a full scan chooses.
+TEST(Sampler, LargeVocabularyGreedyAndTopKMatchAFullScan) {
+  const int64_t n = 10000;
+  Xoshiro256 gen(21);
+  std::vector<float> logits(n);
+  for (int trial = 0; trial < 20; ++trial) {
+    for (float& x : logits) x = static_cast<float>(gen.next_u64() % 1000) / 10.0f;
+    if (trial % 2) logits[n - 1] = 200.0f;                   // the maximum in the last block
+    if (trial % 3 == 0) logits[7000] = logits[300] = 150.0f;  // a tie across blocks
+    const auto first_max = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    Sampler g(plain(0.0f), n);
+    EXPECT_EQ(g.sample(logits), first_max) << "trial " << trial;
+    SamplerParams p = plain(1.0f);
+    p.top_k = 40;
+    Sampler s(p, n);
+    s.sample(logits);
+    std::vector<int32_t> order(n);
+    for (int32_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    order.resize(40);
+    EXPECT_EQ(kept_ids(s), std::set<int32_t>(order.begin(), order.end())) << "trial " << trial;
+  }
+}
+
+// A penalty below 1 raises a logit: a token in a block of low logits that the penalty lifts
+// above everything is still found (its block's bound is raised with it).
+TEST(Sampler, PenaltyThatRaisesALogitIsSeenByGreedyAndTopK) {
+  const int64_t n = 1000;
+  std::vector<float> logits(n, 1.0f);
+  for (int64_t i = 512; i < 576; ++i) logits[i] = -5.0f;  // block 8: all low
+  logits[520] = 0.9f;
+  logits[100] = 1.5f;
+  SamplerParams p = plain(0.0f);
+  p.repeat_penalty = 0.25f;  // 0.9 / 0.25 = 3.6 > 1.5
+  p.repeat_last_n = 8;
+  Sampler g(p, n);
+  g.accept(520);
+  EXPECT_EQ(g.sample(logits), 520);
+  p.temperature = 1.0f;
+  p.top_k = 1;
+  Sampler s(p, n);
+  s.accept(520);
+  EXPECT_EQ(s.sample(logits), 520);
+}
+
 }  // namespace
 }  // namespace nexus

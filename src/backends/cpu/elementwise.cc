@@ -1,5 +1,7 @@
 // Scalar reference implementations of the element-wise ops (sums in double for stable norms).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/elementwise.h"
 
@@ -71,6 +73,23 @@ void swiglu_scalar(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+bool copy_block_max_scalar(const float* src, float* dst, int64_t n, float* block_max) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  bool ok = true;
+  for (int64_t b = 0; b * kMaxBlock < n; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kMaxBlock);
+    float m = -kInf;
+    for (int64_t i = b * kMaxBlock; i < end; ++i) {
+      const float x = src[i];
+      ok &= x < kInf;  // false for NaN and +inf
+      m = x > m ? x : m;
+      if (dst != nullptr) dst[i] = x;
+    }
+    block_max[b] = m;
+  }
+  return ok;
+}
+
 }  // namespace cpu
 
 void gelu_tanh(float* x, int64_t n) {
@@ -89,6 +108,11 @@ void add_bias(float* y, const float* b, int64_t rows, int64_t dim) {
 
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+bool copy_block_max(const float* src, float* dst, int64_t n, float* block_max) {
+  if (cpu::active_isa() == cpu::Isa::kAvx2) return cpu::copy_block_max_avx2(src, dst, n, block_max);
+  return cpu::copy_block_max_scalar(src, dst, n, block_max);
 }
 
 }  // namespace nexus
