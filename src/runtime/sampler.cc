@@ -242,8 +242,40 @@ void Sampler::softmax(size_t n) {
   for (size_t i = 0; i < n; ++i) cand_[i].p = static_cast<float>(cand_[i].p * inv_sum);
 }
 
+size_t Sampler::nucleus_front(size_t n) {
+  // Buckets of the logits' distance below the max (in units of the temperature: equal steps of
+  // log probability), the last one open-ended. Distance is monotonic in the logit, so the buckets
+  // from the top down to any one hold exactly the leading entries of the sorted order.
+  constexpr int kBuckets = 256;
+  constexpr double kPerUnit = 8.0;  // buckets per unit of (max - logit) / T
+  double mass[kBuckets] = {};
+  float mx = cand_[0].logit;
+  for (size_t i = 1; i < n; ++i) mx = std::max(mx, cand_[i].logit);
+  const double scale = kPerUnit / params_.temperature;
+  auto bucket = [&](float logit) {
+    const double d = (static_cast<double>(mx) - logit) * scale;  // +inf for a -inf logit
+    return d < kBuckets - 1 ? static_cast<int>(d) : kBuckets - 1;
+  };
+  for (size_t i = 0; i < n; ++i) mass[bucket(cand_[i].logit)] += cand_[i].p;
+  // The bucket where the mass reaches top_p, and one more: summed in another order than the walk,
+  // the mass may round to either side of the target near a bucket's end.
+  double cum = 0.0;
+  int last = 0;
+  while (last < kBuckets - 1 && cum + mass[last] < params_.top_p) cum += mass[last++];
+  last = std::min(kBuckets - 1, last + 1);
+  if (last == kBuckets - 1) return 0;  // the open-ended bucket: no smaller set to sort
+  const auto front = std::partition(cand_.begin(), cand_.begin() + static_cast<ptrdiff_t>(n),
+                                    [&](const TokenProb& c) { return bucket(c.logit) <= last; });
+  std::sort(cand_.begin(), front, higher);
+  return static_cast<size_t>(front - cand_.begin());
+}
+
 size_t Sampler::top_p(size_t n) {
   if (params_.top_p >= 1.0f) return n;
+  // A large unsorted set (top-k off or large): bring the entries of the buckets that hold the
+  // nucleus to the front, sorted, and walk them; they are the leading entries of the full order,
+  // so the walk below stops where it would on the whole sorted set (or goes on lazily if not).
+  if (n_sorted_ == 0 && n > kNucleusBucketsFrom) n_sorted_ = nucleus_front(n);
   // Walk the candidates in descending order, sorting lazily: the sorted prefix grows by doubling
   // with partial_sort over the unsorted rest, so a peaked distribution never sorts the vocabulary.
   const double target = params_.top_p;

@@ -81,6 +81,11 @@ class Sampler {
   // Chain stages over cand_[0, n). Each returns the new count.
   void softmax(size_t n);
   size_t top_p(size_t n);
+  // top_p's first step for large unsorted sets: moves every entry whose logit is within the
+  // buckets that hold the top_p mass (plus one) to the front, sorted, and returns their count
+  // (0 when that would be nearly everything; nothing is moved then).
+  size_t nucleus_front(size_t n);
+  static constexpr size_t kNucleusBucketsFrom = 1024;
   size_t min_p(size_t n);
   int32_t draw(size_t n);
 

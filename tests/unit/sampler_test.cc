@@ -470,5 +470,56 @@ TEST(Sampler, PenaltyThatRaisesALogitIsSeenByGreedyAndTopK) {
   EXPECT_EQ(s.sample(logits), 520);
 }
 
+
+// With top-k off, top-p first sorts only the buckets of logits that hold the nucleus (from 1,024
+// candidates on). Over peaked, flat and tied distributions the kept entries are exactly the
+// reference's and come in the full sort's order (which fixes the draw).
+TEST(Sampler, TopPBucketsMatchTheFullSortOrder) {
+  const int64_t n = 20000;
+  Xoshiro256 gen(31);
+  std::vector<float> logits(n);
+  for (int shape = 0; shape < 4; ++shape) {
+    for (float& x : logits) {
+      const double u = gen.next_double();
+      x = shape == 0   ? static_cast<float>(u * 2.0)                        // flat
+          : shape == 1 ? static_cast<float>(std::pow(u, 8.0) * 30.0)        // a few high
+          : shape == 2 ? static_cast<float>(static_cast<int>(u * 6.0))     // six tied levels
+                       : static_cast<float>(-std::log(-std::log(u + 1e-12)));  // Gumbel-like
+    }
+    if (shape == 3) logits[n / 2] = -std::numeric_limits<float>::infinity();
+    for (float temp : {0.5f, 1.0f, 2.0f}) {
+      for (float top_p : {0.2f, 0.9f, 0.99f}) {
+        SamplerParams p = plain(temp);
+        p.top_p = top_p;
+        Sampler s(p, n);
+        s.sample(logits);
+        std::vector<int32_t> order(n);
+        for (int32_t i = 0; i < n; ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        double z = 0.0;
+        for (float x : logits) z += std::exp((static_cast<double>(x) - logits[order[0]]) / temp);
+        std::vector<int32_t> want;
+        double cum = 0.0;
+        for (int32_t id : order) {
+          want.push_back(id);
+          cum += std::exp((static_cast<double>(logits[id]) - logits[order[0]]) / temp) / z;
+          if (cum >= top_p) break;
+        }
+        std::vector<int32_t> got;
+        for (const TokenProb& c : s.last_candidates()) got.push_back(c.id);
+        // The reference sums in double from exact exponentials; the sampler's float
+        // probabilities may end the nucleus one entry to either side.
+        const size_t m = std::min(got.size(), want.size());
+        EXPECT_LE(std::max(got.size(), want.size()) - m, 1u)
+            << "shape " << shape << " T " << temp << " top_p " << top_p;
+        for (size_t i = 0; i < m; ++i)
+          ASSERT_EQ(got[i], want[i]) << "entry " << i << " shape " << shape << " T " << temp
+                                     << " top_p " << top_p;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nexus
