@@ -61,7 +61,8 @@ constexpr uint64_t share_left(uint64_t v) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(std::max(1, n_threads)), shares_(new Share[static_cast<size_t>(n_threads_)]),
+    : n_threads_(std::max(1, n_threads)),
+      shares_(new Share[static_cast<size_t>(n_threads_)]),
       idle_ranges_(new IdleRange[static_cast<size_t>(n_threads_)]) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }

@@ -21,11 +21,11 @@ void add_bias(float* y, const float* b, int64_t rows, int64_t dim);
 void add_inplace(float* y, const float* x, int64_t n);
 
 // Entries per block of copy_block_max.
-inline constexpr int64_t kMaxBlock = 64;
+inline constexpr int64_t kBlockMaxEntries = 64;
 // dst = src over n values (a sampler's logits), and block_max[b] = the largest of block b's
-// kMaxBlock values (the last block may be shorter; (n + kMaxBlock - 1) / kMaxBlock entries).
-// Returns false when some value is NaN or +inf: the caller names it (the copy is made anyway).
-// dst may be null: the block maxima and the check only.
+// kBlockMaxEntries values (the last block may be shorter; (n + kBlockMaxEntries - 1) /
+// kBlockMaxEntries entries). Returns false when some value is NaN or +inf: the caller names it (the
+// copy is made anyway). dst may be null: the block maxima and the check only.
 bool copy_block_max(const float* src, float* dst, int64_t n, float* block_max);
 
 }  // namespace nexus

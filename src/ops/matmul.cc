@@ -223,8 +223,7 @@ MatmulShareStart matmul_group_share_start(const Tensor* const* w, int count, int
   // ThreadPool::steal_for's shares: thread i starts on unit n * i / n_threads.
   int64_t u = units * thread / std::max(1, n_threads);
   for (int i = 0; i < count; ++i) {
-    if (u < units_of(*w[i]))
-      return {i, static_cast<size_t>(u * kUnitRows) * w[i]->row_stride()};
+    if (u < units_of(*w[i])) return {i, static_cast<size_t>(u * kUnitRows) * w[i]->row_stride()};
     u -= units_of(*w[i]);
   }
   return {count, 0};

@@ -42,8 +42,8 @@ const DecodeSchedule::Group* DecodeSchedule::ran(const Tensor* const* w, int cou
     return &order_[1 % order_.size()];
   }
   // A group seen before, but not the first, means learning started mid-step: start again here.
-  const bool seen = std::any_of(order_.begin(), order_.end(),
-                                [&](const Group& g) { return same(g, w, count); });
+  const bool seen =
+      std::any_of(order_.begin(), order_.end(), [&](const Group& g) { return same(g, w, count); });
   if (seen || order_.size() >= kMaxGroups) order_.clear();
   Group g{};
   std::copy(w, w + count, g.w);
@@ -52,8 +52,7 @@ const DecodeSchedule::Group* DecodeSchedule::ran(const Tensor* const* w, int cou
   return nullptr;
 }
 
-void DecodeSchedule::after(const Tensor* const* w, int count, int64_t n_tokens,
-                           ThreadPool& pool) {
+void DecodeSchedule::after(const Tensor* const* w, int count, int64_t n_tokens, ThreadPool& pool) {
   if (!enabled_ || n_tokens > kMaxTokens || pool.size() < 2) return;
   if (const Group* next = ran(w, count))
     matmul_group_prefetch(next->w, next->count, n_tokens, pool, kPrefetchBytes);

@@ -2,9 +2,8 @@
 // context's max batch, so no allocation per token), the KV cache and the threads.
 #pragma once
 
-#include <initializer_list>
-
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/allocator.h"
 #include "core/thread_pool.h"

@@ -69,7 +69,7 @@ Sampler::Sampler(const SamplerParams& p, int64_t n_vocab)
   NEXUS_CHECK(n_vocab >= 1 && n_vocab <= std::numeric_limits<int32_t>::max(),
               "[sampler] n_vocab must be in [1, 2^31 - 1], got " + std::to_string(n_vocab));
   logits_.resize(static_cast<size_t>(n_vocab));
-  block_max_.resize(static_cast<size_t>((n_vocab + kMaxBlock - 1) / kMaxBlock));
+  block_max_.resize(static_cast<size_t>((n_vocab + kBlockMaxEntries - 1) / kBlockMaxEntries));
   cand_.resize(static_cast<size_t>(n_vocab));
   if (p.repeat_last_n > 0) {
     ring_.resize(static_cast<size_t>(p.repeat_last_n));
@@ -151,7 +151,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     // keep its block's bound above it. Lowered ones leave a loose but valid bound.
     for (size_t j = 0; j < ring_size_; ++j) {
       const auto id = static_cast<size_t>(ring_[j]);
-      float& bound = block_max_[id / kMaxBlock];
+      float& bound = block_max_[id / kBlockMaxEntries];
       bound = std::max(bound, cur_[id]);
     }
   }
@@ -164,8 +164,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
     const auto n = static_cast<size_t>(n_vocab_);
     for (size_t b = 0; b < block_max_.size(); ++b) {
       if (!(block_max_[b] > mx)) continue;
-      const size_t end = std::min(n, (b + 1) * kMaxBlock);
-      for (size_t i = b * kMaxBlock; i < end; ++i)
+      const size_t end = std::min(n, (b + 1) * kBlockMaxEntries);
+      for (size_t i = b * kBlockMaxEntries; i < end; ++i)
         if (cur_[i] > mx) mx = cur_[i], best = i;
     }
     NEXUS_CHECK(mx > -kInf, "[sampler] every logit is -inf, nothing to sample");
@@ -202,7 +202,7 @@ size_t Sampler::gather_candidates() {
   // The rest block by block: a block whose bound is not above the worst kept logit holds nothing
   // that would enter (the bar only rises), so it is skipped whole.
   for (size_t i = kk; i < n;) {
-    const size_t b = i / kMaxBlock, end = std::min(n, (b + 1) * kMaxBlock);
+    const size_t b = i / kBlockMaxEntries, end = std::min(n, (b + 1) * kBlockMaxEntries);
     if (!(block_max_[b] > heap[0].logit)) {
       i = end;
       continue;

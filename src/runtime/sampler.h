@@ -92,10 +92,11 @@ class Sampler {
   SamplerParams params_;
   int64_t n_vocab_;
   Xoshiro256 rng_;
-  std::vector<float> logits_;    // penalized copy of the input (when penalties are active)
-  const float* cur_ = nullptr;   // the logits of the sample() call: the input or logits_
-  // An upper bound of each kMaxBlock-entry block of cur_ (its max before the penalties, raised
-  // where a penalty raised a logit): whole blocks under the bar are skipped by greedy and top-k.
+  std::vector<float> logits_;   // penalized copy of the input (when penalties are active)
+  const float* cur_ = nullptr;  // the logits of the sample() call: the input or logits_
+  // An upper bound of each kBlockMaxEntries-entry block of cur_ (its max before the penalties,
+  // raised where a penalty raised a logit): whole blocks under the bar are skipped by greedy and
+  // top-k.
   std::vector<float> block_max_;
   std::vector<TokenProb> cand_;  // candidates, compacted stage by stage
   size_t n_kept_ = 0;            // entries of cand_ after the last sample()

@@ -77,7 +77,6 @@ TEST(ElementwiseParity, RmsNormAvx2MatchesReference) {
   }
 }
 
-
 // copy_block_max, scalar and AVX2 (with and without the copy): the copy bit for bit, each block's
 // max equal to a plain loop's
 // (a -0 / +0 tie may be either zero), and the NaN / +inf flag wherever the bad value sits,
@@ -96,9 +95,10 @@ TEST(ElementwiseParity, CopyBlockMaxMatchesPlainLoop) {
     for (int64_t i = 0; i < std::min<int64_t>(n, 64); ++i) x[i] = -kInf;
     if (n > 70) x[64] = -0.0f, x[65] = 0.0f;
     x[n - 1] = 50.0f;
-    const int64_t nb = (n + kMaxBlock - 1) / kMaxBlock;
+    const int64_t nb = (n + kBlockMaxEntries - 1) / kBlockMaxEntries;
     std::vector<float> want(nb, -kInf);
-    for (int64_t i = 0; i < n; ++i) want[i / kMaxBlock] = std::max(want[i / kMaxBlock], x[i]);
+    for (int64_t i = 0; i < n; ++i)
+      want[i / kBlockMaxEntries] = std::max(want[i / kBlockMaxEntries], x[i]);
     for (Fn fn : fns) {
       std::vector<float> dst(n, 1.0f), bm(nb, 1.0f);
       EXPECT_TRUE(fn(x.data(), dst.data(), n, bm.data())) << n;
@@ -106,7 +106,8 @@ TEST(ElementwiseParity, CopyBlockMaxMatchesPlainLoop) {
       for (int64_t b = 0; b < nb; ++b) EXPECT_EQ(bm[b], want[b]) << "n " << n << " block " << b;
       std::vector<float> bm_only(nb, 1.0f);  // no copy: the maxima alone
       EXPECT_TRUE(fn(x.data(), nullptr, n, bm_only.data())) << n;
-      for (int64_t b = 0; b < nb; ++b) EXPECT_EQ(bm_only[b], want[b]) << "n " << n << " block " << b;
+      for (int64_t b = 0; b < nb; ++b)
+        EXPECT_EQ(bm_only[b], want[b]) << "n " << n << " block " << b;
       for (float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
         for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
           std::vector<float> y = x;

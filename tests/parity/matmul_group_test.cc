@@ -93,7 +93,6 @@ TEST(MatmulGroup, RejectsBadGroups) {
   EXPECT_THROW(matmul_group(five, 5, x.data(), 1, pool, s), Error);
 }
 
-
 // Where each thread's share starts: ThreadPool::steal_for gives thread i of n the units from
 // units * i / n, units being groups of eight rows numbered across the weights.
 TEST(MatmulGroup, ShareStartsFollowTheUnitSplit) {
@@ -122,7 +121,7 @@ TEST(MatmulGroup, PrefetchGivesWorkersTheirShareOnlyWhenSplit) {
   const Weight big = make_weight(DType::kQ4_0x8, 512, 1024, 3);  // split at one token
   const Weight tiny = make_weight(DType::kQ8_0, 16, 64, 4);      // too little work: caller only
   const Tensor* bw[] = {&big.t};
-  const Weight wide = make_weight(DType::kQ8_0, 512, 1024, 5);   // sgemm from 16 tokens
+  const Weight wide = make_weight(DType::kQ8_0, 512, 1024, 5);  // sgemm from 16 tokens
   const Tensor* tw[] = {&tiny.t};
   const Tensor* ww[] = {&wide.t};
   ThreadPool pool(2);

@@ -422,7 +422,6 @@ TEST(Sampler, ValidateRejectsBadValues) {
   EXPECT_THROW(Sampler(SamplerParams{}, 0), Error);
 }
 
-
 // Greedy and top-k skip whole blocks of 64 logits whose max cannot win; over a large vocabulary
 // with its maximum and its ties in different blocks they choose what a full scan chooses.
 TEST(Sampler, LargeVocabularyGreedyAndTopKMatchAFullScan) {
@@ -431,7 +430,7 @@ TEST(Sampler, LargeVocabularyGreedyAndTopKMatchAFullScan) {
   std::vector<float> logits(n);
   for (int trial = 0; trial < 20; ++trial) {
     for (float& x : logits) x = static_cast<float>(gen.next_u64() % 1000) / 10.0f;
-    if (trial % 2) logits[n - 1] = 200.0f;                   // the maximum in the last block
+    if (trial % 2) logits[n - 1] = 200.0f;                    // the maximum in the last block
     if (trial % 3 == 0) logits[7000] = logits[300] = 150.0f;  // a tie across blocks
     const auto first_max = std::max_element(logits.begin(), logits.end()) - logits.begin();
     Sampler g(plain(0.0f), n);
@@ -470,7 +469,6 @@ TEST(Sampler, PenaltyThatRaisesALogitIsSeenByGreedyAndTopK) {
   EXPECT_EQ(s.sample(logits), 520);
 }
 
-
 // With top-k off, top-p first sorts only the buckets of logits that hold the nucleus (from 1,024
 // candidates on). Over peaked, flat and tied distributions the kept entries are exactly the
 // reference's and come in the full sort's order (which fixes the draw).
@@ -481,9 +479,9 @@ TEST(Sampler, TopPBucketsMatchTheFullSortOrder) {
   for (int shape = 0; shape < 4; ++shape) {
     for (float& x : logits) {
       const double u = gen.next_double();
-      x = shape == 0   ? static_cast<float>(u * 2.0)                        // flat
-          : shape == 1 ? static_cast<float>(std::pow(u, 8.0) * 30.0)        // a few high
-          : shape == 2 ? static_cast<float>(static_cast<int>(u * 6.0))     // six tied levels
+      x = shape == 0   ? static_cast<float>(u * 2.0)                           // flat
+          : shape == 1 ? static_cast<float>(std::pow(u, 8.0) * 30.0)           // a few high
+          : shape == 2 ? static_cast<float>(static_cast<int>(u * 6.0))         // six tied levels
                        : static_cast<float>(-std::log(-std::log(u + 1e-12)));  // Gumbel-like
     }
     if (shape == 3) logits[n / 2] = -std::numeric_limits<float>::infinity();
@@ -514,8 +512,8 @@ TEST(Sampler, TopPBucketsMatchTheFullSortOrder) {
         EXPECT_LE(std::max(got.size(), want.size()) - m, 1u)
             << "shape " << shape << " T " << temp << " top_p " << top_p;
         for (size_t i = 0; i < m; ++i)
-          ASSERT_EQ(got[i], want[i]) << "entry " << i << " shape " << shape << " T " << temp
-                                     << " top_p " << top_p;
+          ASSERT_EQ(got[i], want[i])
+              << "entry " << i << " shape " << shape << " T " << temp << " top_p " << top_p;
       }
     }
   }

@@ -149,7 +149,6 @@ TEST(ThreadPool, StealForBackToBack) {
   EXPECT_EQ(total, 2000 * 37);
 }
 
-
 // Wakes the workers with a small region, gives worker `thread` the range [p, p + bytes) and
 // returns how far the pool's idle prefetch count moved, waiting up to two seconds for `want` and
 // then a little longer for any excess. A worker takes a range only while it spins between

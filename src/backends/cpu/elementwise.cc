@@ -1,9 +1,9 @@
 // Scalar reference implementations of the element-wise ops (sums in double for stable norms).
+#include "ops/elementwise.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include "ops/elementwise.h"
 
 #include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/quant.h"
@@ -76,10 +76,10 @@ void swiglu_scalar(float* g, const float* u, int64_t n) {
 bool copy_block_max_scalar(const float* src, float* dst, int64_t n, float* block_max) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   bool ok = true;
-  for (int64_t b = 0; b * kMaxBlock < n; ++b) {
-    const int64_t end = std::min(n, (b + 1) * kMaxBlock);
+  for (int64_t b = 0; b * kBlockMaxEntries < n; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlockMaxEntries);
     float m = -kInf;
-    for (int64_t i = b * kMaxBlock; i < end; ++i) {
+    for (int64_t i = b * kBlockMaxEntries; i < end; ++i) {
       const float x = src[i];
       ok &= x < kInf;  // false for NaN and +inf
       m = x > m ? x : m;

@@ -30,9 +30,9 @@ bool copy_block_max_avx2(const float* src, float* dst, int64_t n, float* block_m
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   __m256 ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
   int64_t b = 0;
-  for (; (b + 1) * kMaxBlock <= n; ++b) {
-    const float* s = src + b * kMaxBlock;
-    float* d = dst == nullptr ? nullptr : dst + b * kMaxBlock;
+  for (; (b + 1) * kBlockMaxEntries <= n; ++b) {
+    const float* s = src + b * kBlockMaxEntries;
+    float* d = dst == nullptr ? nullptr : dst + b * kBlockMaxEntries;
     __m256 m[2];
     for (int h = 0; h < 2; ++h) {
       // Four vectors of each half: their max, their copy, and x < inf (false for NaN and +inf).
@@ -59,9 +59,10 @@ bool copy_block_max_avx2(const float* src, float* dst, int64_t n, float* block_m
     block_max[b] = _mm_cvtss_f32(v);
   }
   bool all = _mm256_movemask_ps(ok) == 0xff;
-  if (b * kMaxBlock < n)
-    all &= copy_block_max_scalar(src + b * kMaxBlock, dst == nullptr ? nullptr : dst + b * kMaxBlock,
-                                 n - b * kMaxBlock, block_max + b);
+  if (b * kBlockMaxEntries < n)
+    all &= copy_block_max_scalar(src + b * kBlockMaxEntries,
+                                 dst == nullptr ? nullptr : dst + b * kBlockMaxEntries,
+                                 n - b * kBlockMaxEntries, block_max + b);
   return all;
 }
 
