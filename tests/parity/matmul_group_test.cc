@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "ops/matmul.h"
 #include "quant_test_util.h"
+#include "test_idle_prefetch.h"
 
 namespace nexus {
 namespace {
@@ -125,26 +126,9 @@ TEST(MatmulGroup, PrefetchGivesWorkersTheirShareOnlyWhenSplit) {
   const Tensor* tw[] = {&tiny.t};
   const Tensor* ww[] = {&wide.t};
   ThreadPool pool(2);
-  // The worker takes a range only while it spins between regions: wake it before each hint, and
-  // try again when it had gone to sleep. Waits up to two seconds for `want`, then a little longer
-  // for any excess.
-  auto moved = [&](const Tensor* const* w, size_t bytes, uint64_t want) -> uint64_t {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      const uint64_t start = pool.idle_prefetched_bytes();
-      pool.run_chunks(2, [](int64_t) {});
-      matmul_group_prefetch(w, 1, 1, pool, bytes);
-      auto t0 = std::chrono::steady_clock::now();
-      while (pool.idle_prefetched_bytes() == start && std::chrono::steady_clock::now() - t0 < 50ms)
-        std::this_thread::yield();
-      if (pool.idle_prefetched_bytes() == start) continue;
-      t0 = std::chrono::steady_clock::now();
-      while (pool.idle_prefetched_bytes() - start < want &&
-             std::chrono::steady_clock::now() - t0 < 2s)
-        std::this_thread::yield();
-      std::this_thread::sleep_for(20ms);
-      return pool.idle_prefetched_bytes() - start;
-    }
-    return 0;
+  auto moved = [&](const Tensor* const* w, size_t bytes, uint64_t want) {
+    return test::idle_prefetch_moved(
+        pool, [&] { matmul_group_prefetch(w, 1, 1, pool, bytes); }, want);
   };
   EXPECT_EQ(moved(bw, 4096, 4096), 4096u);
   // The rest of the weight at most: its second half, 256 of its 512 rows.

@@ -39,6 +39,14 @@ std::set<int32_t> kept_ids(const Sampler& s) {
   for (const TokenProb& c : s.last_candidates()) ids.insert(c.id);
   return ids;
 }
+// Token ids by descending logit, ties by ascending id (the sampler's order).
+std::vector<int32_t> sorted_ids(const std::vector<float>& logits) {
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  return order;
+}
 float kept_p(const Sampler& s, int32_t id) {
   for (const TokenProb& c : s.last_candidates()) {
     if (c.id == id) return c.p;
@@ -122,10 +130,7 @@ TEST(Sampler, TopKMatchesFullSortWithTies) {
     p.top_k = k;
     Sampler s(p, n);
     s.sample(logits);
-    std::vector<int32_t> order(n);
-    for (int32_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    std::vector<int32_t> order = sorted_ids(logits);
     order.resize(std::min<size_t>(order.size(), static_cast<size_t>(k)));
     EXPECT_EQ(kept_ids(s), std::set<int32_t>(order.begin(), order.end())) << "k " << k;
   }
@@ -439,10 +444,7 @@ TEST(Sampler, LargeVocabularyGreedyAndTopKMatchAFullScan) {
     p.top_k = 40;
     Sampler s(p, n);
     s.sample(logits);
-    std::vector<int32_t> order(n);
-    for (int32_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+    std::vector<int32_t> order = sorted_ids(logits);
     order.resize(40);
     EXPECT_EQ(kept_ids(s), std::set<int32_t>(order.begin(), order.end())) << "trial " << trial;
   }
@@ -491,10 +493,7 @@ TEST(Sampler, TopPBucketsMatchTheFullSortOrder) {
         p.top_p = top_p;
         Sampler s(p, n);
         s.sample(logits);
-        std::vector<int32_t> order(n);
-        for (int32_t i = 0; i < n; ++i) order[i] = i;
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        const std::vector<int32_t> order = sorted_ids(logits);
         double z = 0.0;
         for (float x : logits) z += std::exp((static_cast<double>(x) - logits[order[0]]) / temp);
         std::vector<int32_t> want;

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_idle_prefetch.h"
+
 namespace nexus {
 namespace {
 
@@ -149,29 +151,11 @@ TEST(ThreadPool, StealForBackToBack) {
   EXPECT_EQ(total, 2000 * 37);
 }
 
-// Wakes the workers with a small region, gives worker `thread` the range [p, p + bytes) and
-// returns how far the pool's idle prefetch count moved, waiting up to two seconds for `want` and
-// then a little longer for any excess. A worker takes a range only while it spins between
-// regions, so an attempt that sees no movement (the worker had gone to sleep) is repeated.
+// How far worker `thread`'s idle prefetch of [p, p + bytes) moves the pool's count.
 uint64_t idle_prefetch_of(ThreadPool& pool, int thread, const void* p, size_t bytes,
                           uint64_t want) {
-  using namespace std::chrono_literals;
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const uint64_t before = pool.idle_prefetched_bytes();
-    pool.run_chunks(2, [](int64_t) {});
-    pool.prefetch_while_idle(thread, p, bytes);
-    auto t0 = std::chrono::steady_clock::now();
-    while (pool.idle_prefetched_bytes() == before && std::chrono::steady_clock::now() - t0 < 50ms)
-      std::this_thread::yield();
-    if (pool.idle_prefetched_bytes() == before) continue;
-    t0 = std::chrono::steady_clock::now();
-    while (pool.idle_prefetched_bytes() - before < want &&
-           std::chrono::steady_clock::now() - t0 < 2s)
-      std::this_thread::yield();
-    std::this_thread::sleep_for(20ms);
-    return pool.idle_prefetched_bytes() - before;
-  }
-  return 0;
+  return test::idle_prefetch_moved(
+      pool, [&] { pool.prefetch_while_idle(thread, p, bytes); }, want);
 }
 
 // A worker waiting between regions prefetches the range it was given, from the front, in steps
