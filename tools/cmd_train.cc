@@ -304,6 +304,12 @@ int train_main(int argc, char** argv) {
         "--eval-interval, --eval-batches, --checkpoint-interval, --lr-scale-ref and --prefetch "
         "must be >= 0");
   if (f.keep < 1) return usage("--keep-checkpoints must be >= 1");
+  // The schedule and clipping flags before any data is read (train::validate checks the values a
+  // run ends up with, a resumed one's included).
+  if (!std::isfinite(f.lr) || f.lr < 0 || !std::isfinite(f.min_lr) || f.min_lr < 0)
+    return usage("--lr and --min-lr must be finite and >= 0");
+  if (f.warmup < 0) return usage("--warmup must be >= 0");
+  if (!std::isfinite(f.clip) || f.clip < 0) return usage("--clip must be finite and >= 0 (0: off)");
   if (f.out.empty() && f.ckpt_dir.empty())
     return usage("give -o (the trained model) and/or --checkpoint-dir");
   if (f.ckpt_interval > 0 && f.ckpt_dir.empty())
@@ -356,6 +362,7 @@ int train_main(int argc, char** argv) {
   malloc_trim(0);
 
   train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
+  if (Status st = train::validate(topts); !st) return usage(st.message());
   if (m.options().update_in_backward)
     if (Status st = train::check_update_in_backward(topts, *r.optimizer); !st)
       return usage("--optimizer-in-backward: " + st.message());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "core/thread_pool.h"
 #include "nexus/profile.h"
@@ -22,12 +23,35 @@ Status check_update_in_backward(const TrainerOptions& options, const Optimizer& 
                        " (each needs every gradient before the first update)");
 }
 
+Status validate(const TrainerOptions& o) {
+  const auto number = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (o.accum < 1 || o.steps < 1)
+    return Status::error("[trainer] accum and steps must be >= 1, got " + std::to_string(o.accum) +
+                         " and " + std::to_string(o.steps));
+  const LrSchedule& l = o.schedule;
+  if (!std::isfinite(l.lr) || l.lr < 0)
+    return Status::error("[trainer] the learning rate must be finite and >= 0, got " +
+                         number(l.lr));
+  if (!std::isfinite(l.min_lr) || l.min_lr < 0)
+    return Status::error("[trainer] the final learning rate must be finite and >= 0, got " +
+                         number(l.min_lr));
+  if (l.warmup < 0)
+    return Status::error("[trainer] warmup steps must be >= 0, got " + std::to_string(l.warmup));
+  if (!std::isfinite(o.clip) || o.clip < 0)
+    return Status::error(
+        "[trainer] the gradient-norm limit must be finite and >= 0 (0: off), got " +
+        number(o.clip));
+  return Status::ok();
+}
+
 Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
                  const TrainerOptions& options)
     : model_(model), opt_(optimizer), loader_(loader), opts_(options) {
-  NEXUS_CHECK(options.accum >= 1 && options.steps >= 1,
-              "[trainer] accum and steps must be >= 1, got " + std::to_string(options.accum) +
-                  " and " + std::to_string(options.steps));
+  if (Status st = validate(options); !st) NEXUS_CHECK(false, st.message());
   NEXUS_CHECK(loader.batch() <= model.max_batch() && loader.seq_len() <= model.max_seq(),
               "[trainer] the loader's batch " + std::to_string(loader.batch()) + " x " +
                   std::to_string(loader.seq_len()) + " does not fit the model's arena " +

@@ -39,6 +39,11 @@ struct StepStats {
   bool skipped = false;    // non-finite gradients under loss scaling: no update was made
 };
 
+// Whether the options make a run: steps and accum >= 1; the schedule's lr and min_lr finite and
+// >= 0 (as torch.optim: a negative rate would climb the loss), warmup >= 0; clip finite and >= 0.
+// An error naming the first setting that does not, else ok.
+Status validate(const TrainerOptions& options);
+
 // Whether the optimizer step can run in backward (TrainOptions::update_in_backward) with these
 // options: an error naming each setting in the way, else ok.
 Status check_update_in_backward(const TrainerOptions& options, const Optimizer& optimizer);

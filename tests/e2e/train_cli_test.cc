@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "e2e/cli_util.h"
 #include "test_paths.h"
@@ -80,6 +81,35 @@ TEST(TrainCli, ClearErrors) {
               " --data /nonexistent --out /tmp/x.gguf");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("cannot read --data"), std::string::npos) << r.err;
+}
+
+// A learning rate, warmup or clip that makes no run is a usage error before any data is read:
+// a negative or NaN rate used to train (the loss climbing, or every weight NaN) and write the
+// model.
+TEST(TrainCli, ScheduleAndClipFlagsAreChecked) {
+  const std::string dir = ::testing::TempDir() + "nexus_train_flags_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string out = dir + "/m.gguf";
+  const std::string base = "train --shape 32,2,4,2,64 --tokenizer " +
+                           quoted(fixtures_dir() + "/train/llama_tied.gguf") +
+                           " --data /nonexistent --steps 2 -t 1 --out " + quoted(out) + " ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--lr -1", "--lr and --min-lr must be finite and >= 0"},
+      {"--lr nan", "--lr and --min-lr must be finite and >= 0"},
+      {"--lr inf", "--lr and --min-lr must be finite and >= 0"},
+      {"--min-lr -0.001", "--lr and --min-lr must be finite and >= 0"},
+      {"--warmup -5", "--warmup must be >= 0"},
+      {"--clip -1", "--clip must be finite and >= 0"},
+      {"--clip nan", "--clip must be finite and >= 0"}};
+  for (const auto& [flags, message] : cases) {
+    SCOPED_TRACE(flags);
+    CliResult r = run_cli(base + flags);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("--data"), std::string::npos) << "checked before the data: " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -21,6 +21,55 @@ using test::run_steps;
 using test::temp_dir;
 using test::tiny_config;
 
+TEST(Trainer, OptionsThatMakeNoRunAreRejected) {
+  const LrSchedule sched{1e-3f, 0, 0, 10, LrDecay::kCosine};
+  const TrainerOptions good{10, 1, sched, 1.0f, {}};
+  EXPECT_TRUE(validate(good).is_ok());
+  TrainerOptions zero_lr = good;  // lr 0 and clip 0 (off) are allowed, as in torch.optim
+  zero_lr.schedule.lr = 0.0f;
+  zero_lr.clip = 0.0f;
+  EXPECT_TRUE(validate(zero_lr).is_ok());
+  const float nan = std::nanf(""), inf = INFINITY;
+  const struct {
+    void (*set)(TrainerOptions&, float);
+    float value;
+    const char* message;
+  } cases[] = {
+      {[](TrainerOptions& o, float v) { o.schedule.lr = v; }, -1e-3f, "learning rate must be"},
+      {[](TrainerOptions& o, float v) { o.schedule.lr = v; }, nan, "learning rate must be"},
+      {[](TrainerOptions& o, float v) { o.schedule.lr = v; }, inf, "learning rate must be"},
+      {[](TrainerOptions& o, float v) { o.schedule.min_lr = v; }, -1e-5f,
+       "final learning rate must be"},
+      {[](TrainerOptions& o, float v) { o.schedule.warmup = static_cast<int64_t>(v); }, -3.0f,
+       "warmup steps must be >= 0"},
+      {[](TrainerOptions& o, float v) { o.clip = v; }, -1.0f, "gradient-norm limit must be"},
+      {[](TrainerOptions& o, float v) { o.clip = v; }, nan, "gradient-norm limit must be"},
+      {[](TrainerOptions& o, float v) { o.steps = static_cast<int64_t>(v); }, 0.0f,
+       "accum and steps must be >= 1"},
+      {[](TrainerOptions& o, float v) { o.accum = static_cast<int64_t>(v); }, 0.0f,
+       "accum and steps must be >= 1"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.message);
+    TrainerOptions o = good;
+    c.set(o, c.value);
+    const Status st = validate(o);
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find(c.message), std::string::npos) << st.message();
+  }
+  // The trainer itself refuses them too (for callers of the library).
+  const std::string dir = temp_dir("reject");
+  const TokenFile data = make_tokens(dir + "/d.bin", 500);
+  auto model = TrainModel::create(tiny_config(), 2, 16, {0.02f, 3, true});
+  ASSERT_TRUE(model.is_ok());
+  AdamW opt(*model.value(), {});
+  DataLoader loader(data, 2, 16, 11, 0);
+  TrainerOptions bad = good;
+  bad.schedule.lr = nan;
+  EXPECT_THROW(Trainer(*model.value(), opt, loader, bad), std::exception);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trainer, AccumulationMatchesOneBigBatch) {
   const std::string dir = temp_dir("accum");
   const TokenFile data = make_tokens(dir + "/d.bin", 2000);
