@@ -27,7 +27,8 @@ int run_main(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--prompt", prompt, "prompt text (empty: start from BOS)");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file (exact bytes)");
-  app.add_option("-n,--n-predict", n_predict, "tokens to generate (stops earlier at end of text or context end)")
+  app.add_option("-n,--n-predict", n_predict,
+                 "tokens to generate, -1: no limit (stops earlier at end of text or context end)")
       ->capture_default_str();
   app.add_option("--temp", g.sampler.temperature, "temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", g.sampler.top_k, "top-k (0: off)")->capture_default_str();
@@ -61,7 +62,9 @@ int run_main(int argc, char** argv) {
     if (!r) return fail("run", r.status().message());
     prompt = std::move(r).value();
   }
-  if (n_predict < 0) return fail("run", "-n must be >= 0, got " + std::to_string(n_predict));
+  if (n_predict < -1)
+    return fail("run", "-n must be >= 0, or -1 (until the end of text or of the context), got " +
+                           std::to_string(n_predict));
   if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
   if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));

@@ -54,6 +54,17 @@ TEST(RunCli, StopStringEndsGeneration) {
   EXPECT_NE(r.err.find("stop: stop"), std::string::npos) << r.err;
 }
 
+// -n -1, as in llama.cpp: no limit, so generation runs to the end of text or of the context.
+TEST(RunCli, NoLimitRunsToTheContextEnd) {
+  NEXUS_REQUIRE_SHARED("models/stories260K.gguf");
+  CliResult r =
+      run_cli("run -m " + shared_path("models/stories260K.gguf") + " -n -1 -c 48 --temp 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("generated: 48 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stop: context"), std::string::npos) << r.err;
+}
+
 TEST(RunCli, BadInputGivesOneClearErrorAndNonZeroExit) {
   NEXUS_REQUIRE_SHARED("models/stories260K.gguf");
   const std::string m = " -m " + shared_path("models/stories260K.gguf");
@@ -62,13 +73,12 @@ TEST(RunCli, BadInputGivesOneClearErrorAndNonZeroExit) {
     std::string needle;
   } cases[] = {
       {"run -m /nonexistent.gguf", "/nonexistent.gguf"},
-      {"run" + m + " -n -5", "-n"},
-      {"run" + m + " -n -1", "-n must be >= 0"},
+      {"run" + m + " -n -5", "-n must be >= 0, or -1"},
+      {"run" + m + " -n -2", "-n must be >= 0, or -1"},
       {"run" + m + " -t 0", "-t"},
       {"run" + m + " --kv-type q4_0", "--kv-type"},
       {"run" + m + " --top-p 1.5", "top_p"},
-      {"run" + m + " -c 8 -p 'a prompt that is much longer than eight tokens for sure'",
-       "context"},
+      {"run" + m + " -c 8 -p 'a prompt that is much longer than eight tokens for sure'", "context"},
       {"run" + m + " --bogus-flag", "bogus"},
       {"run" + m + " -f /nonexistent-prompt.txt", "nonexistent-prompt"},
       {"run", "model"},
