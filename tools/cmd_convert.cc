@@ -40,6 +40,8 @@ int convert_main(int argc, char** argv) {
     return fail("convert", "--tokenizer only applies to --llama2c", kUsageError);
   if (!input.empty() && type_name.empty())
     return fail("convert", "-i needs --type (f32, f16, bf16, q8_0, q4_0, q4_k, ...)", kUsageError);
+  if (auto m = overwrites_source(output, {input, llama2c, tokenizer}))
+    return fail("convert", *m, kUsageError);
   std::optional<DType> type;
   if (!type_name.empty()) {
     type = dtype_from_name(type_name);

@@ -28,6 +28,8 @@ int export_main(int argc, char** argv) {
     if (!latest) return fail("export", latest.status().message());
     ckpt_path = latest.value();
   }
+  if (auto m = overwrites_source(out, {ckpt_path, tok_path}))
+    return fail("export", *m, kUsageError);
   auto ckpt = train::Checkpoint::open(ckpt_path);
   if (!ckpt) return fail("export", ckpt.status().message());
   const train::Checkpoint& c = ckpt.value();

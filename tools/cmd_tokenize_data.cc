@@ -95,6 +95,10 @@ int tokenize_data_main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "tokenizer threads")->capture_default_str();
   if (auto code = parse_args(app, argc, argv, "tokenize-data")) return *code;
   threads = std::max(1, threads);
+  std::vector<std::string> sources = inputs;
+  sources.push_back(model);
+  for (const std::string& o : {output, val_path_for(output)})
+    if (auto m = overwrites_source(o, sources)) return fail("tokenize-data", *m, kUsageError);
   const auto t0 = Clock::now();
   auto tok = Tokenizer::load(model);
   if (!tok) return fail("tokenize-data", tok.status().message());

@@ -37,6 +37,7 @@ int train_tokenizer_main(int argc, char** argv) {
   app.add_option("--special", opt.specials,
                  "extra control tokens (<|endoftext|> is always added and is BOS/EOS)");
   if (auto code = parse_args(app, argc, argv, "train-tokenizer")) return *code;
+  if (auto m = overwrites_source(output, inputs)) return fail("train-tokenizer", *m, kUsageError);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<MappedFile>> files;
   std::vector<std::string_view> documents;

@@ -30,6 +30,12 @@ int fail(const std::string& command, const std::string& message, int code = 1);
 // The KV cache type of a --kv-type flag: f16, f32 or q8_0; nullopt for anything else.
 std::optional<DType> kv_cache_type(const std::string& name);
 
+// When an output path names one of `sources` (the same file by any spelling or link; empty names
+// skipped): the message of the usage error that refuses it, since writing there would replace an
+// input the command reads, with nothing to bring it back. Else nullopt.
+std::optional<std::string> overwrites_source(const std::string& output,
+                                             const std::vector<std::string>& sources);
+
 // Exit code of a command-line usage error (bad or missing flag); 1 is for failures after parsing.
 constexpr int kUsageError = 2;
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 
 #include "command.h"
@@ -18,6 +19,17 @@ std::optional<DType> kv_cache_type(const std::string& name) {
   const auto t = dtype_from_name(name);
   if (!t || (*t != DType::kF16 && *t != DType::kF32 && *t != DType::kQ8_0)) return std::nullopt;
   return t;
+}
+
+std::optional<std::string> overwrites_source(const std::string& output,
+                                             const std::vector<std::string>& sources) {
+  for (const std::string& src : sources) {
+    std::error_code ec;
+    if (!src.empty() && std::filesystem::equivalent(src, output, ec))
+      return "the output '" + output + "' is the input '" + src +
+             "': writing it would replace the input; choose another path";
+  }
+  return std::nullopt;
 }
 
 int fail(const std::string& command, const std::string& message, int code) {

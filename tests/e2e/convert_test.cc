@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "e2e/cli_util.h"
 #include "io/gguf.h"
@@ -189,6 +190,26 @@ TEST_F(Convert, ErrorsAreOneLineWithExitCodes) {
     EXPECT_FALSE(fs::exists(path("out.gguf"))) << c.args;
   }
   EXPECT_EQ(run_cli("convert --help").code, 0);
+}
+
+// -o naming the input (by another spelling too) would have replaced the user's original with its
+// conversion: refused, and the source is left as it was.
+TEST_F(Convert, RefusesToWriteOverItsSource) {
+  const std::string src = write_source();
+  std::ifstream in(src, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string& o : {src, (dir_ / "." / "src.gguf").string()}) {
+    const test::CliResult r =
+        run_cli("convert -i " + quoted(src) + " -o " + quoted(o) + " --type f16");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("writing it would replace the input"), std::string::npos) << r.output;
+  }
+  std::ifstream again(src, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()),
+            before);
+  EXPECT_EQ(
+      run_cli("convert -i " + quoted(src) + " -o " + quoted(path("f16.gguf")) + " --type f16").code,
+      0);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "e2e/cli_util.h"
 #include "io/mapped_file.h"
@@ -139,6 +141,23 @@ TEST(TrainDataCli, ErrorsAreOneClearLine) {
   EXPECT_NE(r.err.find("no line break to split at"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(temp("ol.bin")));
   EXPECT_FALSE(std::filesystem::exists(temp("ol.val.bin")));
+  // An output naming an input (the corpus, the tokenizer; the validation split's file too) would
+  // replace it: refused, and the corpus is left as it was.
+  std::ifstream in(corpus, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string corpus_val = corpus + ".val";  // the split's name for an -o not ending .bin
+  for (const std::string& cmd :
+       {"tokenize-data -i " + quoted(corpus) + " -m " + quoted(tok) + " -o " + quoted(corpus),
+        "tokenize-data -i " + quoted(corpus) + " -m " + quoted(tok) + " -o " + quoted(tok),
+        "train-tokenizer -i " + quoted(corpus) + " --vocab 280 -o " + quoted(corpus)}) {
+    r = run_cli(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.output;
+    EXPECT_NE(r.err.find("writing it would replace the input"), std::string::npos) << r.err;
+  }
+  std::ifstream again(corpus, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>()),
+            text);
+  EXPECT_FALSE(std::filesystem::exists(corpus_val));
 }
 
 }  // namespace

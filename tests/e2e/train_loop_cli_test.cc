@@ -275,6 +275,12 @@ TEST_F(TrainLoopCli, ExportACheckpoint) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--checkpoint"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ + "/e3.gguf"));
+  // -o naming the checkpoint would replace it (its optimizer state and data position lost).
+  const std::string ck = dir_ + "/ck/ckpt-00000003.gguf", before = slurp(ck);
+  r = run_cli("export --checkpoint " + test::quoted(ck) + " -o " + test::quoted(ck));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.err.find("writing it would replace the input"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(ck), before);
 }
 
 TEST_F(TrainLoopCli, ConfigFileWithFlagOverrides) {
