@@ -315,6 +315,9 @@ int train_main(int argc, char** argv) {
   if (f.ckpt_interval > 0 && f.ckpt_dir.empty())
     return usage("--checkpoint-interval needs --checkpoint-dir");
   if (f.resume.empty() && f.data.empty()) return usage("--data is required");
+  if (!f.out.empty())
+    if (auto m = overwrites_source(f.out, {f.init, f.tokenizer, f.data, f.val, f.resume}))
+      return usage(*m);
 
   auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app);
   if (!made) return fail("train", made.status().message());

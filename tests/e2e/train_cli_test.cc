@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -109,6 +110,24 @@ TEST(TrainCli, ScheduleAndClipFlagsAreChecked) {
     EXPECT_EQ(r.err.find("--data"), std::string::npos) << "checked before the data: " << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  std::filesystem::remove_all(dir);
+}
+
+// -o naming an input (the data, the tokenizer, the model fine-tuned) would replace it: refused
+// before anything runs, the input left as it was.
+TEST(TrainCli, OutputThatIsAnInputIsRefused) {
+  const std::string dir = ::testing::TempDir() + "nexus_train_out_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string text = dir + "/text.txt", content = "the cat sat on the mat\n";
+  std::ofstream(text) << content;
+  const std::string tok = quoted(fixtures_dir() + "/train/llama_tied.gguf");
+  CliResult r = run_cli("train --shape 32,2,4,2,64 --tokenizer " + tok + " --data " + quoted(text) +
+                        " --steps 1 -t 1 -o " + quoted(text));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.err.find("writing it would replace the input"), std::string::npos) << r.err;
+  std::ifstream in(text);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+            content);
   std::filesystem::remove_all(dir);
 }
 
