@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "io/temp_file.h"
 
 namespace nexus::cli {
 
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
     std::printf("nexus %s\n", NEXUS_VERSION_STRING);
     return 0;
   }
+  // An interrupted write (Ctrl-C during gen-model, convert, a checkpoint) leaves no partial file.
+  nexus::remove_temp_files_on_signals();
   for (const auto& c : nexus::cli::registry()) {
     if (c.name != name) continue;
     try {

@@ -2,8 +2,6 @@
 // producers chunk by chunk and written straight to a temporary file that is renamed at the end.
 #include "io/gguf_stream_writer.h"
 
-#include "io/gguf_encode.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+
+#include "io/gguf_encode.h"
+#include "io/temp_file.h"
 
 namespace nexus {
 namespace {
@@ -92,17 +93,15 @@ size_t GgufStreamWriter::file_size() const {
 }
 
 Status GgufStreamWriter::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::error("cannot create '" + tmp + "': " + std::strerror(errno));
-  auto fail = [&](const std::string& why) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::error(why);
-  };
+  TempFile tmp(path + ".tmp." + std::to_string(getpid()));
+  if (tmp.fd() < 0) return tmp.open_status(path);
+  const int fd = tmp.fd();
   const std::vector<uint8_t> head = header();
+  size_t total = head.size();
+  for (const auto& t : tensors_) total += align_up(t.row_bytes * t.rows, alignment_);
+  NEXUS_RETURN_IF_ERROR(tmp.reserve(total, path));
   if (!write_all(fd, head.data(), head.size()))
-    return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+    return Status::error("cannot write '" + tmp.path() + "': " + std::strerror(errno));
   std::vector<uint8_t> buf;
   for (const auto& t : tensors_) {
     const int64_t rows_per_chunk =
@@ -113,24 +112,17 @@ Status GgufStreamWriter::write(const std::string& path) const {
       try {
         t.produce(r0, n, buf.data());
       } catch (const std::exception& e) {
-        return fail("cannot produce tensor '" + t.name + "': " + e.what());
+        return Status::error("cannot produce tensor '" + t.name + "': " + e.what());
       }
       if (!write_all(fd, buf.data(), buf.size()))
-        return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+        return Status::error("cannot write '" + tmp.path() + "': " + std::strerror(errno));
     }
     const size_t data = t.row_bytes * t.rows;
     const std::vector<uint8_t> pad(align_up(data, alignment_) - data, 0);
     if (!write_all(fd, pad.data(), pad.size()))
-      return fail("cannot write '" + tmp + "': " + std::strerror(errno));
+      return Status::error("cannot write '" + tmp.path() + "': " + std::strerror(errno));
   }
-  if (fsync(fd) != 0) return fail("cannot fsync '" + tmp + "': " + std::strerror(errno));
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(e));
-  }
-  return Status::ok();
+  return tmp.commit(path);
 }
 
 }  // namespace nexus

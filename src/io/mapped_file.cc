@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/temp_file.h"
+
 namespace nexus {
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
@@ -56,38 +58,21 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 Status write_file_atomic(const std::string& path, const void* bytes, size_t n) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::error("cannot write '" + path + "': cannot create the temporary file '" + tmp +
-                         "': " + std::strerror(errno));
+  TempFile tmp(path + ".tmp." + std::to_string(getpid()));
+  if (tmp.fd() < 0) return tmp.open_status(path);
+  NEXUS_RETURN_IF_ERROR(tmp.reserve(n, path));
   const uint8_t* p = static_cast<const uint8_t*>(bytes);
   size_t left = n;
   while (left > 0) {
-    const ssize_t w = ::write(fd, p, left);
+    const ssize_t w = ::write(tmp.fd(), p, left);
     if (w < 0) {
       if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::error("cannot write '" + tmp + "': " + std::strerror(e));
+      return Status::error("cannot write '" + tmp.path() + "': " + std::strerror(errno));
     }
     p += w;
     left -= static_cast<size_t>(w);
   }
-  if (fsync(fd) != 0) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::error("cannot fsync '" + tmp + "': " + std::strerror(e));
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(e));
-  }
-  return Status::ok();
+  return tmp.commit(path);
 }
 
 }  // namespace nexus

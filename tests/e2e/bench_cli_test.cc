@@ -137,6 +137,15 @@ TEST_F(BenchCli, GenModelBadFlags) {
     EXPECT_NE(r.rc, 0) << args;
     EXPECT_NE(r.err.find("nexus gen-model: error:"), std::string::npos) << args << ": " << r.err;
   }
+  // A shape no disk holds (dim 1e8: 12.8 TB of embeddings alone) is refused before any byte is
+  // written (it used to fill the disk with its temporary file), and nothing is left behind.
+  const Proc r = cli("gen-model --shape custom:dim=100000000,layers=2 --type f32" + out);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("not enough disk space for '" + (dir_ / "x.gguf").string() + "'"),
+            std::string::npos)
+      << r.err;
+  for (const auto& e : std::filesystem::directory_iterator(dir_))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 TEST_F(BenchCli, CompareScriptAgainstFakeLlamaBench) {

@@ -403,7 +403,8 @@ TEST_F(TrainLoopCli, FailingWriteKeepsThePreviousCheckpoint) {
   const std::string prev = ck + "/ckpt-00000002.gguf";
   const std::string before = slurp(prev);
   ASSERT_GT(before.size(), 100000u);
-  // Resume to step 4 under a 64 KiB file-size limit with SIGXFSZ ignored: write() fails (EFBIG).
+  // Resume to step 4 under a 64 KiB file-size limit with SIGXFSZ ignored: reserving the new
+  // checkpoint's space fails (EFBIG) before a byte of it is written.
   const std::string err = dir_ + "/err.txt";
   const std::string cmd = "sh -c \"trap '' XFSZ; ulimit -f 64; exec " + test::quoted(cli_path()) +
                           " train --resume " + test::quoted(ck) +
@@ -413,8 +414,8 @@ TEST_F(TrainLoopCli, FailingWriteKeepsThePreviousCheckpoint) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 1);
   const std::string msg = slurp(err);
-  EXPECT_NE(msg.find("nexus train: error: cannot write"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("ckpt-00000004.gguf"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nexus train: error: cannot reserve"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ckpt-00000004.gguf': File too large"), std::string::npos) << msg;
   EXPECT_EQ(slurp(prev), before);
   EXPECT_TRUE(train::Checkpoint::open(prev).is_ok());
   EXPECT_EQ(train::list_checkpoints(ck).size(), 1u);
