@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "io/mapped_file.h"
+#include "io/temp_file.h"
 
 namespace nexus {
 
@@ -169,24 +170,30 @@ Result<std::unique_ptr<TokenFileWriter>> TokenFileWriter::create(const std::stri
     return file_error(path, "bad vocab size " + std::to_string(vocab_size));
   std::unique_ptr<TokenFileWriter> w(new TokenFileWriter());
   w->path_ = path;
-  w->tmp_ = path + ".tmp." + std::to_string(getpid());
   w->header_.token_bytes = vocab_size <= 65535 ? 2 : 4;
   w->header_.vocab_size = vocab_size;
   w->header_.tokenizer_hash = tokenizer_hash;
   w->header_.eos_id = eos_id >= 0 ? static_cast<uint32_t>(eos_id) : 0xFFFFFFFFu;
-  w->f_ = std::fopen(w->tmp_.c_str(), "wb");
-  if (w->f_ == nullptr)
-    return file_error(path, "cannot create '" + w->tmp_ + "': " + std::strerror(errno));
+  w->tmp_ = std::make_unique<TempFile>(path + ".tmp." + std::to_string(getpid()));
+  if (w->tmp_->fd() < 0) return w->tmp_->open_status(path);
   // A zeroed placeholder header; finish() writes the real one.
   const std::array<uint8_t, TokenFileHeader::kSize> zero{};
-  if (std::fwrite(zero.data(), 1, zero.size(), w->f_) != zero.size())
-    return file_error(path, "cannot write '" + w->tmp_ + "': " + std::strerror(errno));
+  NEXUS_RETURN_IF_ERROR(w->write(zero.data(), zero.size()));
   return w;
 }
 
-TokenFileWriter::~TokenFileWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-  if (!done_) std::remove(tmp_.c_str());
+TokenFileWriter::~TokenFileWriter() = default;
+
+Status TokenFileWriter::write(const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(tmp_->fd(), p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      return file_error(path_, "cannot write '" + tmp_->path() + "': " + std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::ok();
 }
 
 Status TokenFileWriter::append(std::span<const int32_t> ids) {
@@ -201,8 +208,7 @@ Status TokenFileWriter::append(std::span<const int32_t> ids) {
     else
       put<uint32_t>(&buf_[i * 4], static_cast<uint32_t>(ids[i]));
   }
-  if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
-    return file_error(path_, "cannot write '" + tmp_ + "': " + std::strerror(errno));
+  NEXUS_RETURN_IF_ERROR(write(buf_.data(), buf_.size()));
   header_.n_tokens += ids.size();
   return Status::ok();
 }
@@ -210,14 +216,9 @@ Status TokenFileWriter::append(std::span<const int32_t> ids) {
 Status TokenFileWriter::finish() {
   if (header_.n_tokens == 0) return file_error(path_, "no tokens to write (empty input)");
   const auto h = encode_token_file_header(header_);
-  if (std::fseek(f_, 0, SEEK_SET) != 0 || std::fwrite(h.data(), 1, h.size(), f_) != h.size() ||
-      std::fflush(f_) != 0 || fsync(fileno(f_)) != 0)
-    return file_error(path_, "cannot write '" + tmp_ + "': " + std::strerror(errno));
-  std::fclose(f_);
-  f_ = nullptr;
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-    return file_error(path_, "cannot rename '" + tmp_ + "': " + std::strerror(errno));
-  done_ = true;
+  if (::pwrite(tmp_->fd(), h.data(), h.size(), 0) != static_cast<ssize_t>(h.size()))
+    return file_error(path_, "cannot write '" + tmp_->path() + "': " + std::strerror(errno));
+  if (Status st = tmp_->commit(path_); !st) return file_error(path_, st.message());
   return Status::ok();
 }
 

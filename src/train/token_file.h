@@ -15,6 +15,8 @@
 
 namespace nexus {
 
+class TempFile;
+
 class MappedFile;
 
 // The header fields, as stored (see docs/TRAINING.md for the byte layout).
@@ -69,7 +71,7 @@ class TokenFileWriter {
   static Result<std::unique_ptr<TokenFileWriter>> create(const std::string& path,
                                                          uint64_t vocab_size,
                                                          uint64_t tokenizer_hash, int32_t eos_id);
-  ~TokenFileWriter();  // removes the temporary file unless finish() succeeded
+  ~TokenFileWriter();  // removes the temporary file unless finish() succeeded (io/temp_file.h)
   TokenFileWriter(const TokenFileWriter&) = delete;
   TokenFileWriter& operator=(const TokenFileWriter&) = delete;
 
@@ -81,10 +83,10 @@ class TokenFileWriter {
 
  private:
   TokenFileWriter() = default;
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
+  Status write(const uint8_t* p, size_t n);
+  std::string path_;
+  std::unique_ptr<TempFile> tmp_;
   TokenFileHeader header_;
-  bool done_ = false;
   std::vector<uint8_t> buf_;
 };
 
