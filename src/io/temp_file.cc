@@ -13,6 +13,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/format_bytes.h"
+
 namespace nexus {
 namespace {
 
@@ -36,21 +38,6 @@ extern "C" void remove_and_reraise(int sig) {
     if (const char* p = slot.load()) ::unlink(p);  // async-signal-safe
   std::signal(sig, SIG_DFL);
   std::raise(sig);
-}
-
-// 1,234 bytes, 56.0 KiB, 7.5 MiB, 12.34 GiB.
-std::string size_text(uint64_t bytes) {
-  char buf[48];
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024)
-    std::snprintf(buf, sizeof(buf), "%llu bytes", static_cast<unsigned long long>(bytes));
-  else if (bytes < (uint64_t{1} << 20))
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else if (bytes < (uint64_t{1} << 30))
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1024.0 * 1024));
-  else
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  return buf;
 }
 
 }  // namespace
@@ -85,13 +72,14 @@ Status TempFile::reserve(uint64_t bytes, const std::string& target) const {
   if (::fstatvfs(fd_, &fs) == 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
     if (free_bytes < bytes)
-      return Status::error("not enough disk space for '" + target + "': it needs " + size_text(bytes) +
-                           ", the filesystem has " + size_text(free_bytes) + " free");
+      return Status::error("not enough disk space for '" + target + "': it needs " +
+                           format_bytes(bytes) + ", the filesystem has " +
+                           format_bytes(free_bytes) + " free");
   }
   if (::fallocate(fd_, 0, 0, static_cast<off_t>(bytes)) != 0) {
     const int e = errno;
     if (e == ENOSPC || e == EFBIG || e == EDQUOT)
-      return Status::error("cannot reserve " + size_text(bytes) + " for '" + target +
+      return Status::error("cannot reserve " + format_bytes(bytes) + " for '" + target +
                            "': " + std::strerror(e));
     // EOPNOTSUPP, ENOSYS, EINVAL...: the filesystem does not preallocate; write as before.
   }

@@ -3,7 +3,6 @@
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -72,16 +71,6 @@ Result<uint64_t> parse_byte_size(const std::string& text) {
     if (unit == names[i]) mult = mults[i];
   if (mult == 0 || !(value > 0) || !std::isfinite(value) || value * mult >= 0x1p63) return bad;
   return static_cast<uint64_t>(value * mult);
-}
-
-std::string format_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
 }
 
 }  // namespace nexus::train

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/format_bytes.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
 
@@ -22,7 +23,7 @@ Status set_shape_arch(ModelConfig& cfg, const std::string& arch);
 // KiB/MiB/GiB/TiB (powers of 1024), case-insensitive; errors quote the text.
 Result<uint64_t> parse_byte_size(const std::string& text);
 
-// "1.50 GiB", "12.0 MiB", "640 B": the largest binary unit that keeps the number >= 1.
-std::string format_bytes(uint64_t bytes);
+// "1.50 GiB", "12.00 MiB", "640 B" (core/format_bytes.h).
+using nexus::format_bytes;
 
 }  // namespace nexus::train
