@@ -69,7 +69,9 @@ Status TempFile::open_status(const std::string& target) const {
 Status TempFile::reserve(uint64_t bytes, const std::string& target) const {
   if (fd_ < 0 || bytes == 0) return Status::ok();
   struct statvfs fs;
-  if (::fstatvfs(fd_, &fs) == 0) {
+  // A filesystem that reports no size at all (f_blocks 0: some FUSE and virtual ones) is not
+  // judged by its free count; fallocate below still catches a real shortage.
+  if (::fstatvfs(fd_, &fs) == 0 && fs.f_blocks > 0) {
     const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
     if (free_bytes < bytes)
       return Status::error("not enough disk space for '" + target + "': it needs " +
