@@ -2,12 +2,10 @@
 // producers chunk by chunk and written straight to a temporary file that is renamed at the end.
 #include "io/gguf_stream_writer.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -96,10 +94,8 @@ Status GgufStreamWriter::write(const std::string& path) const {
   TempFile tmp(path + ".tmp." + std::to_string(getpid()));
   if (tmp.fd() < 0) return tmp.open_status(path);
   const int fd = tmp.fd();
+  NEXUS_RETURN_IF_ERROR(tmp.reserve(file_size(), path));
   const std::vector<uint8_t> head = header();
-  size_t total = head.size();
-  for (const auto& t : tensors_) total += align_up(t.row_bytes * t.rows, alignment_);
-  NEXUS_RETURN_IF_ERROR(tmp.reserve(total, path));
   if (!write_all(fd, head.data(), head.size()))
     return Status::error("cannot write '" + tmp.path() + "': " + std::strerror(errno));
   std::vector<uint8_t> buf;

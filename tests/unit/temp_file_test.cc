@@ -28,6 +28,20 @@ std::string temp_dir(const std::string& name) {
   return d.string();
 }
 
+// Runs `body` in a forked child (which must end the process itself: _exit, or a signal) and
+// returns its wait status.
+template <typename Body>
+int in_child(Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return status;
+}
+
 TEST(TempFile, CommitRenamesAndAnAbandonedFileIsRemoved) {
   const std::string dir = temp_dir("commit");
   const int before = registered_temp_files();
@@ -74,20 +88,16 @@ TEST(TempFile, ReserveRefusesMoreThanTheDiskHolds) {
 TEST(TempFile, SigtermDuringAWriteRemovesTheTemporaryFile) {
   const std::string dir = temp_dir("signal");
   const std::string out = dir + "/m.gguf";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  const int status = in_child([&] {
     remove_temp_files_on_signals();
     GgufStreamWriter w;
     w.add_tensor("t", DType::kF32, {4, 1024}, [](int64_t r0, int64_t, uint8_t*) {
       if (r0 > 0) std::raise(SIGTERM);
     });
     w.set_chunk_bytes(4096);  // one row a chunk: the second chunk raises
-    (void)w.write(out);
-    _exit(0);  // not reached: the signal ends the process
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    (void)w.write(out);       // not finished: the signal ends the process
+  });
+  ASSERT_NE(status, -1) << "fork or waitpid failed";
   ASSERT_TRUE(WIFSIGNALED(status)) << "exit status " << status;
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
   EXPECT_FALSE(fs::exists(out));
@@ -100,9 +110,7 @@ TEST(TempFile, SigtermDuringAWriteRemovesTheTemporaryFile) {
 TEST(TempFile, FileSizeLimitFailsAtTheReservation) {
   const std::string dir = temp_dir("fsize");
   const std::string out = dir + "/x.bin";
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  const int status = in_child([&] {
     std::signal(SIGXFSZ, SIG_IGN);
     const rlimit lim{64 * 1024, 64 * 1024};
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(3);
@@ -111,9 +119,8 @@ TEST(TempFile, FileSizeLimitFailsAtTheReservation) {
     const bool named = !st.is_ok() && st.message().find("cannot reserve") != std::string::npos &&
                        st.message().find("for '" + out + "'") != std::string::npos;
     _exit(named ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  });
+  ASSERT_NE(status, -1) << "fork or waitpid failed";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << "1: no reservation error naming the output; 3: setrlimit failed";
