@@ -1,8 +1,9 @@
 // Prefill GEMM: 512 tokens through matmul at the benchmark models' layer shapes, reporting GFLOP/s
-// (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak): the sgemm path
-// (F32, F16, and Q8_0/Q4_K in their file layout) and the integer kernels of the layouts repacked
+// (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak): the f32 GEMM path
+// (F32 and F16 on our AVX2 GEMM where prefill_on_our_gemm, else sgemm; NEXUS_NO_F32_GEMM=1 gives
+// sgemm; Q8_0/Q4_K in their file layout on sgemm) and the integer kernels of the layouts repacked
 // at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas). Parity: tests/parity/matmul_parity_test.cc,
-// repack_parity_test.cc, repack_x8_parity_test.cc.
+// gemm_f32_parity_test.cc, repack_parity_test.cc, repack_x8_parity_test.cc.
 #include <benchmark/benchmark.h>
 
 #include <random>

@@ -1,13 +1,15 @@
 // matmul and embed_rows against naive references for every weight dtype, at odd row and token
-// counts and 1/2/3 threads; plus the argument checks and their error messages.
+// counts and 1/2/3 threads; prefill on our GEMM independent of the thread count; plus the argument
+// checks and their error messages.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm_blas.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
-#include "backends/cpu/gemm_blas.h"
 #include "parity/quant_test_util.h"
 
 namespace nexus {
@@ -46,8 +48,9 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
       const auto x = test::random_floats(n_tokens * k, 23 + static_cast<uint32_t>(n_tokens), 0.5f);
       // Below kBlasMinTokens matmul calls the same dot kernel on the same converted activations,
       // so it must reproduce the one-by-one dot products bit for bit. From kBlasMinTokens on it
-      // multiplies exactly dequantized f32 weights with f32 activations (OpenBLAS sgemm), so it
-      // must match the reference to f32 rounding.
+      // multiplies exactly dequantized f32 weights with f32 activations (OpenBLAS sgemm, or our
+      // AVX2 GEMM for F32 and F16: prefill_on_our_gemm), so it must match the reference to f32
+      // rounding.
       const bool blas = matmul_on_blas(t, n_tokens);
       // F32 decode takes four weight rows per pass (dot4), which sums in another order than
       // vec_dot: equal to f32 rounding, not bit for bit.
@@ -103,6 +106,34 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulParity, ::testing::ValuesIn(test::compu
                          [](const ::testing::TestParamInfo<DType>& p) {
                            return test::dtype_test_name(p.param);
                          });
+
+// Prefill on our AVX2 GEMM (F32, F16): each output is summed in the same order whichever thread
+// computes it, so 1, 2 and 3 threads give the same bits (OpenBLAS's Zen kernels round differently
+// for different row counts, so the sgemm path does not promise this).
+TEST(MatmulPrefill, OurGemmGivesTheSameBitsOnAnyThreadCount) {
+  for (DType t : {DType::kF32, DType::kF16}) {
+    if (!cpu::prefill_on_our_gemm(t)) GTEST_SKIP() << "prefill is not on our GEMM on this CPU";
+    const int64_t rows = 301, k = 389, n_tokens = 41;
+    const Weights m = make_weights(t, rows, k, 5);
+    const auto x = test::random_floats(n_tokens * k, 6, 0.5f);
+    ASSERT_TRUE(matmul_on_blas(t, n_tokens));
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      Arena scratch(matmul_scratch_bytes(m.w, n_tokens) + 4096, MemCategory::kScratch);
+      std::vector<float> y(static_cast<size_t>(n_tokens * rows), -1.0f);
+      matmul(m.w, x.data(), n_tokens, y.data(), pool, scratch);
+      if (threads == 1) {
+        first = y;
+        continue;
+      }
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_EQ(std::memcmp(&y[i], &first[i], sizeof(float)), 0)
+            << dtype_name(t) << " threads=" << threads << " at " << i << ": " << y[i] << " vs "
+            << first[i];
+    }
+  }
+}
 
 // Runs fn, expects a nexus::Error whose message contains every one of `parts`.
 template <typename Fn>

@@ -1,6 +1,8 @@
-// Prefill GEMM through OpenBLAS: many tokens against one weight matrix is compute-bound, where a
-// packed, register-blocked sgemm beats per-row dot products. Weight rows of any type are expanded
-// to f32 in cache-sized panels (the cost is amortised over all tokens) and fed to sgemm.
+// Prefill GEMM: many tokens against one weight matrix is compute-bound, where a packed,
+// register-blocked GEMM beats per-row dot products. F32 and F16 weights go to our AVX2 GEMM
+// (gemm_f32.h) where it is the active f32 GEMM; the other types, and every type elsewhere, are
+// expanded to f32 in cache-sized panels (the cost is amortised over all tokens) and fed to
+// OpenBLAS's sgemm.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,11 @@ constexpr int64_t kBlasMinTokens = 16;
 // ThreadPool's threads and calls this first: with OpenBLAS's own threads as well the two cores are
 // oversubscribed (prefill attention 471 -> 8,357 ms on Q06B pp512 when nothing else had pinned it).
 void pin_blas_to_one_thread();
+
+// Whether gemm_rows_blas multiplies weights of this type with our AVX2 GEMM (F32, F16 rows
+// converted as they are packed) rather than OpenBLAS: on AVX2 hosts without AVX-512, unless
+// NEXUS_NO_F32_GEMM=1. Its sums do not depend on how the rows are split over threads.
+bool prefill_on_our_gemm(DType w);
 
 // y[t * y_stride + r] = dot(x[t], w[r]) for rows [r0, r1) and all n tokens; x is f32 [n][k], w the
 // whole matrix {w_rows, k} (any layout dequantize_matrix_row reads, Q4_0x8 included).

@@ -75,6 +75,7 @@ inline void transpose8(__m256 r[8]) {
 }
 
 inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void fetch_bytes(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
 // C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 6 floats a
 // k of op(A), 16 of op(B). Not inlined, and the 12 accumulators are named variables: as arrays
@@ -201,6 +202,36 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
   }
 }
 
+// The first `count` (0 to 8) f16 values at p as f32 (zeros after them; nothing past them read).
+inline __m256 load_f16(const uint16_t* p, int64_t count) {
+  if (count >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) uint16_t part[8] = {};
+  if (count > 0) std::memcpy(part, p, static_cast<size_t>(count) * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+}
+
+// pack_b for op(B) = B^T with B's rows in f16 (prefill's F16 weights: b[j * ldb + k]), converted
+// to f32 as they are packed, in the f32 form's panel layout (trans_b is always true here).
+void pack_b_f16(bool, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+                int64_t kc, int64_t kp, float* dst) {
+  for (int64_t jp = 0; jp < nc; jp += kNr) {
+    float* d = dst + jp * kp;
+    for (int64_t jj = 0; jj < kNr; jj += 8) {
+      for (int64_t k = 0; k < kc; k += 8) {
+        if (k % 32 == 0 && jp + kNr + jj + 8 <= nc)  // the same line of the next panel's rows
+          for (int q = 0; q < 8; ++q) fetch_bytes(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
+        __m256 r[8];
+        for (int q = 0; q < 8; ++q) {
+          const int64_t j = jp + jj + q;
+          r[q] = j < nc ? load_f16(b + (j0 + j) * ldb + p0 + k, kc - k) : _mm256_setzero_ps();
+        }
+        transpose8(r);
+        for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * kNr + jj, r[q]);
+      }
+    }
+  }
+}
+
 // Rows [0, m) of op(A), k in [p0, p0 + kc), into 6-row panels, panel q at dst + q * kp * 6,
 // k-major (6 floats a k). Rows from kc to kp and panel rows past m are zero. With sums (trans_a
 // only), each row's sum over these k is added to sums[row].
@@ -254,6 +285,8 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
 
 // The shared loop nest (gemm_f32_driver.h) on this file's packs and tile.
 using Driver = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b, &tile<false>, &tile<true>>;
+using DriverF16 = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b_f16, &tile<false>,
+                                &tile<true>, uint16_t>;
 
 }  // namespace
 
@@ -261,6 +294,11 @@ void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
                    float* row_sums, bool trans_c) {
   Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
+}
+
+void gemm_f32_f16b_avx2(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                        const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  DriverF16::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
 }
 
 const GemmF32CoopParts& gemm_f32_avx2_coop() {

@@ -16,9 +16,10 @@ namespace nexus::cpu {
 // The ISA's parts: the register tile (Mr x Nr), k per pass (Kc), the op(B) block buffer in floats
 // (BFloats); PackA(trans_a, a, lda, m, p0, kc, kp, dst, sums), PackB(trans_b, b, ldb, j0, nc, p0,
 // kc, kp, dst) and the tile with C plain and transposed, TilePlain / TileTrans(kp, a_panel,
-// b_panel, c, ldc, accumulate, mr, nr), as either file defines them.
+// b_panel, c, ldc, accumulate, mr, nr), as either file defines them. BElem: the element type
+// of b as PackB reads it (f32, or f16 bits for prefill's F16 weights, converted as packed).
 template <int Mr, int Nr, int64_t Kc, int64_t BFloats, auto PackA, auto PackB, auto TilePlain,
-          auto TileTrans>
+          auto TileTrans, typename BElem = float>
 struct GemmF32Driver {
   struct K {
     static constexpr int kMr = Mr, kNr = Nr;
@@ -77,7 +78,7 @@ struct GemmF32Driver {
   }
 
   static void run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
+                  int64_t lda, const BElem* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
                   float* row_sums, bool trans_c) {
     float* pa = a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr *
                                     ((lesser(k, K::kKc) + 7) / 8 * 8));
@@ -138,7 +139,7 @@ struct GemmF32Driver {
   }
 
   static void part(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                   const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate,
+                   const float* a, int64_t lda, const BElem* b, int64_t ldb, bool accumulate,
                    float* c, int64_t ldc, bool trans_c) {
     float* pa = a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr *
                                     ((lesser(k, K::kKc) + 7) / 8 * 8));
@@ -172,9 +173,9 @@ struct GemmF32Driver {
     coop->passes = (k + K::kKc - 1) / K::kKc;
   }
 
-  static void part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                        int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
-                        bool accumulate, float* c, int64_t ldc, float* row_sums, bool trans_c) {
+  static void part_rows(GemmCoop* coop, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                        const float* a, int64_t lda, const BElem* b, int64_t ldb, bool accumulate,
+                        float* c, int64_t ldc, float* row_sums, bool trans_c) {
     const int64_t kp_max = (lesser(k, K::kKc) + 7) / 8 * 8, height = coop->width;
     float* pa = a_buffer().at_least(height * kp_max);
     float* pb = b_whole_buffer().at_least((n + K::kNr - 1) / K::kNr * K::kNr * kp_max);
