@@ -1,9 +1,10 @@
 // Prefill GEMM: 512 tokens through matmul at the benchmark models' layer shapes, reporting GFLOP/s
 // (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak): the f32 GEMM path
-// (F32 and F16 on our AVX2 GEMM where prefill_on_our_gemm, else sgemm; NEXUS_NO_F32_GEMM=1 gives
-// sgemm; Q8_0/Q4_K in their file layout on sgemm) and the integer kernels of the layouts repacked
-// at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas). Parity: tests/parity/matmul_parity_test.cc,
-// gemm_f32_parity_test.cc, repack_parity_test.cc, repack_x8_parity_test.cc.
+// (F32, F16 and BF16 on our AVX2 GEMM where prefill_on_our_gemm, else sgemm; NEXUS_NO_F32_GEMM=1
+// gives sgemm; Q8_0/Q4_K in their file layout on sgemm) and the integer kernels of the layouts
+// repacked at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas). Parity:
+// tests/parity/matmul_parity_test.cc, gemm_f32_parity_test.cc, repack_parity_test.cc,
+// repack_x8_parity_test.cc.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -55,8 +56,8 @@ void prefill_args(benchmark::internal::Benchmark* b) {
   // {rows, k}: L15M attn (288x288) and ffn_up (768x288); Q06B attn_q (2048x1024), ffn_down
   // (1024x3072).
   const int64_t shapes[][2] = {{288, 288}, {768, 288}, {2048, 1024}, {1024, 3072}};
-  for (DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_K, DType::kQ4_0x8,
-                  DType::kQ8_0x8, DType::kQ4_Kx8})
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K,
+                  DType::kQ4_0x8, DType::kQ8_0x8, DType::kQ4_Kx8})
     for (const auto& s : shapes) {
       if (s[1] % traits(t).block_size != 0) continue;  // the K-quants' 256-element super-blocks
       for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});

@@ -52,7 +52,7 @@ void matmul_group_prefetch(const Tensor* const* w, int count, int64_t n_tokens, 
                            size_t bytes);
 
 // True when matmul multiplies this weight type by n_tokens f32 activation rows with a packed f32
-// GEMM (cpu::gemm_rows_blas: our AVX2 GEMM for F32/F16 where cpu::prefill_on_our_gemm, else
+// GEMM (cpu::gemm_rows_blas: our AVX2 GEMM for F32/F16/BF16 where cpu::prefill_on_our_gemm, else
 // OpenBLAS sgemm on weights expanded to f32 panels): from cpu::kBlasMinTokens tokens on, except for
 // the repacked layouts (Q4_0x8, Q8_0x8, Q5_0x8, Q4_Kx8, Q6_Kx8). Otherwise it runs the type's dot
 // kernels on activations converted to cpu::vec_dot_type (8-bit for the block types), at any token

@@ -49,8 +49,8 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
       // Below kBlasMinTokens matmul calls the same dot kernel on the same converted activations,
       // so it must reproduce the one-by-one dot products bit for bit. From kBlasMinTokens on it
       // multiplies exactly dequantized f32 weights with f32 activations (OpenBLAS sgemm, or our
-      // AVX2 GEMM for F32 and F16: prefill_on_our_gemm), so it must match the reference to f32
-      // rounding.
+      // AVX2 GEMM for F32, F16 and BF16: prefill_on_our_gemm), so it must match the reference to
+      // f32 rounding.
       const bool blas = matmul_on_blas(t, n_tokens);
       // F32 decode takes four weight rows per pass (dot4), which sums in another order than
       // vec_dot: equal to f32 rounding, not bit for bit.
@@ -107,11 +107,11 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulParity, ::testing::ValuesIn(test::compu
                            return test::dtype_test_name(p.param);
                          });
 
-// Prefill on our AVX2 GEMM (F32, F16): each output is summed in the same order whichever thread
-// computes it, so 1, 2 and 3 threads give the same bits (OpenBLAS's Zen kernels round differently
-// for different row counts, so the sgemm path does not promise this).
+// Prefill on our AVX2 GEMM (F32, F16, BF16): each output is summed in the same order whichever
+// thread computes it, so 1, 2 and 3 threads give the same bits (OpenBLAS's Zen kernels round
+// differently for different row counts, so the sgemm path does not promise this).
 TEST(MatmulPrefill, OurGemmGivesTheSameBitsOnAnyThreadCount) {
-  for (DType t : {DType::kF32, DType::kF16}) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     if (!cpu::prefill_on_our_gemm(t)) GTEST_SKIP() << "prefill is not on our GEMM on this CPU";
     const int64_t rows = 301, k = 389, n_tokens = 41;
     const Weights m = make_weights(t, rows, k, 5);

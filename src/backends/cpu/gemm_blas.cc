@@ -26,15 +26,15 @@ void pin_blas_to_one_thread() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-// F32 and F16 weights go to our AVX2 GEMM where it is the active f32 GEMM (not on AVX-512 hosts,
-// where OpenBLAS's wider kernel was not measured against it; NEXUS_NO_F32_GEMM=1 turns it off):
-// it converts F16 rows as it packs them, and skips sgemm's zeroing of C and its packing of the
-// activations again for each panel. pp512 on the Zen 3 host, the two paths alternating run by
-// run in one process: F16 L110M 1.10-1.14x, Q06B 1.11x; F32 L110M 1.05x, Q06B 1.07x, L15M
-// 1.07x (docs/PERFORMANCE.md, twenty-fourth session).
+// F32, F16 and BF16 weights go to our AVX2 GEMM where it is the active f32 GEMM (not on AVX-512
+// hosts, where OpenBLAS's wider kernel was not measured against it; NEXUS_NO_F32_GEMM=1 turns it
+// off): it converts F16 and BF16 rows as it packs them, and skips sgemm's zeroing of C and its
+// packing of the activations again for each panel. pp512 on the Zen 3 host, the two paths
+// alternating run by run in one process: F16 L110M 1.10-1.14x, Q06B 1.11x; F32 L110M 1.05x,
+// Q06B 1.07x, L15M 1.07x (docs/PERFORMANCE.md, twenty-fourth session).
 bool prefill_on_our_gemm(DType w) {
   static const bool on = gemm_f32_active() && !avx512_active();
-  return on && (w == DType::kF32 || w == DType::kF16);
+  return on && (w == DType::kF32 || w == DType::kF16 || w == DType::kBF16);
 }
 
 void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_rows, int64_t k,
@@ -43,10 +43,11 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
   if (r0 >= r1 || n <= 0) return;
   if (prefill_on_our_gemm(w_type)) {
     const int64_t rows = r1 - r0,
-                  ldb = static_cast<int64_t>(w_stride / (w_type == DType::kF16 ? 2 : 4));
-    if (w_type == DType::kF16)
-      gemm_f32_f16b_avx2(n, rows, k, x, k, reinterpret_cast<const uint16_t*>(w + r0 * w_stride),
-                         ldb, y + r0, y_stride);
+                  ldb = static_cast<int64_t>(w_stride / (w_type == DType::kF32 ? 4 : 2));
+    if (w_type != DType::kF32)
+      gemm_f32_half_b_avx2(w_type == DType::kBF16, n, rows, k, x, k,
+                           reinterpret_cast<const uint16_t*>(w + r0 * w_stride), ldb, y + r0,
+                           y_stride);
     else
       gemm_f32_avx2(false, true, n, rows, k, x, k,
                     reinterpret_cast<const float*>(w + r0 * w_stride), ldb, false, y + r0,

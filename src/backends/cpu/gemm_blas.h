@@ -1,5 +1,5 @@
 // Prefill GEMM: many tokens against one weight matrix is compute-bound, where a packed,
-// register-blocked GEMM beats per-row dot products. F32 and F16 weights go to our AVX2 GEMM
+// register-blocked GEMM beats per-row dot products. F32, F16 and BF16 weights go to our AVX2 GEMM
 // (gemm_f32.h) where it is the active f32 GEMM; the other types, and every type elsewhere, are
 // expanded to f32 in cache-sized panels (the cost is amortised over all tokens) and fed to
 // OpenBLAS's sgemm.
@@ -19,8 +19,8 @@ constexpr int64_t kBlasMinTokens = 16;
 // oversubscribed (prefill attention 471 -> 8,357 ms on Q06B pp512 when nothing else had pinned it).
 void pin_blas_to_one_thread();
 
-// Whether gemm_rows_blas multiplies weights of this type with our AVX2 GEMM (F32, F16 rows
-// converted as they are packed) rather than OpenBLAS: on AVX2 hosts without AVX-512, unless
+// Whether gemm_rows_blas multiplies weights of this type with our AVX2 GEMM (F32; F16 and BF16
+// rows converted as they are packed) rather than OpenBLAS: on AVX2 hosts without AVX-512, unless
 // NEXUS_NO_F32_GEMM=1. Its sums do not depend on how the rows are split over threads.
 bool prefill_on_our_gemm(DType w);
 

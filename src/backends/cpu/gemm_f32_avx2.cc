@@ -202,18 +202,28 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
   }
 }
 
-// The first `count` (0 to 8) f16 values at p as f32 (zeros after them; nothing past them read).
-inline __m256 load_f16(const uint16_t* p, int64_t count) {
-  if (count >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  alignas(16) uint16_t part[8] = {};
-  if (count > 0) std::memcpy(part, p, static_cast<size_t>(count) * sizeof(uint16_t));
-  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+// 8 f16 (kBf16 false) or bf16 values as f32: exact either way.
+template <bool kBf16>
+inline __m256 widen(__m128i h) {
+  if constexpr (kBf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
 }
 
-// pack_b for op(B) = B^T with B's rows in f16 (prefill's F16 weights: b[j * ldb + k]), converted
-// to f32 as they are packed, in the f32 form's panel layout (trans_b is always true here).
-void pack_b_f16(bool, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
-                int64_t kc, int64_t kp, float* dst) {
+// The first `count` (0 to 8) half values at p as f32 (zeros after them; nothing past them read).
+template <bool kBf16>
+inline __m256 load_half(const uint16_t* p, int64_t count) {
+  if (count >= 8) return widen<kBf16>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) uint16_t part[8] = {};
+  if (count > 0) std::memcpy(part, p, static_cast<size_t>(count) * sizeof(uint16_t));
+  return widen<kBf16>(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
+}
+
+// pack_b for op(B) = B^T with B's rows in f16 or bf16 (prefill's F16 and BF16 weights:
+// b[j * ldb + k]), converted to f32 as they are packed, in the f32 form's panel layout (trans_b is
+// always true here).
+template <bool kBf16>
+void pack_b_half(bool, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+                 int64_t kc, int64_t kp, float* dst) {
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     float* d = dst + jp * kp;
     for (int64_t jj = 0; jj < kNr; jj += 8) {
@@ -223,7 +233,8 @@ void pack_b_f16(bool, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, in
         __m256 r[8];
         for (int q = 0; q < 8; ++q) {
           const int64_t j = jp + jj + q;
-          r[q] = j < nc ? load_f16(b + (j0 + j) * ldb + p0 + k, kc - k) : _mm256_setzero_ps();
+          r[q] =
+              j < nc ? load_half<kBf16>(b + (j0 + j) * ldb + p0 + k, kc - k) : _mm256_setzero_ps();
         }
         transpose8(r);
         for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * kNr + jj, r[q]);
@@ -285,8 +296,9 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
 
 // The shared loop nest (gemm_f32_driver.h) on this file's packs and tile.
 using Driver = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b, &tile<false>, &tile<true>>;
-using DriverF16 = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b_f16, &tile<false>,
-                                &tile<true>, uint16_t>;
+template <bool kBf16>
+using DriverHalf = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b_half<kBf16>,
+                                 &tile<false>, &tile<true>, uint16_t>;
 
 }  // namespace
 
@@ -296,9 +308,12 @@ void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
-void gemm_f32_f16b_avx2(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                        const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
-  DriverF16::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
+void gemm_f32_half_b_avx2(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                          const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+  if (bf16)
+    DriverHalf<true>::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
+  else
+    DriverHalf<false>::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
 }
 
 const GemmF32CoopParts& gemm_f32_avx2_coop() {
