@@ -1,7 +1,9 @@
 // Query-block prefill attention (attention_block.cc) against the plain reference on batches that
 // cut blocks in awkward places: two sequences interleaved in runs, a prompt continuing a cache
 // that already holds 37 positions, a run longer than one block, a position jump, and a block
-// late in a long cache whose keys span three key tiles (the online-softmax rescaling between tiles).
+// late in a long cache whose keys span three key tiles (the online-softmax rescaling between
+// tiles), and a block across a key tile's start. F32 and F16 caches (on AVX2 hosts the in-place
+// GEMM form).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,13 +46,15 @@ TEST(AttentionBlockParity, MixedSequencesAndOffsetsMatchReference) {
       }
       // Sequence 0: positions 37..136 (100 tokens: a full block then 36); sequence 1: 0..19,
       // then 150..159 (a jump), the runs interleaved; then sequence 1 at 1100..1163 (keys 0..1163:
-      // three tiles of kBlockKeyTile = 512).
+      // three tiles of kBlockKeyTile = 512); then sequence 0 at 480..543, a block whose first 32
+      // rows see none of the second key tile.
       std::vector<int32_t> seq, pos;
       for (int32_t j = 37; j < 107; ++j) seq.push_back(0), pos.push_back(j);
       for (int32_t j = 0; j < 20; ++j) seq.push_back(1), pos.push_back(j);
       for (int32_t j = 107; j < 137; ++j) seq.push_back(0), pos.push_back(j);
       for (int32_t j = 150; j < 160; ++j) seq.push_back(1), pos.push_back(j);
       for (int32_t j = 1100; j < 1164; ++j) seq.push_back(1), pos.push_back(j);
+      for (int32_t j = 480; j < 544; ++j) seq.push_back(0), pos.push_back(j);
       static_assert(cpu::kBlockKeyTile <= 512, "the last run must span several key tiles");
       const int64_t n = static_cast<int64_t>(seq.size());
       std::vector<float> q(n * qw);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
@@ -251,47 +252,53 @@ TEST(GemmF32, PoolOfThreadsByRowsKeepsTheRowSums) {
   }
 }
 
-// B as f16 or bf16 rows, converted as it is packed (prefill's F16 and BF16 weights): the bits of
-// the AVX2 kernel on B converted to f32 first, on sizes across the 6 x 16 tile, the column blocks
-// and the 384-k passes (k tails under 8 included), with B's rows strided past k and NaN in the
-// stride's padding (read, it would show), and nothing written outside C.
+// B's elements f16 or bf16, converted as op(B) is packed (prefill's F16 and BF16 weights as B^T,
+// attention's F16 values as B): the bits of the AVX2 kernel on B converted to f32 first, overwrite
+// and accumulate, on sizes across the 6 x 16 tile, the column blocks and the 384-k passes (tails
+// under 8 included), with B's rows strided past their length and NaN in the stride's padding
+// (read, it would show), and nothing written outside C.
 TEST(GemmF32, HalfRowsGiveTheBitsOfTheirF32Conversion) {
   if (cpu::active_isa() != cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2/FMA kernels";
   for (bool bf16 : {false, true})
-    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
-                           {7, 17, 3},
-                           {6, 16, 8},
-                           {37, 45, 70},
-                           {25, 257, 769},
-                           {13, 300, 1537},
-                           {64, 500, 288}}) {
-      SCOPED_TRACE(bf16 ? "bf16" : "f16");
-      const int64_t ldb = k + 5, ldc = n + 7, rows_c = m + 2;
-      const auto a = random_floats(static_cast<size_t>(m * k), 1);
-      const auto values = random_floats(static_cast<size_t>(n * ldb), 2);
-      std::vector<uint16_t> bh(values.size());
-      std::vector<float> bf(values.size());
-      for (size_t i = 0; i < values.size(); ++i) {
-        const bool pad = static_cast<int64_t>(i % ldb) >= k;
-        const uint16_t nan = bf16 ? uint16_t{0x7fc0} : uint16_t{0x7e00};
-        bh[i] = pad ? nan : bf16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
-        bf[i] = bf16 ? bf16_to_f32(bh[i]) : f16_to_f32(bh[i]);
-      }
-      std::vector<float> want(static_cast<size_t>(rows_c * ldc), 7.0f), got = want;
-      cpu::gemm_f32_avx2(false, true, m, n, k, a.data(), k, bf.data(), ldb, false, want.data(),
-                         ldc);
-      cpu::gemm_f32_half_b_avx2(bf16, m, n, k, a.data(), k, bh.data(), ldb, got.data(), ldc);
-      for (int64_t i = 0; i < rows_c; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          const size_t at = static_cast<size_t>(i * ldc + j);
-          if (i >= m || j >= n)
-            ASSERT_EQ(got[at], 7.0f) << "written outside C at [" << i << ", " << j << "]";
-          else
-            ASSERT_EQ(std::memcmp(&got[at], &want[at], sizeof(float)), 0)
-                << "m=" << m << " n=" << n << " k=" << k << " at [" << i << ", " << j
-                << "]: " << got[at] << " vs " << want[at];
+    for (bool tb : {true, false})
+      for (bool acc : {false, true})
+        for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
+                               {7, 17, 3},
+                               {6, 16, 8},
+                               {37, 45, 70},
+                               {25, 257, 769},
+                               {13, 300, 1537},
+                               {64, 500, 288},
+                               {128, 64, 512}}) {
+          SCOPED_TRACE(std::string(bf16 ? "bf16" : "f16") + (tb ? " B^T" : " B") +
+                       (acc ? " accumulate" : ""));
+          const int64_t b_rows = tb ? n : k, b_len = tb ? k : n;
+          const int64_t ldb = b_len + 5, ldc = n + 7, rows_c = m + 2;
+          const auto a = random_floats(static_cast<size_t>(m * k), 1);
+          const auto values = random_floats(static_cast<size_t>(b_rows * ldb), 2);
+          std::vector<uint16_t> bh(values.size());
+          std::vector<float> bf(values.size());
+          for (size_t i = 0; i < values.size(); ++i) {
+            const bool pad = static_cast<int64_t>(i % ldb) >= b_len;
+            const uint16_t nan = bf16 ? uint16_t{0x7fc0} : uint16_t{0x7e00};
+            bh[i] = pad ? nan : bf16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+            bf[i] = bf16 ? bf16_to_f32(bh[i]) : f16_to_f32(bh[i]);
+          }
+          std::vector<float> want = random_floats(static_cast<size_t>(rows_c * ldc), 3);
+          std::vector<float> got = want;
+          cpu::gemm_f32_avx2(false, tb, m, n, k, a.data(), k, bf.data(), ldb, acc, want.data(),
+                             ldc);
+          cpu::gemm_f32_half_b_avx2(bf16, tb, m, n, k, a.data(), k, bh.data(), ldb, acc, got.data(),
+                                    ldc);
+          for (int64_t i = 0; i < rows_c; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              const size_t at = static_cast<size_t>(i * ldc + j);
+              ASSERT_EQ(std::memcmp(&got[at], &want[at], sizeof(float)), 0)
+                  << "m=" << m << " n=" << n << " k=" << k << " at [" << i << ", " << j
+                  << "]: " << got[at] << " vs " << want[at]
+                  << (i >= m || j >= n ? " (outside C)" : "");
+            }
         }
-    }
 }
 
 }  // namespace

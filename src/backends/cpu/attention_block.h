@@ -1,6 +1,8 @@
 // Prefill attention by query blocks: consecutive tokens of one sequence share every K/V tile, so
 // a tile is converted to f32 once per block of up to kQueryBlock tokens (not once per token), and
-// the score and value products become small GEMMs (OpenBLAS sgemm) around an online softmax.
+// the score and value products become small GEMMs (OpenBLAS sgemm) around an online softmax. On
+// AVX2 hosts with an F32 or F16 cache the GEMMs are ours and read the cache in place (nothing
+// converted first), one pair per tile for a GQA group's heads stacked.
 #pragma once
 
 #include <cstddef>

@@ -45,8 +45,8 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
     const int64_t rows = r1 - r0,
                   ldb = static_cast<int64_t>(w_stride / (w_type == DType::kF32 ? 4 : 2));
     if (w_type != DType::kF32)
-      gemm_f32_half_b_avx2(w_type == DType::kBF16, n, rows, k, x, k,
-                           reinterpret_cast<const uint16_t*>(w + r0 * w_stride), ldb, y + r0,
+      gemm_f32_half_b_avx2(w_type == DType::kBF16, true, n, rows, k, x, k,
+                           reinterpret_cast<const uint16_t*>(w + r0 * w_stride), ldb, false, y + r0,
                            y_stride);
     else
       gemm_f32_avx2(false, true, n, rows, k, x, k,

@@ -91,12 +91,14 @@ void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc,
                    float* row_sums = nullptr, bool trans_c = false);
 
-// C[m x n] = A[m x k] B^T on the AVX2 kernel, B an [n x k] matrix of f16 rows (bf16 with
-// `bf16`; row stride ldb elements) converted to f32 as op(B) is packed: prefill against F16 and
-// BF16 weights without a separate conversion pass. The sums are those of gemm_f32_avx2 on B
+// C[m x n] (+)= A[m x k] op(B) on the AVX2 kernel (gemm_f32_avx2 with trans_a false), B's
+// elements f16 (bf16 with `bf16`; row stride ldb elements) converted to f32 as op(B) is packed:
+// prefill against F16 and BF16 weights (op(B) = B^T, an [n x k] weight) and attention against
+// the F16 KV cache, without a separate conversion pass. The sums are those of gemm_f32_avx2 on B
 // converted to f32 (the same packs, tile and order), so the result does not depend on how callers
 // split n.
-void gemm_f32_half_b_avx2(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                          const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
+void gemm_f32_half_b_avx2(bool bf16, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                          int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, float* c,
+                          int64_t ldc);
 
 }  // namespace nexus::cpu

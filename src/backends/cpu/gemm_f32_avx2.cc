@@ -218,12 +218,26 @@ inline __m256 load_half(const uint16_t* p, int64_t count) {
   return widen<kBf16>(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
-// pack_b for op(B) = B^T with B's rows in f16 or bf16 (prefill's F16 and BF16 weights:
-// b[j * ldb + k]), converted to f32 as they are packed, in the f32 form's panel layout (trans_b is
-// always true here).
+// pack_b for B's rows in f16 or bf16 (prefill's F16 and BF16 weights as op(B) = B^T, b[j * ldb
+// + k]; the F16 KV cache's values as op(B) = B, b[k * ldb + j]), converted to f32 as they are
+// packed, in the f32 form's panel layout.
 template <bool kBf16>
-void pack_b_half(bool, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+void pack_b_half(bool trans_b, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
                  int64_t kc, int64_t kp, float* dst) {
+  if (!trans_b) {  // row by row, each row into every panel
+    for (int64_t k = 0; k < kp; ++k) {
+      const uint16_t* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
+      if (k + kAhead < kc)
+        for (int64_t jp = 0; jp < nc; jp += 32) fetch_bytes(s + kAhead * ldb + jp);
+      for (int64_t jp = 0; jp < nc; jp += kNr) {
+        float* d = dst + jp * kp + k * kNr;
+        const int64_t live = k < kc ? nc - jp : 0;
+        _mm256_store_ps(d, load_half<kBf16>(s + jp, live));
+        _mm256_store_ps(d + 8, load_half<kBf16>(s + jp + 8, live - 8));
+      }
+    }
+    return;
+  }
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     float* d = dst + jp * kp;
     for (int64_t jj = 0; jj < kNr; jj += 8) {
@@ -308,12 +322,15 @@ void gemm_f32_avx2(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
 }
 
-void gemm_f32_half_b_avx2(bool bf16, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                          const uint16_t* b, int64_t ldb, float* c, int64_t ldc) {
+void gemm_f32_half_b_avx2(bool bf16, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                          int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, float* c,
+                          int64_t ldc) {
   if (bf16)
-    DriverHalf<true>::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
+    DriverHalf<true>::run(false, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
+                          false);
   else
-    DriverHalf<false>::run(false, true, m, n, k, a, lda, b, ldb, false, c, ldc, nullptr, false);
+    DriverHalf<false>::run(false, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, nullptr,
+                           false);
 }
 
 const GemmF32CoopParts& gemm_f32_avx2_coop() {
