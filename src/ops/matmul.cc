@@ -99,6 +99,41 @@ bool splits(int64_t units, int64_t work, const ThreadPool& pool) {
   return units >= 2 && pool.size() > 1 && work >= kMinParallelWork;
 }
 
+// Whether the weights all have one type that prefill multiplies on our GEMM.
+bool same_type_on_our_gemm(const MatmulOut* outs, int count) {
+  const DType t = outs[0].w->dtype();
+  for (int i = 1; i < count; ++i)
+    if (outs[i].w->dtype() != t) return false;
+  return cpu::prefill_on_our_gemm(t);
+}
+
+// Such a group over the pool: share s of every weight's rows (cut at multiples of 16, the tile's
+// width) goes to one gemm_rows_group call, so each thread packs the tokens once a pass for all the
+// weights instead of once per weight. Prefill's Q/K/V and gate/up.
+void gemm_group_on_pool(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                        int64_t k, ThreadPool& pool) {
+  const uint8_t* w[kMaxGroup];
+  size_t w_stride[kMaxGroup];
+  float* y[kMaxGroup];
+  int64_t rows[kMaxGroup];
+  for (int i = 0; i < count; ++i) {
+    w[i] = outs[i].w->row(0);
+    w_stride[i] = outs[i].w->row_stride();
+    y[i] = outs[i].y;
+    rows[i] = outs[i].w->dim(0);
+  }
+  const DType t = outs[0].w->dtype();
+  pool.run([&](int s, int shares) {
+    int64_t r0[kMaxGroup], r1[kMaxGroup];
+    auto cut = [&](int64_t n, int at) { return std::min(n, (n * at / shares + 15) / 16 * 16); };
+    for (int i = 0; i < count; ++i) {
+      r0[i] = cut(rows[i], s);
+      r1[i] = cut(rows[i], s + 1);
+    }
+    cpu::gemm_rows_group(t, count, w, w_stride, k, x, n_tokens, y, rows, r0, r1);
+  });
+}
+
 }  // namespace
 
 bool matmul_on_blas(DType w, int64_t n_tokens) {
@@ -156,18 +191,21 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
                     outs[i].w->shape_str());
   }
   if (n_tokens == 0) return;
-  // Weights bound for sgemm go one by one; the rest stay a group.
-  MatmulOut dot_outs[kMaxGroup];
-  int n_dot = 0;
-  for (int i = 0; i < count; ++i) {
-    if (!matmul_on_blas(outs[i].w->dtype(), n_tokens)) {
-      dot_outs[n_dot++] = outs[i];
-      continue;
+  // Weights bound for a packed GEMM go one by one, or as one group on our GEMM when they share its
+  // type (x packed once for them); the rest stay a group of dot kernels.
+  MatmulOut dot_outs[kMaxGroup], gemm_outs[kMaxGroup];
+  int n_dot = 0, n_gemm = 0;
+  for (int i = 0; i < count; ++i)
+    (matmul_on_blas(outs[i].w->dtype(), n_tokens) ? gemm_outs[n_gemm++] : dot_outs[n_dot++]) =
+        outs[i];
+  if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm))
+    gemm_group_on_pool(gemm_outs, n_gemm, x, n_tokens, k, pool);
+  else
+    for (int i = 0; i < n_gemm; ++i) {
+      const size_t mark = scratch.used();
+      matmul(*gemm_outs[i].w, x, n_tokens, gemm_outs[i].y, pool, scratch);
+      scratch.rewind(mark);
     }
-    const size_t mark = scratch.used();
-    matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch);
-    scratch.rewind(mark);
-  }
   if (n_dot == 0) return;
   outs = dot_outs;
   count = n_dot;

@@ -74,6 +74,15 @@ TEST(MatmulGroup, SameTypeGroupsMatchMatmul) {
   expect_group_matches({DType::kQ4_0x8, DType::kQ4_0x8, DType::kQ4_0x8}, {64, 21, 21}, 96);
 }
 
+// F32, F16 and BF16 groups at 17 tokens run as one group on our GEMM where prefill uses it (the
+// tokens packed once a pass for all the weights): more than one pass of k and one block of rows.
+TEST(MatmulGroup, FloatGroupsOnOurGemmMatchMatmul) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
+    expect_group_matches({t, t, t}, {300, 77, 77}, 800);
+    expect_group_matches({t, t}, {170, 170}, 400);
+  }
+}
+
 TEST(MatmulGroup, MixedTypeGroupsMatchMatmul) {
   // Q4_K_M files mix Q4_K and Q6_K in one layer; Q4_0 files keep a few Q8_0 or F16 tensors.
   expect_group_matches({DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {24, 8, 8}, 512);

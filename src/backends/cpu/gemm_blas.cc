@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
+#include "nexus/status.h"
 
 namespace nexus::cpu {
 namespace {
@@ -75,6 +77,26 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
                 static_cast<int>(p1 - p0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
                 panel.data(), static_cast<int>(k), 0.0f, y + p0, static_cast<int>(y_stride));
   }
+}
+
+void gemm_rows_group(DType w_type, int count, const uint8_t* const* w, const size_t* w_stride,
+                     int64_t k, const float* x, int64_t n, float* const* y, const int64_t* y_stride,
+                     const int64_t* r0, const int64_t* r1) {
+  NEXUS_CHECK(prefill_on_our_gemm(w_type) && count >= 1 && count <= kMaxGemmGroup,
+              "[matmul] a group of " + std::to_string(count) + " " +
+                  std::string(dtype_name(w_type)) + " weights is not for our GEMM here");
+  const int64_t elem = w_type == DType::kF32 ? 4 : 2;
+  GemmBRows bs[kMaxGemmGroup];
+  int live = 0;
+  for (int i = 0; i < count; ++i)
+    if (r0[i] < r1[i])
+      bs[live++] = {w[i] + r0[i] * w_stride[i], static_cast<int64_t>(w_stride[i]) / elem,
+                    r1[i] - r0[i], y[i] + r0[i], y_stride[i]};
+  if (live == 0 || n <= 0) return;
+  const GemmBType type = w_type == DType::kF32   ? GemmBType::kF32
+                         : w_type == DType::kF16 ? GemmBType::kF16
+                                                 : GemmBType::kBF16;
+  gemm_f32_group_avx2(type, live, bs, n, k, x, k);
 }
 
 }  // namespace nexus::cpu

@@ -101,4 +101,20 @@ void gemm_f32_half_b_avx2(bool bf16, bool trans_b, int64_t m, int64_t n, int64_t
                           int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, float* c,
                           int64_t ldc);
 
+// One B of gemm_f32_group_avx2: C[m x n] at c (row stride ldc) = A B^T, B an [n x k] matrix of
+// rows ldb elements apart, of the group's element type.
+struct GemmBRows {
+  const void* b;
+  int64_t ldb, n;
+  float* c;
+  int64_t ldc;
+};
+enum class GemmBType { kF32, kF16, kBF16 };
+inline constexpr int kMaxGemmGroup = 8;
+// Up to kMaxGemmGroup products on one A (prefill's Q/K/V and gate/up weights), A packed once a pass
+// of k for all of them; each C gets the bits gemm_f32_avx2 (F32) or gemm_f32_half_b_avx2 (F16,
+// BF16) gives it alone, with trans_b and no accumulation.
+void gemm_f32_group_avx2(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
+                         const float* a, int64_t lda);
+
 }  // namespace nexus::cpu

@@ -98,6 +98,28 @@ struct GemmF32Driver {
     }
   }
 
+  // Several products C_i[m x n_i] = A B_i^T on one A (trans_a false; each B_i an [n_i x k] matrix
+  // of rows, ldb_i apart), op(A) packed once a pass for all of them (prefill's Q/K/V and gate/up
+  // weights): for each i the bits of run(false, true, m, n_i, k, ...).
+  static void run_group(int count, int64_t m, int64_t k, const float* a, int64_t lda,
+                        const BElem* const* b, const int64_t* ldb, const int64_t* n,
+                        float* const* c, const int64_t* ldc) {
+    float* pa =
+        a_buffer().at_least((m + K::kMr - 1) / K::kMr * K::kMr * ((lesser(k, K::kKc) + 7) / 8 * 8));
+    float* pb = b_buffer().at_least(K::kBFloats);
+    for (int64_t p0 = 0; p0 < k; p0 += K::kKc) {
+      const int64_t kc = lesser(K::kKc, k - p0), kp = (kc + 7) / 8 * 8;
+      PackA(false, a, lda, m, p0, kc, kp, pa, nullptr);
+      const int64_t width = K::kBFloats / kp / K::kNr * K::kNr;
+      for (int i = 0; i < count; ++i)
+        for (int64_t j0 = 0; j0 < n[i]; j0 += width) {
+          const int64_t nc = lesser(width, n[i] - j0);
+          PackB(true, b[i], ldb[i], j0, nc, p0, kc, kp, pb);
+          tiles(pa, pb, m, nc, kp, p0 > 0, c[i] + j0, ldc[i], false);
+        }
+    }
+  }
+
   // The cooperative form (gemm_f32_pool): the units of work are (pass, block of op(B)'s columns)
   // pairs, claimed in that order from coop->next by every thread that calls part. A block's pass
   // waits until the block's previous pass is stored (coop->done), so each element of C still sums
