@@ -43,19 +43,8 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
                     const float* x, int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   pin_blas_to_one_thread();
   if (r0 >= r1 || n <= 0) return;
-  if (prefill_on_our_gemm(w_type)) {
-    const int64_t rows = r1 - r0,
-                  ldb = static_cast<int64_t>(w_stride / (w_type == DType::kF32 ? 4 : 2));
-    if (w_type != DType::kF32)
-      gemm_f32_half_b_avx2(w_type == DType::kBF16, true, n, rows, k, x, k,
-                           reinterpret_cast<const uint16_t*>(w + r0 * w_stride), ldb, false, y + r0,
-                           y_stride);
-    else
-      gemm_f32_avx2(false, true, n, rows, k, x, k,
-                    reinterpret_cast<const float*>(w + r0 * w_stride), ldb, false, y + r0,
-                    y_stride);
-    return;
-  }
+  if (prefill_on_our_gemm(w_type))  // a group of one
+    return gemm_rows_group(w_type, 1, &w, &w_stride, k, x, n, &y, &y_stride, &r0, &r1);
   if (w_type == DType::kF32) {
     // Weights are already f32 rows: C[n x rows] = X[n x k] * W[rows x k]^T in one call.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),

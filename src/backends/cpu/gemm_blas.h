@@ -33,7 +33,8 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
 // Several weights of one type on our GEMM (prefill_on_our_gemm(w_type) must hold) against the
 // same x, as gemm_rows_blas does each: rows [r0[i], r1[i]) of weight i (w[i], w_rows[i] rows,
 // w_stride[i] bytes apart) into y[i] (row stride y_stride[i]). x is packed once a pass of k for
-// all of them; each y[i] gets the bits gemm_rows_blas gives it. At most kMaxGemmGroup weights.
+// all of them; each y[i] gets the bits gemm_rows_blas gives it (which calls this with one weight).
+// At most kMaxGemmGroup weights.
 void gemm_rows_group(DType w_type, int count, const uint8_t* const* w, const size_t* w_stride,
                      int64_t k, const float* x, int64_t n, float* const* y, const int64_t* y_stride,
                      const int64_t* r0, const int64_t* r1);
