@@ -17,7 +17,8 @@ namespace nexus::cpu {
 // (BFloats); PackA(trans_a, a, lda, m, p0, kc, kp, dst, sums), PackB(trans_b, b, ldb, j0, nc, p0,
 // kc, kp, dst) and the tile with C plain and transposed, TilePlain / TileTrans(kp, a_panel,
 // b_panel, c, ldc, accumulate, mr, nr), as either file defines them. BElem: the element type
-// of b as PackB reads it (f32, or f16 bits for prefill's F16 weights, converted as packed).
+// of b as PackB reads it (f32, or the f16/bf16 bits of prefill's weights and of the F16 KV cache,
+// converted as packed). Each instantiation keeps its own per-thread buffers.
 template <int Mr, int Nr, int64_t Kc, int64_t BFloats, auto PackA, auto PackB, auto TilePlain,
           auto TileTrans, typename BElem = float>
 struct GemmF32Driver {
