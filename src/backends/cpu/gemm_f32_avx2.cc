@@ -162,46 +162,6 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
   }
 }
 
-// Columns [j0, j0 + nc) of op(B), k in [p0, p0 + kc), into 16-column panels: panel q at
-// dst + q * kp * 16, k-major. Rows from kc to kp and columns past nc are zero.
-void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
-            int64_t kc, int64_t kp, float* dst) {
-  if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
-    for (int64_t k = 0; k < kp; ++k) {
-      const float* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
-      if (k + kAhead < kc)
-        for (int64_t jp = 0; jp < nc; jp += 16) fetch(s + kAhead * ldb + jp);
-      for (int64_t jp = 0; jp < nc; jp += kNr) {
-        float* d = dst + jp * kp + k * kNr;
-        const int64_t live = k < kc ? nc - jp : 0;
-        _mm256_store_ps(
-            d, live >= 8 ? _mm256_loadu_ps(s + jp) : _mm256_maskload_ps(s + jp, lanes(live)));
-        _mm256_store_ps(d + 8, live >= 16 ? _mm256_loadu_ps(s + jp + 8)
-                                          : _mm256_maskload_ps(s + jp + 8, lanes(live - 8)));
-      }
-    }
-    return;
-  }
-  // op(B)(k, j) = b[j * ldb + k]: 8 x 8 blocks transposed in registers.
-  for (int64_t jp = 0; jp < nc; jp += kNr) {
-    float* d = dst + jp * kp;
-    for (int64_t jj = 0; jj < kNr; jj += 8) {
-      for (int64_t k = 0; k < kc; k += 8) {
-        const __m256i mk = lanes(kc - k);
-        if (jp + kNr + jj + 8 <= nc)  // the same lines of the next panel's rows
-          for (int q = 0; q < 8; ++q) fetch(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
-        __m256 r[8];
-        for (int q = 0; q < 8; ++q) {
-          const int64_t j = jp + jj + q;
-          r[q] = j < nc ? _mm256_maskload_ps(b + (j0 + j) * ldb + p0 + k, mk) : _mm256_setzero_ps();
-        }
-        transpose8(r);
-        for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * kNr + jj, r[q]);
-      }
-    }
-  }
-}
-
 // 8 f16 (kBf16 false) or bf16 values as f32: exact either way.
 template <bool kBf16>
 inline __m256 widen(__m128i h) {
@@ -218,37 +178,41 @@ inline __m256 load_half(const uint16_t* p, int64_t count) {
   return widen<kBf16>(_mm_load_si128(reinterpret_cast<const __m128i*>(part)));
 }
 
-// pack_b for B's rows in f16 or bf16 (prefill's F16 and BF16 weights as op(B) = B^T, b[j * ldb
-// + k]; the F16 KV cache's values as op(B) = B, b[k * ldb + j]), converted to f32 as they are
-// packed, in the f32 form's panel layout.
-template <bool kBf16>
-void pack_b_half(bool trans_b, const uint16_t* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
-                 int64_t kc, int64_t kp, float* dst) {
-  if (!trans_b) {  // row by row, each row into every panel
+// Columns [j0, j0 + nc) of op(B), k in [p0, p0 + kc), into 16-column panels: panel q at
+// dst + q * kp * 16, k-major. Rows from kc to kp and columns past nc are zero. B's elements are E,
+// read by Load(p, count) (the first count of 8 as f32, zeros after them, nothing past them read):
+// f32 (load_first), or the f16/bf16 bits of prefill's weights and of the F16 KV cache
+// (load_half), converted as they are packed. The transposing form fetches the next panel's rows
+// every kFetchK k (a 64-byte line of f16; every 8 k of f32, as before the half forms existed).
+template <typename E, __m256 (*Load)(const E*, int64_t), int kFetchK>
+void pack_b_of(bool trans_b, const E* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+               int64_t kc, int64_t kp, float* dst) {
+  constexpr int64_t kLine = 64 / sizeof(E);  // elements a cache line
+  if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
     for (int64_t k = 0; k < kp; ++k) {
-      const uint16_t* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
+      const E* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
-        for (int64_t jp = 0; jp < nc; jp += 32) fetch_bytes(s + kAhead * ldb + jp);
+        for (int64_t jp = 0; jp < nc; jp += kLine) fetch_bytes(s + kAhead * ldb + jp);
       for (int64_t jp = 0; jp < nc; jp += kNr) {
         float* d = dst + jp * kp + k * kNr;
         const int64_t live = k < kc ? nc - jp : 0;
-        _mm256_store_ps(d, load_half<kBf16>(s + jp, live));
-        _mm256_store_ps(d + 8, load_half<kBf16>(s + jp + 8, live - 8));
+        _mm256_store_ps(d, Load(s + jp, live));
+        _mm256_store_ps(d + 8, Load(s + jp + 8, live - 8));
       }
     }
     return;
   }
+  // op(B)(k, j) = b[j * ldb + k]: 8 x 8 blocks transposed in registers.
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     float* d = dst + jp * kp;
     for (int64_t jj = 0; jj < kNr; jj += 8) {
       for (int64_t k = 0; k < kc; k += 8) {
-        if (k % 32 == 0 && jp + kNr + jj + 8 <= nc)  // the same line of the next panel's rows
+        if (k % kFetchK == 0 && jp + kNr + jj + 8 <= nc)  // the same lines of the next panel's rows
           for (int q = 0; q < 8; ++q) fetch_bytes(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
         __m256 r[8];
         for (int q = 0; q < 8; ++q) {
           const int64_t j = jp + jj + q;
-          r[q] =
-              j < nc ? load_half<kBf16>(b + (j0 + j) * ldb + p0 + k, kc - k) : _mm256_setzero_ps();
+          r[q] = j < nc ? Load(b + (j0 + j) * ldb + p0 + k, kc - k) : _mm256_setzero_ps();
         }
         transpose8(r);
         for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * kNr + jj, r[q]);
@@ -256,6 +220,10 @@ void pack_b_half(bool trans_b, const uint16_t* b, int64_t ldb, int64_t j0, int64
     }
   }
 }
+
+constexpr auto pack_b = &pack_b_of<float, &load_first, 8>;
+template <bool kBf16>
+constexpr auto pack_b_half = &pack_b_of<uint16_t, &load_half<kBf16>, 32>;
 
 // Rows [0, m) of op(A), k in [p0, p0 + kc), into 6-row panels, panel q at dst + q * kp * 6,
 // k-major (6 floats a k). Rows from kc to kp and panel rows past m are zero. With sums (trans_a
@@ -309,10 +277,10 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
 }
 
 // The shared loop nest (gemm_f32_driver.h) on this file's packs and tile.
-using Driver = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b, &tile<false>, &tile<true>>;
+using Driver = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, pack_b, &tile<false>, &tile<true>>;
 template <bool kBf16>
-using DriverHalf = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, &pack_b_half<kBf16>,
-                                 &tile<false>, &tile<true>, uint16_t>;
+using DriverHalf = GemmF32Driver<kMr, kNr, kKc, kBFloats, &pack_a, pack_b_half<kBf16>, &tile<false>,
+                                 &tile<true>, uint16_t>;
 
 }  // namespace
 
