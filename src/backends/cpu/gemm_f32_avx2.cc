@@ -74,8 +74,7 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
-inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
-inline void fetch_bytes(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+inline void fetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
 // C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 6 floats a
 // k of op(A), 16 of op(B). Not inlined, and the 12 accumulators are named variables: as arrays
@@ -192,7 +191,7 @@ void pack_b_of(bool trans_b, const E* b, int64_t ldb, int64_t j0, int64_t nc, in
     for (int64_t k = 0; k < kp; ++k) {
       const E* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
-        for (int64_t jp = 0; jp < nc; jp += kLine) fetch_bytes(s + kAhead * ldb + jp);
+        for (int64_t jp = 0; jp < nc; jp += kLine) fetch(s + kAhead * ldb + jp);
       for (int64_t jp = 0; jp < nc; jp += kNr) {
         float* d = dst + jp * kp + k * kNr;
         const int64_t live = k < kc ? nc - jp : 0;
@@ -208,7 +207,7 @@ void pack_b_of(bool trans_b, const E* b, int64_t ldb, int64_t j0, int64_t nc, in
     for (int64_t jj = 0; jj < kNr; jj += 8) {
       for (int64_t k = 0; k < kc; k += 8) {
         if (k % kFetchK == 0 && jp + kNr + jj + 8 <= nc)  // the same lines of the next panel's rows
-          for (int q = 0; q < 8; ++q) fetch_bytes(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
+          for (int q = 0; q < 8; ++q) fetch(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
         __m256 r[8];
         for (int q = 0; q < 8; ++q) {
           const int64_t j = jp + jj + q;
