@@ -28,16 +28,15 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // The decision. Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices of at least one group of rows are repacked
 // to Q4_0x8, Q5_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8. In a model loaded from a file mapping every other
-// matrix is copied as it is into the same huge pages: on this VM the file mapping's 4 KiB pages
-// cost a TLB miss per page walked (tg64 with and without the copy, alternating: Q06B F32 7.7-7.9 ->
-// 12.6-12.7 t/s, F16 19.0-19.2 -> 24.1-24.2, Q8_0 37.2-37.9 -> 43.7-44.1; L110M F16 +5%). The token
-// table alone (untied) is read a few rows per token and stays a view of the file. Null: not
-// repacked.
+// matrix (and the norms' and biases' vectors) is copied as it is into the same huge pages: on this
+// VM the file mapping's 4 KiB pages cost a TLB miss per page walked (tg64 with and without the
+// copy, alternating: Q06B F32 7.7-7.9 -> 12.6-12.7 t/s, F16 19.0-19.2 -> 24.1-24.2, Q8_0 37.2-37.9
+// -> 43.7-44.1; L110M F16 +5%). The token table alone (untied) is read a few rows per token and
+// stays a view of the file. Null: not repacked.
 const cpu::RepackedLayout* repack_layout(const Tensor& t) {
   if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return nullptr;
   return cpu::layout_of_base(t.dtype());
 }
-bool is_matrix(const Tensor& t) { return !t.empty() && t.rank() == 2; }
 
 // n bytes at file offset off into dst; false on any error or a short file.
 bool read_at(int fd, uint8_t* dst, size_t n, size_t off) {
@@ -50,12 +49,15 @@ bool read_at(int fd, uint8_t* dst, size_t n, size_t off) {
   return true;
 }
 
-// Drops the pages that lie wholly inside [p, p + n) of a read-only file mapping.
+// Drops every page that holds a byte of [p, p + n) of a read-only file mapping (a neighbour still
+// read through the mapping, an untied token table, finds its page in the file again). Pages
+// wholly inside only, as before, left the page under each chunk's end mapped (the check against
+// the mapping touches it) and every page of a small vector.
 size_t release_pages(const void* p, size_t n) {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(p);
-  const uintptr_t first = round_up(begin, page);
-  const uintptr_t last = (begin + n) / page * page;
+  const uintptr_t first = begin / page * page;
+  const uintptr_t last = round_up(begin + n, page);
   if (last <= first) return 0;
   if (madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
   return last - first;
@@ -76,13 +78,24 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   for (LayerWeights& l : w.layers)
     for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.w_gate, &l.w_up, &l.w_down})
       slots.push_back(t);
+  // From a file mapping, the norms' and biases' vectors too: read every token, each would keep
+  // its page of the mapping resident (a whole 2 MiB page where the page cache holds the file in
+  // huge pages: Q06B Q8_0 kept 88 MiB of the file mapped that way).
+  if (release_source) {
+    for (LayerWeights& l : w.layers)
+      for (Tensor* t : {&l.attn_norm, &l.attn_norm_b, &l.bqkv, &l.bq, &l.bk, &l.bv, &l.bo,
+                        &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b, &l.b_up, &l.b_down})
+        slots.push_back(t);
+    slots.push_back(&w.out_norm);
+    slots.push_back(&w.out_norm_b);
+  }
   // Distinct sources (a tied output shares the token table's data), in slot order.
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
   size_t total = 0;
   for (Tensor* t : slots) {
     if (t == &w.tok_embd && w.tok_embd.data() != w.output.data()) continue;  // lookups only
-    const bool copy = release_source && is_matrix(*t);
+    const bool copy = release_source && !t->empty();
     if (!(repack_layout(*t) != nullptr || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
@@ -110,7 +123,7 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
       // copied: the peak resident memory stays the model's size, not the model plus the largest
       // tensor (L15M F32 with its 37 MB head: 103 MiB whole-tensor, the file's 61 MB chunked).
       const cpu::RepackedLayout* layout = repack_layout(*t);
-      const int64_t rows = t->dim(0), k = t->dim(1);
+      const int64_t rows = t->rank() >= 2 ? t->dim(0) : 1, k = layout != nullptr ? t->dim(1) : 0;
       const size_t rb = t->nbytes() / static_cast<size_t>(rows);
       const int64_t chunk =
           std::max<int64_t>(cpu::kRepackRows, static_cast<int64_t>(kCopyChunk / rb) /
@@ -151,6 +164,10 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   work(0);
   for (std::thread& th : threads) th.join();
   if (fd >= 0) close(fd);
+  // Once more over every source, now that nothing reads the mapping: a fault (the chunk checks
+  // above) maps the cached pages around it too, so pages released earlier can be mapped again.
+  if (release_source)
+    for (Tensor* t : order) release_pages(t->data(), t->nbytes());
   for (const RepackStats& p : part) {
     st.tensors += p.tensors;
     st.bytes += p.bytes;

@@ -29,15 +29,17 @@ struct MappedSource {
 // Replaces every Q4_0 / Q5_0 / Q8_0 / Q4_K / Q6_K matrix in `w` by a Q4_0x8 / Q5_0x8 / Q8_0x8 /
 // Q4_Kx8 / Q6_Kx8 copy (backends/cpu/repack.h): the layer projections and the output head
 // (embed_rows reads the repacked layouts, so a tied token table is repacked once and shared). With
-// a `source` (the weights are views of that file's mapping) every other matrix is copied unchanged
-// too, and the bytes are read from the file with pread in 4 MiB chunks rather than through the
-// mapping (no 4 KiB page faults on the source: Q06B F32 `nexus run -n 1` 0.98 -> 0.56-0.59 s; a
-// chunk whose ends differ from the mapping's, a file replaced since it was mapped, is taken from
-// the mapping), then the mapping's whole pages in each chunk are dropped (madvise MADV_DONTNEED;
-// they would be read again from the file if touched), so resident memory does not double. An untied
-// token table is never touched (lookups read a few rows). The copies live in one allocation (2 MiB
-// aligned and advised for transparent huge pages). Without a source (weights in ordinary memory,
-// whose contents MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
+// a `source` (the weights are views of that file's mapping) every other matrix, and every norm and
+// bias vector, is copied unchanged too, and the bytes are read from the file with pread in 4 MiB
+// chunks rather than through the mapping (no 4 KiB page faults on the source: Q06B F32 `nexus run
+// -n 1` 0.98 -> 0.56-0.59 s; a chunk whose ends differ from the mapping's, a file replaced since it
+// was mapped, is taken from the mapping), then the mapping's pages of each chunk are dropped
+// (madvise MADV_DONTNEED; they would be read again from the file if touched), so resident memory
+// does not double, and once more for every copied tensor at the end: afterwards nothing but an
+// untied token table (lookups read a few rows) is read through the mapping, and no page of it stays
+// mapped for a copied tensor. The copies live in one allocation (2 MiB aligned and advised for
+// transparent huge pages). Without a source (weights in ordinary memory, whose contents
+// MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
 RepackStats repack_weights(ModelWeights& w, const MappedSource* source);
 
 }  // namespace nexus
