@@ -74,21 +74,16 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   const bool release_source = source != nullptr;
   RepackStats st;
   if (!repack_enabled()) return st;
-  std::vector<Tensor*> slots = {&w.tok_embd, &w.output};
+  // Every tensor of the model but a GPT-2 position table (looked up, like an untied token table).
+  // From a file mapping the norms' and biases' vectors are copied too: read every token, each
+  // would keep its page of the mapping resident (a whole 2 MiB page where the page cache holds the
+  // file in huge pages: Q06B Q8_0 kept 88 MiB of the file mapped that way).
+  std::vector<Tensor*> slots = {&w.tok_embd, &w.output, &w.out_norm, &w.out_norm_b};
   for (LayerWeights& l : w.layers)
-    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.w_gate, &l.w_up, &l.w_down})
+    for (Tensor* t : {&l.attn_norm, &l.attn_norm_b, &l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.bqkv,
+                      &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b,
+                      &l.w_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down})
       slots.push_back(t);
-  // From a file mapping, the norms' and biases' vectors too: read every token, each would keep
-  // its page of the mapping resident (a whole 2 MiB page where the page cache holds the file in
-  // huge pages: Q06B Q8_0 kept 88 MiB of the file mapped that way).
-  if (release_source) {
-    for (LayerWeights& l : w.layers)
-      for (Tensor* t : {&l.attn_norm, &l.attn_norm_b, &l.bqkv, &l.bq, &l.bk, &l.bv, &l.bo,
-                        &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b, &l.b_up, &l.b_down})
-        slots.push_back(t);
-    slots.push_back(&w.out_norm);
-    slots.push_back(&w.out_norm_b);
-  }
   // Distinct sources (a tied output shares the token table's data), in slot order.
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
