@@ -342,10 +342,19 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
                      float* dbias) {
   NEXUS_TRAIN_OP("train.matmul_bwd", 4 * (2 * n * c + c * oc + n * oc),
                  2 * n * c * oc * ((dinp != nullptr) + (dw != nullptr)));
-  // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: in
-  // chunks of oc, dinp_split_k).
+  // dinp[n, c] += dout[n, oc] w[oc, c], in shares of dinp's columns (the output head's: with our
+  // pooled GEMM in blocks of its rows, else in chunks of oc, dinp_split_k). The head's in blocks
+  // of rows: each thread packs op(B), a pass of w (288 or 768 x 384 floats), and only the rows of
+  // d logits it claims, into one [n x c] output, where the chunks of oc had each thread pack all n
+  // rows of its chunk into a partial of its own, then added (per-thread working set 3.1 MB of
+  // packed d logits + 2.4 MB of output at L15M's 2048 rows, against 1.5 + 1.2 MB). The same bits
+  // for any thread count either way. Two threads, medians of 5 in one process, alternating:
+  // L15M's head d input over 2048 rows 334 -> 291 ms, GPT-2's over 1024 rows 664 -> 591, over
+  // 512 rows 308 -> 304 (PERFORMANCE.md, twenty-sixth session).
   if (dinp && use_amx(bf16_operands, n, c, oc))
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
+  else if (dinp && split_k(c, oc) && use_pooled())
+    gemm_pooled_rows(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc))
     dinp_split_k(pool, dinp, dout, w, n, c, oc);
   else if (dinp && split_rows(pool, n, c < 4 * oc) && use_pooled())

@@ -172,12 +172,14 @@ TEST(TrainOpsGrad, MatmulThreadedIsBitIdentical) {
     GTEST_SKIP() << "our f32 GEMM is off: OpenBLAS's results depend on the split (train_ops.cc)";
   openblas_set_num_threads(1);
   // 1040 tokens split by rows on two threads (the d input of the second by columns: c >= 4 oc);
-  // the last shape is head-like (oc >= 16 c): its d input is summed in chunks of oc.
+  // the last two are head-like (oc >= 16 c): their d input goes to our pooled GEMM in blocks of
+  // rows (the first of them split over the threads, the second too small to split).
   for (auto [n, c, oc] : {std::array<int64_t, 3>{96, 320, 1000},
                           {64, 768, 2304},
                           {19, 97, 501},
                           {1040, 96, 200},
                           {1040, 400, 96},
+                          {100, 24, 17000},
                           {16, 40, 40001}}) {
     const auto inp = randn(n * c, 40), w = randn(oc * c, 41), r = randn(n * oc, 42);
     const auto bias = randn(oc, 45);
@@ -249,12 +251,13 @@ TEST(TrainOpsGrad, MatmulStartingValues) {
   }
 }
 
-// A head-shaped d input (the vocabulary as the inner dimension, cut into chunks whose partial
-// sums are transposed and added in order) matches a double-precision sum, on a pool and without
-// one.
+// A head-shaped d input (the vocabulary as the inner dimension: our pooled GEMM's blocks of rows,
+// or on OpenBLAS chunks whose partial sums are transposed and added in order) matches a
+// double-precision sum, on a pool and without one.
 TEST(TrainOpsGrad, MatmulHeadInputGradMatchesDouble) {
   openblas_set_num_threads(1);
-  const int64_t n = 21, c = 24, oc = 50257;  // 21 rows: a whole block of 16 and a part
+  // 40 rows: enough to split over two threads; OpenBLAS's partials two blocks of 16 and a part.
+  const int64_t n = 40, c = 24, oc = 50257;
   const auto w = randn(oc * c, 43), r = randn(n * oc, 44);
   std::vector<double> ref(n * c, 0.5);
   for (int64_t i = 0; i < n; ++i)
