@@ -42,6 +42,13 @@ inline __m256 load_first(const float* p, int64_t count) {
   return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes(count));
 }
 
+// The 6 floats at p (a row of C^T), zeros after them: a 16-byte and an 8-byte load, which the
+// head's d weight (L15M, two threads) ran 5% faster than vmaskmovps (306 -> 290 ms, medians of 7).
+inline __m256 load_six(const float* p) {
+  const __m128 hi = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p + 4)));
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), hi, 1);
+}
+
 // The first `count` lanes of v to p (1 to 8).
 inline void store_first(float* p, __m256 v, int64_t count) {
   if (count >= 8) return _mm256_storeu_ps(p, v);
@@ -90,8 +97,11 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
       fetch(c + r * ldc);
       fetch(c + r * ldc + 8);
     }
-  if (accumulate && kTransC)
-    for (int q = 0; q < nr; ++q) fetch(c + q * ldc);
+  if (accumulate && kTransC)  // the mr floats of a row of C^T may cross into a second line
+    for (int q = 0; q < nr; ++q) {
+      fetch(c + q * ldc);
+      fetch(c + q * ldc + mr - 1);
+    }
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
          a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
   // Unrolled (kp is a multiple of 8): the same FMAs in the same order, so the same bits. In one
@@ -131,7 +141,7 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
       transpose8(t);
       for (int q = 0; q < 8 && h * 8 + q < nr; ++q) {
         float* cq = c + (h * 8 + q) * ldc;
-        if (accumulate) t[q] = _mm256_add_ps(t[q], load_first(cq, mr));
+        if (accumulate) t[q] = _mm256_add_ps(t[q], mr == kMr ? load_six(cq) : load_first(cq, mr));
         store_first(cq, t[q], mr);
       }
     }
