@@ -610,13 +610,19 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 }
 
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
-                           int64_t v, float scale, ThreadPool* pool) {
+                           int64_t v, float scale, ThreadPool* pool, Precision round) {
   NEXUS_TRAIN_OP("train.cross_entropy", 8 * n * v, 0);
   const auto fn = cpu::avx512_active() ? kern::ce_row_avx512
                   : use_avx2()         ? kern::ce_row_avx2
                                        : kern::ce_row_scalar;
+  const bool rounds = round != Precision::kF32;
   for_ranges(pool, n, 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) row_loss[i] = fn(logits + i * v, v, targets[i], scale);
+    for (int64_t i = r0; i < r1; ++i) {
+      float* row = logits + i * v;
+      if (rounds) round_to(round, row, v);
+      row_loss[i] = fn(row, v, targets[i], scale);
+      if (rounds) round_to(round, row, v);
+    }
   });
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += row_loss[i];

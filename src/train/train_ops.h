@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "nexus/model.h"
+#include "train/precision.h"
 
 namespace nexus {
 class ThreadPool;
@@ -88,8 +89,12 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
 // logits, row_loss[i] = logsumexp(row) - row[targets[i]] (0 when targets[i] < 0), and the row is
 // overwritten with d(scale * sum of row losses)/d row = (softmax - onehot) * scale (zeros for an
 // ignored row). Returns the sum of row_loss, added in row order (the same for any thread count).
+// With `round` other than kF32, each row is rounded to that precision (round_to) before its loss
+// and its gradient after it, while the row is in cache: the same bits as round_to over all the
+// logits, then this, then round_to over the gradients (the mixed-precision head's two passes).
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
-                           int64_t v, float scale, ThreadPool* pool = nullptr);
+                           int64_t v, float scale, ThreadPool* pool = nullptr,
+                           Precision round = Precision::kF32);
 
 // --- gpt2 (train_ops_gpt2.cc) ---
 

@@ -376,5 +376,34 @@ TEST(TrainOpsGrad, CrossEntropyThreadedIsBitIdentical) {
   }
 }
 
+// With a rounding precision the fused op rounds each row before its loss and its gradient after
+// it: the bits of round_to over all the logits, the plain op, then round_to over the gradients
+// (the mixed-precision head's passes it replaces), on one thread and on a pool; and the rounding
+// does happen (the result differs from the plain op's).
+TEST(TrainOpsGrad, CrossEntropyRoundingRowsMatchesRoundingPasses) {
+  const int64_t n = 19, v = 1003;
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = i % 7 == 2 ? -1 : static_cast<int32_t>(i * 61 % v);
+  const auto logits = randn(n * v, 29, 4.0f);
+  for (Precision p : {Precision::kBF16, Precision::kF16}) {
+    std::vector<float> want = logits, want_loss(n), plain = logits, plain_loss(n);
+    round_to(p, want.data(), n * v);
+    const double want_total =
+        cross_entropy_fused(want.data(), want_loss.data(), targets.data(), n, v, 0.5f);
+    round_to(p, want.data(), n * v);
+    cross_entropy_fused(plain.data(), plain_loss.data(), targets.data(), n, v, 0.5f);
+    EXPECT_NE(plain, want) << precision_name(p);
+    ThreadPool pool(2);
+    for (ThreadPool* pl : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> got = logits, got_loss(n);
+      const double total =
+          cross_entropy_fused(got.data(), got_loss.data(), targets.data(), n, v, 0.5f, pl, p);
+      EXPECT_EQ(got, want) << precision_name(p) << (pl ? ", two threads" : ", one thread");
+      EXPECT_EQ(got_loss, want_loss) << precision_name(p);
+      EXPECT_EQ(total, want_total) << precision_name(p);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nexus::train
