@@ -615,13 +615,16 @@ double cross_entropy_fused(float* logits, float* row_loss, const int32_t* target
   const auto fn = cpu::avx512_active() ? kern::ce_row_avx512
                   : use_avx2()         ? kern::ce_row_avx2
                                        : kern::ce_row_scalar;
-  const bool rounds = round != Precision::kF32;
+  // round_to's kernel itself, row by row (round_to would record a profiler span for each row).
+  const auto round_row = round == Precision::kF32 ? nullptr
+                         : use_avx2()             ? kern::round_avx2
+                                                  : kern::round_scalar;
   for_ranges(pool, n, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       float* row = logits + i * v;
-      if (rounds) round_to(round, row, v);
+      if (round_row) round_row(round, row, row, v);
       row_loss[i] = fn(row, v, targets[i], scale);
-      if (rounds) round_to(round, row, v);
+      if (round_row) round_row(round, row, row, v);
     }
   });
   double total = 0.0;
