@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nexus/status.h"
@@ -47,6 +48,9 @@ class TokenFile {
   uint64_t size() const { return header_.n_tokens; }
   uint64_t vocab_size() const { return header_.vocab_size; }
   const std::string& path() const { return path_; }
+  // Names the file in later messages: a token file made from a text in a temporary file (already
+  // removed) goes by the text's path.
+  void rename_for_messages(std::string name) { path_ = std::move(name); }
   // Token `i` (unchecked; i < size()).
   int32_t operator[](uint64_t i) const {
     return header_.token_bytes == 2 ? static_cast<int32_t>(u16_[i]) : static_cast<int32_t>(u32_[i]);

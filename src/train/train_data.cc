@@ -21,8 +21,9 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   if (!in) return Status::error("cannot read --data " + path);
   std::stringstream text;
   text << in.rdbuf();
+  // (encode adds BOS, so an empty text would still give a token.)
+  if (text.str().empty()) return Status::error("--data " + path + " holds no text (0 bytes)");
   const std::vector<int32_t> ids = tokenizer.encode(text.str(), true);
-  if (ids.empty()) return Status::error("--data " + path + " holds no text");
   static int counter = 0;
   const std::string tmp =
       (std::filesystem::temp_directory_path() /
@@ -35,6 +36,7 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   NEXUS_RETURN_IF_ERROR(w.value()->finish());
   auto file = TokenFile::open(tmp);
   std::filesystem::remove(tmp);  // the mapping keeps the data
+  if (file) file.value().rename_for_messages(path);  // not the removed temporary's name
   return file;
 }
 

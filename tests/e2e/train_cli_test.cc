@@ -82,6 +82,24 @@ TEST(TrainCli, ClearErrors) {
               " --data /nonexistent --out /tmp/x.gguf");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("cannot read --data"), std::string::npos) << r.err;
+  // An empty text, and one too short for a window: each named by its own path (the short one was
+  // named after the removed temporary token file it was tokenized into).
+  const std::string dir = ::testing::TempDir();
+  const std::string empty = dir + "/nexus_train_empty.txt",
+                    shorter = dir + "/nexus_train_short.txt";
+  std::ofstream(empty).close();
+  std::ofstream(shorter) << "To be.";
+  const std::string shape = "train --shape 32,2,4,2,64 --tokenizer " +
+                            quoted(fixtures_dir() + "/train/llama_tied.gguf") + " --seq 16 --data ";
+  r = run_cli(shape + quoted(empty) + " -o " + quoted(dir + "/nexus_train_x.gguf"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--data " + empty + " holds no text (0 bytes)"), std::string::npos) << r.err;
+  r = run_cli(shape + quoted(shorter) + " -o " + quoted(dir + "/nexus_train_x.gguf"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'" + shorter + "' holds "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fewer than one window"), std::string::npos) << r.err;
+  std::remove(empty.c_str());
+  std::remove(shorter.c_str());
 }
 
 // A learning rate, warmup or clip that makes no run is a usage error before any data is read:
