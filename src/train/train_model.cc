@@ -46,9 +46,11 @@ constexpr int64_t kHeadBlockFloats = int64_t{1} << 23;
 // logits are 98 MiB.
 constexpr int64_t kMinHeadRows = 512;
 // With the tied embedding's rows deferred (TrainOptions::row_updates) the logits share memory with
-// the embedding's dense gradient, so fewer rows at a time: GPT-2's 384 rows are 74 MiB against
-// 98, for a head about 1.3% of a step slower (BM_TrainOutputHead: 684 ms at 512 rows, 759 at 256).
-constexpr int64_t kDeferredHeadRows = 384;
+// the embedding's dense gradient, so fewer rows at a time: GPT-2's 256 rows are 49 MiB against
+// 98 at 512. On the Zen 3 host (AVX2) BM_TrainOutputHead/ROWS/1 takes 1,765 / 1,824 / 2,080 ms
+// at 512 / 256 / 166 rows: 256 rows cost under 1% of a GPT-2 step against 512 and keep its peak
+// RSS 26 MiB under 384 rows' (1,712 -> 1,686 MiB, --grad-checkpoint --optimizer-in-backward).
+constexpr int64_t kDeferredHeadRows = 256;
 // With no memory-saving mode set, as many rows at a time as 64 Mi logits hold (256 MiB): the whole
 // batch for L15M (2048 x 32000) and GPT-2 124M (1024 x 50257) at their benchmark shapes. The head's
 // weight is then packed once a step and its gradient read and written once. GPT-2:
