@@ -2,7 +2,8 @@
 """Training throughput side by side: `nexus train` against the PyTorch peer (../shared/tools/
 torch-baseline/bench_train.py) on the same model shape, batch and sequence, alternating round by
 round (nexus, PyTorch, nexus, PyTorch, ...) so machine noise hits both, then one markdown table:
-tokens/s, ratio, peak RSS of each process, nexus's GFLOP/s and MFU against the FMA peak.
+tokens/s, ratio, peak RSS of each process, nexus's GFLOP/s and MFU against the FMA peak (and,
+with --grad-checkpoint in --nexus-args, HFU: the recomputed forward counted too).
 
 usage: bench/train_compare.py [--model l15m|gpt2] [-r ROUNDS] [--steps N] [--torch-steps N]
                               [-t THREADS] [--nexus-args "--precision bf16 ..."]
@@ -33,19 +34,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # Shapes of the issue's training benchmarks: nexus flags, the peer's preset, tokens per step and
-# FLOPs per token (6N + the attention's 12 L T d over a sequence: L15M 96.5 MFLOP, GPT-2 774).
+# FLOPs per token (6N + the attention's 12 L T d over a sequence: L15M 96.5 MFLOP, GPT-2 774), and
+# what --grad-checkpoint adds a token: the recomputed forward of every block without its down
+# projection (2 x the q/k/v, output and up (gate) weights) and the attention's forward, 4 L T d
+# (L15M 2 x 4.64 M + 1.77 M = 11.06 MFLOP, GPT-2 2 x 56.6 M + 9.4 M = 122.7).
 MODELS = {
     "l15m": {
         "nexus": ["--shape", "288,6,6,6,768,32000", "--tokenizer",
                   "{shared}/vocab/ggml-vocab-llama-spm.gguf", "--batch", "8", "--seq", "256"],
         "torch": ["--preset", "llama15m", "--batch", "8", "--seq", "256"],
-        "tokens": 8 * 256, "flops": 96.5e6, "steps": 7, "torch_steps": 5,
+        "tokens": 8 * 256, "flops": 96.5e6, "recompute_flops": 11.06e6, "steps": 7,
+        "torch_steps": 5,
     },
     "gpt2": {
         "nexus": ["--arch", "gpt2", "--shape", "768,12,12,12,3072,50257", "--tokenizer",
                   "{shared}/vocab/ggml-vocab-gpt-2.gguf", "--batch", "4", "--seq", "256"],
         "torch": ["--preset", "gpt2-124m", "--batch", "4", "--seq", "256"],
-        "tokens": 4 * 256, "flops": 774e6, "steps": 6, "torch_steps": 4,
+        "tokens": 4 * 256, "flops": 774e6, "recompute_flops": 122.7e6, "steps": 6,
+        "torch_steps": 4,
     },
 }
 
@@ -180,15 +186,21 @@ def main():
           f"{extra} against PyTorch fp32"
           + (f"; FMA peak {peak:.1f} GFLOP/s (the highest of {len(readings)} readings: "
              + ", ".join(f"{r:.1f}" for r in readings) + ")" if peak else "") + "\n")
+    # With checkpointing the cores also run the recompute: HFU counts it, MFU does not.
+    hfu = bool(peak) and "--grad-checkpoint" in shlex.split(args.nexus_args)
     head = "| round | nexus tokens/s | PyTorch tokens/s | ratio | nexus peak RSS MiB | " \
            "PyTorch peak RSS MiB | RSS share | nexus GFLOP/s |"
-    print(head + (" MFU |" if peak else ""))
-    print("|---" * (8 + bool(peak)) + "|")
+    print(head + (" MFU |" if peak else "") + (" HFU (with the recompute) |" if hfu else ""))
+    print("|---" * (8 + bool(peak) + hfu) + "|")
     for i, (n_tps, t_tps, n_rss, t_rss) in enumerate(rows, 1):
         gflops = n_tps * model["flops"] / 1e9
         line = (f"| {i} | {n_tps:,.0f} | {t_tps:,.0f} | {n_tps / t_tps:.2f}x | {n_rss:,.0f} | "
                 f"{t_rss:,.0f} | {100 * n_rss / t_rss:.1f}% | {gflops:.0f} |")
-        print(line + (f" {100 * gflops / peak:.1f}% |" if peak else ""))
+        line += f" {100 * gflops / peak:.1f}% |" if peak else ""
+        if hfu:
+            hw = n_tps * (model["flops"] + model["recompute_flops"]) / 1e9
+            line += f" {100 * hw / peak:.1f}% |"
+        print(line)
     ratios = [r[0] / r[1] for r in rows]
     print(f"\nratio: median {statistics.median(ratios):.2f}x (min {min(ratios):.2f}, "
           f"max {max(ratios):.2f}); raw logs: {out}")
