@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace nexus::train {
 
@@ -19,11 +20,14 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   if (is_token_file(path)) return TokenFile::open(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error("cannot read --data " + path);
-  std::stringstream text;
-  text << in.rdbuf();
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  // Moved out, not copied: str() on an lvalue copies the whole corpus (twice before, once for the
+  // check below and once for encode).
+  const std::string text = std::move(buffer).str();
   // (encode adds BOS, so an empty text would still give a token.)
-  if (text.str().empty()) return Status::error("--data " + path + " holds no text (0 bytes)");
-  const std::vector<int32_t> ids = tokenizer.encode(text.str(), true);
+  if (text.empty()) return Status::error("--data " + path + " holds no text (0 bytes)");
+  const std::vector<int32_t> ids = tokenizer.encode(text, true);
   static int counter = 0;
   const std::string tmp =
       (std::filesystem::temp_directory_path() /
