@@ -18,7 +18,8 @@ docs/PERFORMANCE.md counts them); MFU is that against the FMA peak when --fmapea
 those readings (a single reading moved between 123 and 179 GFLOP/s on the noisy host, and a low
 one inflates MFU; the highest is what the cores can do, so the MFU is the conservative one). Both
 engines run fp32 AdamW without gradient clipping (the peer's defaults); --nexus-args adds flags
-to nexus only (a mode to compare against the peer's fp32). The peer needs Debian's python3-torch and libopenblas0-openmp (its README).
+to nexus only (a mode to compare against the peer's fp32). The peer needs Debian's python3-torch
+and libopenblas0-openmp (its README).
 """
 import argparse
 import json
