@@ -380,23 +380,19 @@ void BM_TrainGemm(benchmark::State& state) {
 }
 BENCHMARK(BM_TrainGemm)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->UseRealTime();
 
-}  // namespace
-}  // namespace nexus::train
-
-namespace nexus::train {
-namespace {
-
 // The three GEMMs of L15M's output head over a whole step's 2048 rows (TrainModel's head_rows_
 // for L15M at batch 8 x 256), timed apart: range(0) 0 = logits (x W^T), 1 = d input (dL W),
-// 2 = d weight (dL^T x). Two threads; d logits (262 MB) come from memory as in the step.
+// 2 = d weight (dL^T x). Two threads; the one [n x vocab] buffer (262 MB: the logits part 0 writes,
+// the d logits parts 1 and 2 read) is in memory, not cache, as in the step.
 void BM_TrainHeadParts(benchmark::State& state) {
   const int part = static_cast<int>(state.range(0));
   const int64_t n = 2048, d = 288, nv = 32000;
-  const auto lnf = randn(n * d, 9), w = randn(nv * d, 10, 0.02f), dl = randn(n * nv, 11, 1e-4f);
-  std::vector<float> logits(n * nv), dlnf(n * d), dw(nv * d);
+  const auto lnf = randn(n * d, 9), w = randn(nv * d, 10, 0.02f);
+  auto dl = randn(n * nv, 11, 1e-4f);
+  std::vector<float> dlnf(n * d), dw(nv * d);
   ThreadPool pool(2);
   for (auto _ : state) {
-    if (part == 0) matmul_forward(logits.data(), lnf.data(), w.data(), n, d, nv, &pool);
+    if (part == 0) matmul_forward(dl.data(), lnf.data(), w.data(), n, d, nv, &pool);
     if (part == 1)
       matmul_backward(dlnf.data(), nullptr, dl.data(), lnf.data(), w.data(), n, d, nv, &pool);
     if (part == 2)
