@@ -1,4 +1,5 @@
-# Front door: make deps | make | make test | make demo | make bench.
+# Front door: make | make test | make demo | make bench. Each checks (and, where missing,
+# installs) the Debian packages first, so a fresh machine needs no other step.
 BUILD ?= build
 PRESET ?= release
 JOBS ?= $(shell nproc)
@@ -16,18 +17,23 @@ all: build
 # Debian packages the build and tests need (idempotent; CUDA is preinstalled on these machines).
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libopenblas-dev pkg-config clang libclang-rt-14-dev
+# Not root: through sudo when there is one, else an error that lists the packages to install.
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	else echo "deps: all Debian packages present"; fi
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "deps: installing:$$missing"; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1; then sudo="sudo"; \
+	else echo "deps: error: not root and no sudo; install:$$missing" >&2; exit 1; fi; \
+	$$sudo apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing || \
+	{ echo "deps: error: apt-get could not install:$$missing" >&2; exit 1; }
 
-$(BUILD)/build.ninja:
+$(BUILD)/build.ninja: | deps
 	cmake --preset $(PRESET)
 
 # Configure every time (cheap once cached) so the commit recorded in benchmark output is current.
-build: $(BUILD)/build.ninja
+build: deps $(BUILD)/build.ninja
 	@cmake --preset $(PRESET) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bench.h"
+#include "harness/bench.h"
 #include "thread_team.h"
 
 namespace {

@@ -9,11 +9,11 @@
 
 #include "command.h"
 #include "nexus/profile.h"
-#include "profile/svg_chart.h"
-#include "runtime/bench.h"
-#include "runtime/bench_compare.h"
-#include "runtime/bench_plot.h"
-#include "runtime/ladder.h"
+#include "plot/svg_chart.h"
+#include "harness/bench.h"
+#include "harness/bench_compare.h"
+#include "harness/bench_plot.h"
+#include "harness/ladder.h"
 
 #ifndef NEXUS_BUILD_COMMIT
 #define NEXUS_BUILD_COMMIT "unknown"

@@ -7,7 +7,7 @@
 #include "backends/cpu/quant.h"
 #include "command.h"
 #include "io/gguf.h"
-#include "io/gguf_convert.h"
+#include "compress/gguf_convert.h"
 #include "io/llama2c.h"
 
 namespace nexus::cli {

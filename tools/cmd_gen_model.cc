@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "command.h"
-#include "models/random_model.h"
+#include "harness/random_model.h"
 
 namespace nexus::cli {
 namespace {

@@ -19,6 +19,7 @@
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
 #include "train/checkpoint.h"
+#include "plot/loss_plot.h"
 #include "train/metrics.h"
 #include "train/model_shape.h"
 #include "train/train_data.h"
@@ -491,7 +492,7 @@ int train_main(int argc, char** argv) {
       auto all = train::read_metrics(f.metrics);
       if (all) history = std::move(all).value();
     }
-    if (Status ps = train::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
+    if (Status ps = plot::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
       return fail("train", ps.message());
   }
   if (!f.out.empty()) {

@@ -7,15 +7,12 @@
 #include <span>
 #include <vector>
 
+#include "nexus/config.h"
 #include "nexus/dtype.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
 
 namespace nexus {
-
-// Attention kernel: the tiled online-softmax one, or the naive one that materialises every score
-// row over f32 copies of K/V (the baseline of `nexus bench --ladder`).
-enum class AttentionImpl { kFlash, kNaive };
 
 struct ContextOptions {
   int64_t n_ctx = 0;            // positions per sequence (0 = the model's training context)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "nexus/config.h"
 #include "nexus/dtype.h"
 #include "nexus/status.h"
 #include "nexus/tensor.h"
@@ -13,28 +14,6 @@
 namespace nexus {
 
 class GgufFile;
-
-enum class Arch { kLlama, kQwen2, kQwen3, kGpt2 };
-enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
-
-struct ModelConfig {
-  Arch arch = Arch::kLlama;
-  std::string arch_name;
-  int64_t n_vocab = 0;
-  int64_t n_ctx_train = 0;
-  int64_t dim = 0;          // embedding width
-  int64_t n_layers = 0;
-  int64_t n_heads = 0;
-  int64_t n_kv_heads = 0;
-  int64_t head_dim = 0;     // may differ from dim / n_heads (qwen3)
-  int64_t ffn_dim = 0;
-  float norm_eps = 1e-5f;
-  float rope_theta = 10000.0f;
-  int64_t rope_dim = 0;     // rotated dims per head (<= head_dim)
-  RopeStyle rope = RopeStyle::kNormal;
-  int64_t sliding_window = 0;  // 0 = full causal attention
-  bool tied_output = false;
-};
 
 // One transformer block's weights (absent tensors are empty Tensors).
 struct LayerWeights {

@@ -7,7 +7,7 @@
 #include "nexus/profile.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
-#include "runtime/forward.h"
+#include "models/forward.h"
 
 namespace nexus {
 namespace {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "models/arch.h"
-#include "runtime/forward.h"
+#include "models/forward.h"
 
 namespace nexus {
 

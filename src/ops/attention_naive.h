@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
-#include "nexus/context.h"
+#include "nexus/config.h"
 #include "ops/attention.h"
-#include "runtime/kv_cache.h"
+#include "backends/cpu/kv_cache.h"
 
 namespace nexus {
 

@@ -1,8 +1,11 @@
 // Row-wise and element-wise ops of the forward pass: normalisation, activations, bias, residual.
-// Implemented in backends/cpu/elementwise.cc; inputs are f32 row-major [rows x dim].
+// Front-ends (profiled) of the kernels in backends/cpu/elementwise.h; inputs are f32 row-major
+// [rows x dim].
 #pragma once
 
 #include <cstdint>
+
+#include "backends/cpu/elementwise.h"
 
 namespace nexus {
 
@@ -21,7 +24,7 @@ void add_bias(float* y, const float* b, int64_t rows, int64_t dim);
 void add_inplace(float* y, const float* x, int64_t n);
 
 // Entries per block of copy_block_max.
-inline constexpr int64_t kBlockMaxEntries = 64;
+inline constexpr int64_t kBlockMaxEntries = cpu::kBlockMaxEntries;
 // dst = src over n values (a sampler's logits), and block_max[b] = the largest of block b's
 // kBlockMaxEntries values (the last block may be shorter; (n + kBlockMaxEntries - 1) /
 // kBlockMaxEntries entries). Returns false when some value is NaN or +inf: the caller names it (the

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "nexus/model.h"
+#include "nexus/config.h"
 
 namespace nexus {
 

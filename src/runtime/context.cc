@@ -17,7 +17,7 @@
 #include "ops/matmul.h"
 #include "ops/rope.h"
 #include "profile/memory.h"
-#include "runtime/forward.h"
+#include "models/forward.h"
 
 namespace nexus {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nexus/status.h"
-#include "runtime/rng.h"
+#include "core/rng.h"
 
 namespace nexus {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "nexus/status.h"
-#include "runtime/rng.h"
+#include "core/rng.h"
 #include "train/token_file.h"
 
 namespace nexus {

@@ -1,4 +1,4 @@
-// Metrics JSONL writing and reading (nlohmann::json) and the loss plot (svg_line_chart.h).
+// Metrics JSONL writing and reading (nlohmann::json).
 #include "train/metrics.h"
 
 #include <filesystem>
@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "io/mapped_file.h"
-#include "profile/svg_line_chart.h"
 
 namespace nexus::train {
 namespace {
@@ -86,26 +85,6 @@ Result<std::vector<MetricsRecord>> read_metrics(const std::string& path) {
   while (std::getline(in, line))
     if (auto r = parse_line(line)) out.push_back(*r);
   return out;
-}
-
-Status write_loss_plot(const std::vector<MetricsRecord>& records, const std::string& path,
-                       const std::string& title) {
-  LineChart chart;
-  chart.title = title;
-  chart.x_label = "step";
-  chart.y_label = "loss";
-  LineSeries train{"train loss", {}, {}, false}, val{"validation loss", {}, {}, true};
-  for (const MetricsRecord& r : records) {
-    train.x.push_back(static_cast<double>(r.step));
-    train.y.push_back(r.loss);
-    if (r.val_loss) {
-      val.x.push_back(static_cast<double>(r.step));
-      val.y.push_back(*r.val_loss);
-    }
-  }
-  chart.series.push_back(std::move(train));
-  if (!val.x.empty()) chart.series.push_back(std::move(val));
-  return write_line_chart_svg(chart, path);
 }
 
 }  // namespace nexus::train

@@ -49,8 +49,4 @@ class MetricsLog {
 // the partial last line of a killed run) is skipped. A missing file is an error.
 Result<std::vector<MetricsRecord>> read_metrics(const std::string& path);
 
-// Train loss per step and validation loss at its steps as an SVG line chart, written atomically.
-Status write_loss_plot(const std::vector<MetricsRecord>& records, const std::string& path,
-                       const std::string& title);
-
 }  // namespace nexus::train

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "io/gguf.h"
-#include "io/gguf_convert.h"
-#include "models/random_model.h"
+#include "compress/gguf_convert.h"
+#include "harness/random_model.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 

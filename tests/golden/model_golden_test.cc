@@ -19,7 +19,7 @@
 
 #include "golden/reference_logits.h"
 #include "io/gguf.h"
-#include "io/gguf_convert.h"
+#include "compress/gguf_convert.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 #include "ops/matmul.h"

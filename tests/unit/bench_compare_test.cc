@@ -1,6 +1,6 @@
 // Regression detection: verdicts on hand-made bench JSON (a clear regression, a noisy small drop,
 // an improvement), the noise rule, threshold parsing, matching and bad input.
-#include "runtime/bench_compare.h"
+#include "harness/bench_compare.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/bench_plot.h"
+#include "harness/bench_plot.h"
 
 namespace nexus {
 namespace {

@@ -1,6 +1,6 @@
 // Benchmark tooling: random-model shapes and type plans, the streaming GGUF writer, generated
 // models loading through Model::load, and the bench runner's statistics and output formats.
-#include "runtime/bench.h"
+#include "harness/bench.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "backends/cpu/quant.h"
 #include "io/gguf.h"
 #include "io/gguf_stream_writer.h"
-#include "models/random_model.h"
+#include "harness/random_model.h"
 
 namespace nexus {
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "profile/svg_line_chart.h"
+#include "plot/svg_line_chart.h"
 #include "train/metrics.h"
 
 namespace nexus::train {

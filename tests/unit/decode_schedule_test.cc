@@ -1,6 +1,6 @@
 // DecodeSchedule: learns the cycle of a decode step's matmul groups from the groups as they run,
 // predicts the next one, learns again when a group comes out of order, and does nothing when off.
-#include "runtime/decode_schedule.h"
+#include "ops/decode_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The optimization ladder on stories260K: all eight steps run, the F32 steps (no KV cache, naive
 // attention, flash attention, threads) generate exactly the Base step's greedy tokens, and the
 // markdown table and chart have one row / bar per step; a step a model cannot take is skipped.
-#include "runtime/ladder.h"
+#include "harness/ladder.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "models/random_model.h"
+#include "harness/random_model.h"
 #include "test_paths.h"
 
 namespace nexus {

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "runtime/rng.h"
+#include "core/rng.h"
 
 namespace nexus {
 namespace {

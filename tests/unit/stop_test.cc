@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rng.h"
+#include "core/rng.h"
 
 namespace nexus {
 namespace {

@@ -1,6 +1,6 @@
 // SVG bar charts: well-formed XML (balanced tags, checked by a tiny tag parser), one <rect> per
 // bar, labels present and escaped, error bars drawn, atomic writing.
-#include "profile/svg_chart.h"
+#include "plot/svg_chart.h"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 #include "backends/cpu/repack.h"
 #include "io/gguf.h"
 #include "io/mapped_file.h"
-#include "models/random_model.h"
+#include "harness/random_model.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 

@@ -6,16 +6,13 @@
 #include <limits>
 #include <vector>
 
-#include "ops/attention.h"
-
+#include "backends/cpu/attention.h"
 #include "backends/cpu/attention_block.h"
 #include "backends/cpu/attention_decode.h"
 #include "backends/cpu/attention_tile.h"
 #include "backends/cpu/quant.h"
-#include "ops/attention_naive.h"
-#include "profile/op_args.h"
 
-namespace nexus {
+namespace nexus::cpu {
 namespace {
 
 constexpr int32_t kTile = 64;
@@ -30,8 +27,8 @@ constexpr int32_t kSplitKeysMin = 256;
 
 // Scratch of a thread's share of split keys: the kernel's, then its joinable result.
 size_t split_keys_floats(const AttentionParams& p) {
-  return cpu::attn_decode_scratch_floats(p.n_heads) +
-         cpu::attn_decode_part_floats(p.n_heads, p.head_dim);
+  return attn_decode_scratch_floats(p.n_heads) +
+         attn_decode_part_floats(p.n_heads, p.head_dim);
 }
 
 }  // namespace
@@ -40,18 +37,14 @@ size_t attention_scratch_floats(const AttentionParams& p, int64_t kv_row_width) 
   const int64_t group = p.n_heads / p.n_kv_heads;
   return std::max({static_cast<size_t>(2 * kTile * kv_row_width + kv_row_width + group * kTile +
                                        p.n_heads * p.head_dim + 2 * p.n_heads + 64),
-                   split_keys_floats(p), cpu::attention_block_scratch_floats(p, kv_row_width)});
+                   split_keys_floats(p), attention_block_scratch_floats(p, kv_row_width)});
 }
 
 void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
                const int32_t* pos, int64_t n, const AttentionParams& p, float* out,
                ThreadPool& pool, float* scratch) {
-  if (current_attention_impl() == AttentionImpl::kNaive)
-    return attention_naive(q, kv, layer, seq, pos, n, p, out, pool);
-  NEXUS_PROFILE_OP("attention", static_cast<int>(layer), profile::attention_bytes(kv, pos, n, p),
-                   profile::attention_flops(pos, n, p), profile::attention_shapes(kv, n, p));
-  if (n >= cpu::kBlockMinTokens && p.window == 0)
-    return cpu::attention_blocks(q, kv, layer, seq, pos, n, p, out, pool, scratch);
+  if (n >= kBlockMinTokens && p.window == 0)
+    return attention_blocks(q, kv, layer, seq, pos, n, p, out, pool, scratch);
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t q_width = p.n_heads * hd;
@@ -59,8 +52,8 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const bool narrow = hd < kNarrowHead;
   const size_t per_thread = attention_scratch_floats(p, width);
   const auto tile_step =
-      cpu::active_isa() == cpu::Isa::kAvx2 ? cpu::attn_tile_avx2 : cpu::attn_tile_scalar;
-  const cpu::AttnDecodeFn direct = cpu::attn_decode_kernel(kv.type(), hd);
+      active_isa() == Isa::kAvx2 ? attn_tile_avx2 : attn_tile_scalar;
+  const AttnDecodeFn direct = attn_decode_kernel(kv.type(), hd);
   auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
     // Work units: whole tokens when there are enough of them, else the KV heads of each token
@@ -138,7 +131,7 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   // joined. Cold 4096-key caches (F16, two threads, alternating): Q06B heads 1,014 -> 963 us,
   // L110M's 681 -> 624 us. The bits now depend on the thread count (they did not with the split
   // by heads); each share and the join are within the parity tests' 1e-5 of the reference.
-  const size_t part_off = cpu::attn_decode_scratch_floats(p.n_heads);
+  const size_t part_off = attn_decode_scratch_floats(p.n_heads);
   const int64_t heads = p.n_heads;
   pool.run([&](int ti, int nt) {
     const int32_t a = lo0 + static_cast<int32_t>(int64_t{cnt} * ti / nt);
@@ -149,7 +142,7 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     direct({q, kv.k_row(layer, seq[0], a), kv.v_row(layer, seq[0], a), kv.row_stride(), 0,
             p.n_kv_heads, b - a, hd, group, p.scale, s, part, max, max + heads});
   });
-  cpu::attn_decode_join(scratch + part_off, per_thread, pool.size(), heads, hd, out);
+  attn_decode_join(scratch + part_off, per_thread, pool.size(), heads, hd, out);
 }
 
 void attention_reference(const float* q, const float* k, const float* v, int32_t pos,
@@ -181,4 +174,4 @@ void attention_reference(const float* q, const float* k, const float* v, int32_t
   }
 }
 
-}  // namespace nexus
+}  // namespace nexus::cpu

@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
-#include "ops/attention.h"
-#include "runtime/kv_cache.h"
+#include "backends/cpu/attention.h"
+#include "backends/cpu/kv_cache.h"
 
 namespace nexus::cpu {
 

@@ -2,36 +2,18 @@
 // converted to f32 in full, then each query head of the group builds its whole score row, takes
 // a plain softmax and the weighted sum of V. Memory grows with the sequence (the flash kernel's
 // does not); kept as the ladder's baseline and as a second implementation to test against.
-#include "ops/attention_naive.h"
+#include "backends/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "profile/op_args.h"
-
-namespace nexus {
-namespace {
-
-thread_local AttentionImpl g_attention_impl = AttentionImpl::kFlash;
-
-}  // namespace
-
-AttentionImpl current_attention_impl() { return g_attention_impl; }
-
-ScopedAttentionImpl::ScopedAttentionImpl(AttentionImpl impl) : saved_(g_attention_impl) {
-  g_attention_impl = impl;
-}
-
-ScopedAttentionImpl::~ScopedAttentionImpl() { g_attention_impl = saved_; }
+namespace nexus::cpu {
 
 void attention_naive(const float* q, const KvCache& kv, int64_t layer, const int32_t* seq,
                      const int32_t* pos, int64_t n, const AttentionParams& p, float* out,
                      ThreadPool& pool) {
-  NEXUS_PROFILE_OP("attention_naive", static_cast<int>(layer),
-                   profile::attention_bytes(kv, pos, n, p), profile::attention_flops(pos, n, p),
-                   profile::attention_shapes(kv, n, p));
   const int64_t hd = p.head_dim;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t q_width = p.n_heads * hd;
@@ -71,4 +53,4 @@ void attention_naive(const float* q, const KvCache& kv, int64_t layer, const int
   });
 }
 
-}  // namespace nexus
+}  // namespace nexus::cpu

@@ -1,5 +1,6 @@
-// Scalar reference implementations of the element-wise ops (sums in double for stable norms).
-#include "ops/elementwise.h"
+// CPU element-wise kernels: the scalar references (sums in double for stable norms) and the
+// dispatch to their AVX2 versions.
+#include "backends/cpu/elementwise.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,23 +8,18 @@
 
 #include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/quant.h"
-#include "profile/op_args.h"
 
-namespace nexus {
+namespace nexus::cpu {
 
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
-  NEXUS_PROFILE_OP("rms_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
-                   profile::rows_shapes(rows, dim));
-  if (cpu::active_isa() == cpu::Isa::kAvx2)
-    cpu::rms_norm_avx2(x, w, eps, y, rows, dim);
+  if (active_isa() == Isa::kAvx2)
+    rms_norm_avx2(x, w, eps, y, rows, dim);
   else
-    cpu::rms_norm_scalar(x, w, eps, y, rows, dim);
+    rms_norm_scalar(x, w, eps, y, rows, dim);
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
                 int64_t dim) {
-  NEXUS_PROFILE_OP("layer_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
-                   profile::rows_shapes(rows, dim));
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;
@@ -44,14 +40,11 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 }
 
 void swiglu(float* g, const float* u, int64_t n) {
-  NEXUS_PROFILE_OP("swiglu", profile::current_layer(), 12 * n, 0, profile::rows_shapes(1, n));
-  if (cpu::active_isa() == cpu::Isa::kAvx2)
-    cpu::swiglu_avx2(g, u, n);
+  if (active_isa() == Isa::kAvx2)
+    swiglu_avx2(g, u, n);
   else
-    cpu::swiglu_scalar(g, u, n);
+    swiglu_scalar(g, u, n);
 }
-
-namespace cpu {
 
 void rms_norm_scalar(const float* x, const float* w, float eps, float* y, int64_t rows,
                      int64_t dim) {
@@ -90,10 +83,7 @@ bool copy_block_max_scalar(const float* src, float* dst, int64_t n, float* block
   return ok;
 }
 
-}  // namespace cpu
-
 void gelu_tanh(float* x, int64_t n) {
-  NEXUS_PROFILE_OP("gelu", profile::current_layer(), 8 * n, 0, profile::rows_shapes(1, n));
   constexpr float kC = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -111,8 +101,8 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 bool copy_block_max(const float* src, float* dst, int64_t n, float* block_max) {
-  if (cpu::active_isa() == cpu::Isa::kAvx2) return cpu::copy_block_max_avx2(src, dst, n, block_max);
-  return cpu::copy_block_max_scalar(src, dst, n, block_max);
+  if (active_isa() == Isa::kAvx2) return copy_block_max_avx2(src, dst, n, block_max);
+  return copy_block_max_scalar(src, dst, n, block_max);
 }
 
-}  // namespace nexus
+}  // namespace nexus::cpu

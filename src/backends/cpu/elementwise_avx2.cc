@@ -8,7 +8,7 @@
 
 #include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/exp_avx2.h"
-#include "ops/elementwise.h"
+#include "backends/cpu/elementwise.h"
 
 namespace nexus::cpu {
 

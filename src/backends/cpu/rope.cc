@@ -1,10 +1,9 @@
 // Rotary embedding kernels (scalar; the table is shared by all heads and layers of a batch).
 #include <cmath>
 
-#include "ops/rope.h"
-#include "profile/op_args.h"
+#include "backends/cpu/rope.h"
 
-namespace nexus {
+namespace nexus::cpu {
 
 void rope_table(const int32_t* pos, int64_t n, int64_t rope_dim, float theta, float* cs) {
   const int64_t half = rope_dim / 2;
@@ -20,8 +19,6 @@ void rope_table(const int32_t* pos, int64_t n, int64_t rope_dim, float theta, fl
 
 void rope_apply(float* x, int64_t n, int64_t n_heads, int64_t head_dim, int64_t rope_dim,
                 RopeStyle style, const float* cs) {
-  NEXUS_PROFILE_OP("rope", profile::current_layer(), profile::rows_bytes(n * n_heads, head_dim), 0,
-                   profile::rows_shapes(n * n_heads, head_dim));
   const int64_t half = rope_dim / 2;
   for (int64_t t = 0; t < n; ++t) {
     const float* c = cs + t * half * 2;
@@ -38,4 +35,4 @@ void rope_apply(float* x, int64_t n, int64_t n_heads, int64_t head_dim, int64_t 
   }
 }
 
-}  // namespace nexus
+}  // namespace nexus::cpu

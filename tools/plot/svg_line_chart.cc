@@ -1,6 +1,6 @@
 // SVG line charts: both axes linear and fitted to the finite points, ticks at 1, 2 or 5 x 10^k,
 // one <polyline> per series, text through xml_escape (from svg_chart.h).
-#include "profile/svg_line_chart.h"
+#include "plot/svg_line_chart.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "io/mapped_file.h"
-#include "profile/svg_chart.h"
+#include "plot/svg_chart.h"
 
 namespace nexus {
 namespace {

@@ -1,7 +1,7 @@
 // Dummy vocabularies: unique, well-formed token strings plus the ids and flags llama.cpp reads.
 // Byte-level BPE tokens use only GPT-2's byte-to-unicode alphabet, because llama.cpp decodes every
 // normal token through that table when it builds its token-to-piece cache.
-#include "models/random_model_vocab.h"
+#include "harness/random_model_vocab.h"
 
 #include <array>
 #include <cstdio>

@@ -1,6 +1,6 @@
 // Regression detection between two bench JSON runs: robust medians and spreads from the per-run
 // samples, a noise band of twice the larger relative spread, and a markdown report.
-#include "runtime/bench_compare.h"
+#include "harness/bench_compare.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/mapped_file.h"
-#include "runtime/bench.h"
+#include "harness/bench.h"
 
 namespace nexus {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "models/random_model.h"
+#include "harness/random_model.h"
 
 namespace nexus {
 

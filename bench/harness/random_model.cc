@@ -1,6 +1,6 @@
 // Random benchmark models: shape presets, llama-quantize's per-tensor type choice, and the
 // streaming generator (one row at a time from a per-row seed, so threads and chunks don't matter).
-#include "models/random_model.h"
+#include "harness/random_model.h"
 
 #include <algorithm>
 #include <charconv>
@@ -12,7 +12,7 @@
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "io/gguf_stream_writer.h"
-#include "models/random_model_vocab.h"
+#include "harness/random_model_vocab.h"
 
 namespace nexus {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "profile/svg_chart.h"
-#include "runtime/bench.h"
-#include "runtime/bench_compare.h"
+#include "plot/svg_chart.h"
+#include "harness/bench.h"
+#include "harness/bench_compare.h"
 
 namespace nexus {
 

@@ -1,5 +1,5 @@
 // Pieces of the forward pass shared by all architectures.
-#include "runtime/forward.h"
+#include "models/forward.h"
 
 #include <cstring>
 #include <string>
@@ -7,7 +7,7 @@
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "nexus/status.h"
-#include "profile/op_args.h"
+#include "ops/op_args.h"
 
 namespace nexus {
 namespace {

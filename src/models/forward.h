@@ -8,8 +8,8 @@
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "nexus/model.h"
-#include "runtime/decode_schedule.h"
-#include "runtime/kv_cache.h"
+#include "ops/decode_schedule.h"
+#include "backends/cpu/kv_cache.h"
 
 namespace nexus {
 

@@ -1,5 +1,5 @@
 // GGUF tensor type conversion, row by row through an fp32 scratch row.
-#include "io/gguf_convert.h"
+#include "compress/gguf_convert.h"
 
 #include <cstring>
 #include <string>

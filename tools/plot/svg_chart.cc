@@ -1,6 +1,6 @@
 // SVG bar charts: lays out groups of bars on a linear y axis starting at zero with "nice" tick
 // steps (1, 2, 5 x 10^k), draws whiskers for errors and writes text through xml_escape.
-#include "profile/svg_chart.h"
+#include "plot/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Builds the bench and compare bar charts: groups tests by name and thread count, places each
 // model (or baseline / current) in its own series and fills missing bars with NaN.
-#include "runtime/bench_plot.h"
+#include "harness/bench_plot.h"
 
 #include <algorithm>
 #include <cmath>

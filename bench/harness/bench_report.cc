@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "runtime/bench.h"
+#include "harness/bench.h"
 
 namespace nexus {
 namespace {

@@ -9,7 +9,7 @@
 #include "nexus/profile.h"
 #include "nexus/tensor.h"
 #include "ops/attention.h"
-#include "runtime/kv_cache.h"
+#include "backends/cpu/kv_cache.h"
 
 namespace nexus::profile {
 

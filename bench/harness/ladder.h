@@ -12,7 +12,7 @@
 #include "nexus/dtype.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
-#include "profile/svg_chart.h"
+#include "plot/svg_chart.h"
 
 namespace nexus {
 

@@ -1,5 +1,5 @@
 // DecodeSchedule: the learned matmul order of a decode step and the workers' prefetch of the next.
-#include "runtime/decode_schedule.h"
+#include "ops/decode_schedule.h"
 
 #include <algorithm>
 #include <cstdlib>

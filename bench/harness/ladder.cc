@@ -1,7 +1,7 @@
 // Optimization ladder: converts the weights per step (in memory, through convert_gguf and a
 // parsed GGUF image), runs prefill + greedy generation with the step's context options and
 // measures generation time, KV / activation / weight bytes and the generated tokens.
-#include "runtime/ladder.h"
+#include "harness/ladder.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include "core/allocator.h"
 #include "io/gguf.h"
-#include "io/gguf_convert.h"
+#include "compress/gguf_convert.h"
 
 namespace nexus {
 namespace {

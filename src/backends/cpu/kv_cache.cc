@@ -1,5 +1,5 @@
 // KV cache storage and conversion to f32 for the attention kernel.
-#include "runtime/kv_cache.h"
+#include "backends/cpu/kv_cache.h"
 
 #include <cstring>
 

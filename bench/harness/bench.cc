@@ -1,6 +1,6 @@
 // Benchmark runner: builds a context per test, times warm-up + repeated pp / tg runs on random
 // token ids, and derives tokens/s statistics and the memory-bandwidth bound of generation.
-#include "runtime/bench.h"
+#include "harness/bench.h"
 
 #include <chrono>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "core/allocator.h"
 #include "io/gguf.h"
-#include "models/random_model.h"
+#include "harness/random_model.h"
 
 namespace nexus {
 namespace {
