@@ -27,10 +27,11 @@ function(nexus_include_prefix path out)
 endfunction()
 
 # nexus_layer(<name> OWNS <folders and headers> [DEPS <lower layers>] [LINK <other targets>]
-#             [EXCLUDE <sources>])
-# Builds nexus_<name> from the .cc files of its folders (an INTERFACE library when there are none).
+#             [PRIVATE_LINK <targets>] [EXCLUDE <sources>] [CUDA])
+# Builds nexus_<name> from the .cc files of its folders (and .cu files with CUDA; an INTERFACE
+# library when there are none).
 function(nexus_layer name)
-  cmake_parse_arguments(L "" "" "OWNS;DEPS;LINK;PRIVATE_LINK;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(L "CUDA" "" "OWNS;DEPS;LINK;PRIVATE_LINK;EXCLUDE" ${ARGN})
   set(sources "")
   set(prefixes "")
   foreach(p IN LISTS L_OWNS)
@@ -39,6 +40,10 @@ function(nexus_layer name)
     if(NOT p MATCHES "\\.h$")
       file(GLOB cc CONFIGURE_DEPENDS "${p}/*.cc")
       list(APPEND sources ${cc})
+      if(L_CUDA)
+        file(GLOB cu CONFIGURE_DEPENDS "${p}/*.cu")
+        list(APPEND sources ${cu})
+      endif()
     endif()
   endforeach()
   foreach(x IN LISTS L_EXCLUDE)

@@ -49,6 +49,8 @@ int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-b,--batch-size", n_batch, "prompt tokens per forward pass")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--stop", g.stop, "stop string (repeatable)");
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
@@ -70,6 +72,8 @@ int run_main(int argc, char** argv) {
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));
   const auto kv = kv_cache_type(kv_type);
   if (!kv) return fail("run", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
+  Result<Device> dev = parse_device(device);
+  if (!dev) return fail("run", "--device: " + dev.status().message());
   g.sampler.seed = seed < 0 ? std::random_device{}() : static_cast<uint64_t>(seed);
   g.n_predict = n_predict;
   g.n_batch = n_batch;
@@ -84,6 +88,7 @@ int run_main(int argc, char** argv) {
   co.kv_type = *kv;
   co.n_threads = threads;
   co.max_batch = n_batch;
+  co.device = *dev;
   auto ctx = Context::create(**model, co);
   if (!ctx) return fail("run", ctx.status().message());
 

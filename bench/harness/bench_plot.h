@@ -1,5 +1,5 @@
 // Bar charts of benchmark results for `nexus bench --plot`: tokens/s per test (one bar per model)
-// and baseline vs current for `--compare`; rendered by profile/svg_chart.
+// and baseline vs current for `--compare`; rendered by plot/svg_chart.
 #pragma once
 
 #include <vector>

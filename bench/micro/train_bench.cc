@@ -123,7 +123,7 @@ BENCHMARK(BM_TrainAttentionBackward)->ArgsProduct({{0, 1, 2, 3, 4}, {48, 64}});
 // threads, the default kernels), its buffers warm (range(0) = 0: the same layer again) or cold (1:
 // 256 MiB written between iterations, outside the timing, as the GEMMs between two attention calls
 // do). range(1): 0 forward, 1 backward. The per-head benchmarks above keep everything in L2; this
-// one shows what memory adds. Twelfth session, medians of 3: forward 2.18 ms warm, 2.68 cold;
+// one shows what memory adds. Medians of 3 (Intel host): forward 2.18 ms warm, 2.68 cold;
 // backward 3.64 and 4.29 (in a GPT-2 step: 2.6-2.8 and 4.7-4.8 ms a layer).
 void BM_TrainAttentionLayer(benchmark::State& state) {
   const AttnShape s{4, 256, 12, 12, 64};
@@ -160,7 +160,7 @@ BENCHMARK(BM_TrainAttentionLayer)
 // matmul_forward and matmul_backward. range(0): 0 = the forward's six GEMMs a layer, 1 = the
 // backward's twelve (in reverse layer order). Which GEMM runs is the process's: our f32 GEMM where
 // it is active, OpenBLAS with NEXUS_NO_F32_GEMM=1 (run the binary both ways to compare).
-// Thirteenth session (medians of 3, two alternating runs, GFLOP/s): forward 387-388 against
+// Intel host (medians of 3, two alternating runs, GFLOP/s): forward 387-388 against
 // OpenBLAS's 363-364, backward 381-385 against 361-363.
 void BM_TrainBlockGemms(benchmark::State& state) {
   constexpr int kLayers = 12;

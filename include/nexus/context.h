@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nexus/config.h"
+#include "nexus/device.h"
 #include "nexus/dtype.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
@@ -21,6 +22,9 @@ struct ContextOptions {
   int n_threads = 1;
   int64_t max_batch = 512;      // most tokens per decode() call
   AttentionImpl attention = AttentionImpl::kFlash;
+  // Where the weights, the cache and the forward pass live. Only the CPU has kernels yet: another
+  // device is checked (built, present) and then refused with the reason.
+  Device device = Device::cpu();
 };
 
 // Tokens to run: token[i] at position pos[i] of sequence seq[i]; logits are returned for the rows

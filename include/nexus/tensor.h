@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nexus/device.h"
 #include "nexus/dtype.h"
 
 namespace nexus {
@@ -18,10 +19,11 @@ constexpr int kMaxDims = 4;
 class Tensor {
  public:
   Tensor() = default;
-  // A view of `data` (not owned; `keepalive` may hold the owner, e.g. a mapped file).
+  // A view of `data` on `device` (not owned; `keepalive` may hold the owner, e.g. a mapped file
+  // or a device allocation).
   Tensor(DType dtype, std::vector<int64_t> shape, void* data,
-         std::shared_ptr<void> keepalive = nullptr);
-  // A zero-filled tensor that owns 64-byte aligned memory.
+         std::shared_ptr<void> keepalive = nullptr, Device device = Device::cpu());
+  // A zero-filled tensor that owns 64-byte aligned host memory (ops/device.h: on other devices).
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
 
   DType dtype() const { return dtype_; }
@@ -36,6 +38,8 @@ class Tensor {
   int64_t rows() const { return numel() / (rank_ ? shape_[rank_ - 1] : 1); }
   int64_t cols() const { return rank_ ? shape_[rank_ - 1] : 1; }
 
+  // Where data() lives: host memory for the CPU, else a device address the host must not read.
+  Device device() const { return device_; }
   void* data() const { return data_; }
   template <typename T>
   T* data_as() const { return static_cast<T*>(data_); }
@@ -54,6 +58,7 @@ class Tensor {
   std::array<size_t, kMaxDims> strides_{};
   void* data_ = nullptr;
   std::shared_ptr<void> keepalive_;
+  Device device_;
 };
 
 }  // namespace nexus

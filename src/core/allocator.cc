@@ -19,6 +19,7 @@ MemStats g_stats;
 void count(MemCategory cat, size_t bytes, bool add) {
   std::lock_guard<std::mutex> lock(g_mu);
   const int c = static_cast<int>(cat);
+  constexpr int kHost = static_cast<int>(DeviceType::kCpu);
   if (add) {
     g_stats.current[c] += bytes;
     g_stats.total_current += bytes;
@@ -28,6 +29,8 @@ void count(MemCategory cat, size_t bytes, bool add) {
     g_stats.current[c] -= bytes;
     g_stats.total_current -= bytes;
   }
+  g_stats.device_current[kHost] = g_stats.total_current;
+  g_stats.device_peak[kHost] = g_stats.total_peak;
 }
 
 }  // namespace
@@ -40,6 +43,19 @@ std::string_view mem_category_name(MemCategory c) {
     case MemCategory::kOptimizer: return "optimizer";
     case MemCategory::kScratch: return "scratch";
     default: return "?";
+  }
+}
+
+void mem_account(DeviceType device, MemCategory cat, size_t bytes, bool add) {
+  if (device == DeviceType::kCpu) return count(cat, bytes, add);
+  std::lock_guard<std::mutex> lock(g_mu);
+  const int d = static_cast<int>(device);
+  if (add) {
+    g_stats.device_current[d] += bytes;
+    if (g_stats.device_current[d] > g_stats.device_peak[d])
+      g_stats.device_peak[d] = g_stats.device_current[d];
+  } else {
+    g_stats.device_current[d] -= bytes;
   }
 }
 

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string_view>
 
+#include "nexus/device.h"
+
 namespace nexus {
 
 enum class MemCategory { kWeights, kKvCache, kActivations, kOptimizer, kScratch, kCount };
@@ -17,10 +19,17 @@ struct MemStats {
   size_t peak[static_cast<int>(MemCategory::kCount)] = {};
   size_t total_current = 0;
   size_t total_peak = 0;
+  // Bytes by device type (DeviceType as index): the host's equal total_current/total_peak; a
+  // device's are counted here only, not in the categories above (those are host memory).
+  size_t device_current[kDeviceTypes] = {};
+  size_t device_peak[kDeviceTypes] = {};
 };
 
 // Snapshot of the global accounting.
 MemStats mem_stats();
+// Counts `bytes` of device memory (not the host's: aligned_alloc_counted counts those) allocated
+// (`add`) or given back under `cat`.
+void mem_account(DeviceType device, MemCategory cat, size_t bytes, bool add);
 // Peak resident set size of the process in bytes (from the OS), 0 if unknown.
 size_t peak_rss_bytes();
 

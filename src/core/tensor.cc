@@ -10,8 +10,8 @@
 namespace nexus {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape, void* data,
-               std::shared_ptr<void> keepalive)
-    : dtype_(dtype), data_(data), keepalive_(std::move(keepalive)) {
+               std::shared_ptr<void> keepalive, Device device)
+    : dtype_(dtype), data_(data), keepalive_(std::move(keepalive)), device_(device) {
   NEXUS_CHECK(shape.size() <= kMaxDims,
               "[tensor] rank " + std::to_string(shape.size()) + " exceeds " +
                   std::to_string(kMaxDims));

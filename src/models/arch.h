@@ -29,7 +29,7 @@ struct ArchSpec {
   Status (*read_config)(const GgufFile& f, ModelConfig* cfg);
   // The per-layer tensor table for a config.
   std::vector<LayerSlot> (*layer_slots)(const ModelConfig& cfg);
-  // Runs all blocks and the output head for the tokens in `st` (see runtime/forward.h).
+  // Runs all blocks and the output head for the tokens in `st` (see models/forward.h).
   void (*forward)(const Model& model, ForwardState& st);
 };
 

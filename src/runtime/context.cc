@@ -11,6 +11,7 @@
 #include "models/arch.h"
 #include "nexus/profile.h"
 #include "ops/attention.h"
+#include "ops/device.h"
 #include "ops/attention_naive.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -103,6 +104,12 @@ Result<std::unique_ptr<Context>> Context::create(const Model& model, const Conte
   if (o.kv_type != DType::kF32 && o.kv_type != DType::kF16 && o.kv_type != DType::kQ8_0)
     return Status::error("KV cache type must be f32, f16 or q8_0, got " +
                          std::string(dtype_name(o.kv_type)));
+  if (!o.device.is_cpu()) {
+    if (Result<const DeviceMemory*> mem = device_memory(o.device); !mem) return mem.status();
+    return Status::error(o.device.str() +
+                         ": the CUDA backend has device memory and copies but no kernels yet; "
+                         "run on the CPU (--device cpu)");
+  }
   if (o.kv_type == DType::kQ8_0 && (c.n_kv_heads * c.head_dim) % 32 != 0)
     return Status::error("q8_0 KV cache needs n_kv_heads * head_dim to be a multiple of 32");
   try {

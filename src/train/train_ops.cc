@@ -350,7 +350,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   // packed d logits + 2.4 MB of output at L15M's 2048 rows, against 1.5 + 1.2 MB). The same bits
   // for any thread count either way. Two threads, medians of 5 in one process, alternating:
   // L15M's head d input over 2048 rows 334 -> 291 ms, GPT-2's over 1024 rows 664 -> 591, over
-  // 512 rows 308 -> 304 (PERFORMANCE.md, twenty-sixth session).
+  // 512 rows 308 -> 304 (docs/PERFORMANCE.md).
   if (dinp && use_amx(bf16_operands, n, c, oc))
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc) && use_pooled())

@@ -81,6 +81,10 @@ TEST(RunCli, BadInputGivesOneClearErrorAndNonZeroExit) {
       {"run" + m + " -c 8 -p 'a prompt that is much longer than eight tokens for sure'", "context"},
       {"run" + m + " --bogus-flag", "bogus"},
       {"run" + m + " -f /nonexistent-prompt.txt", "nonexistent-prompt"},
+      {"run" + m + " --device tpu", "--device: unknown device 'tpu'"},
+      // No CUDA kernels yet: the reason is named whatever this machine has (no nvcc at build
+      // time, no driver, no device, or a device without kernels).
+      {"run" + m + " --device cuda:0", "cuda:0: "},
       {"run", "model"},
   };
   for (const Case& c : cases) {

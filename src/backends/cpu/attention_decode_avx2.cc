@@ -84,13 +84,13 @@ class PrefetchWalk {
 // value pass reads them after the chunk's scores).
 using BlockPrefetch = PrefetchWalk<_MM_HINT_T0, _MM_HINT_T1, _MM_HINT_T1>;
 
-// Prefetch distances in cache rows. With L1 prefetches alone (16 rows ahead until the sixteenth
-// session) one thread read a cold cache at ~8.5 GB/s on the AMD host; likely because an L1
+// Prefetch distances in cache rows. With L1 prefetches alone (16 rows ahead, an earlier
+// version) one thread read a cold cache at ~8.5 GB/s on the AMD host; likely because an L1
 // prefetch that misses to DRAM holds one of the core's few miss buffers for the whole trip, where
 // with the far L2 walk the L1 ones find their lines in L2. Cold Q06B heads, 4096 keys (F16, 1 GiB
 // rotated, one thread reading whole rows): 2,100 -> 1,140-1,330 us; far 16-128 and near 0-8 all
 // within 10% of this pair. (On the Intel host an L2 walk 48-128 rows ahead beside the L1 one 16
-// ahead changed nothing, fifteenth session.)
+// ahead changed nothing.)
 constexpr int kNearKeys = 4;
 constexpr int kFarKeys = 32;
 

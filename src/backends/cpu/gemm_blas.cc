@@ -33,7 +33,7 @@ void pin_blas_to_one_thread() {
 // off): it converts F16 and BF16 rows as it packs them, and skips sgemm's zeroing of C and its
 // packing of the activations again for each panel. pp512 on the Zen 3 host, the two paths
 // alternating run by run in one process: F16 L110M 1.10-1.14x, Q06B 1.11x; F32 L110M 1.05x,
-// Q06B 1.07x, L15M 1.07x (docs/PERFORMANCE.md, twenty-fourth session).
+// Q06B 1.07x, L15M 1.07x (docs/PERFORMANCE.md).
 bool prefill_on_our_gemm(DType w) {
   static const bool on = gemm_f32_active() && !avx512_active();
   return on && (w == DType::kF32 || w == DType::kF16 || w == DType::kBF16);

@@ -21,7 +21,7 @@ constexpr int64_t kF16FarBytes = 8192;
 // alone -> near 1 KiB and far 4 KiB: Q06B F32 13.35-13.79 -> 14.35-14.45 t/s, L110M F32
 // 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower). That is
 // the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the
-// Zen 3 host (twentieth session; tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB
+// Zen 3 host (tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB
 // gave L110M F32 1.08x, 1.10x and 1.03x, Q06B F32 1.15x, 1.05x and 1.04x, L15M F32 0.97x and
 // 1.03x; 8 KiB: L110M 1.08x and 1.03x, Q06B 0.97x and 1.03x. (F16's far prefetch at 16 KiB
 // there: L110M 0.82x, Q06B 1.08x; it keeps 8 KiB.)
@@ -35,7 +35,7 @@ constexpr int64_t kF32FarBytes = 16384;
 // The prefetches of one step of those loops: the F16 rows' for the 64-byte line at `line`, the
 // F32 dots' for the two lines (128 bytes) at `step`. Locality 3 is prefetcht0, 2 prefetcht1.
 // Internal linkage (static), so the copy compiled into the AVX-512 file is never shared.
-// The F16 pair goes far first in the AVX2 builds: on the Zen 3 host (twentieth session; tg
+// The F16 pair goes far first in the AVX2 builds: on the Zen 3 host (tg
 // alternating, 2 threads, paired medians of 5) near-then-far -> far-then-near gave L110M F16
 // 1.10x (5 of 5 pairs faster), Q06B F16 1.06x (5 of 5), L15M F16 1.03x. The F32 step's four
 // went the other way (far first: 0.91-0.93x on L15M, L110M and Q06B F32 at 16 KiB, 0.97x and

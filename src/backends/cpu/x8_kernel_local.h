@@ -44,7 +44,7 @@ constexpr size_t kSplitPrefetchBytes = 1024;
 // Column i of a group (kBytes each), after prefetching the kBytes that start kAhead past it into L1
 // and those kFar past it into L2: in one loop that interleaves them, or, for the AVX2 builds'
 // super-block columns, the near lines, then the far ones, in two loops. On the Zen 3 host (AVX2
-// only, 32 MiB L3, a busy memory; twentieth session), decode on two threads, tg32 alternating,
+// only, 32 MiB L3, a busy memory), decode on two threads, tg32 alternating,
 // medians of 5-10 runs (t/s):
 // - Q4_Kx8 and Q6_Kx8, one loop at their own distances (9 and 4 KiB far) -> two loops at 16 KiB:
 //   L110M Q4_K_M 228 -> 281, Q06B Q4_0 (its Q6_K head) 47.1 -> 52.0. Two loops at the own

@@ -1,0 +1,75 @@
+// CUDA device memory for the device registry: cudaMalloc'd buffers (counted like host memory),
+// copies through cudaMemcpy, and the check that a driver and a device are there.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <string>
+
+#include "backends/cuda/cuda.h"
+#include "core/device_memory.h"
+
+namespace nexus::cuda {
+namespace {
+
+Status check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::ok();
+  return Status::error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
+}
+
+void* dev_alloc(int index, size_t bytes, MemCategory cat) {
+  void* p = nullptr;
+  if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+    return nullptr;
+  mem_account(DeviceType::kCuda, cat, bytes, true);
+  return p;
+}
+
+void dev_free(int index, void* p, size_t bytes, MemCategory cat) {
+  if (p == nullptr) return;
+  cudaSetDevice(index);
+  cudaFree(p);
+  mem_account(DeviceType::kCuda, cat, bytes, false);
+}
+
+Status copy(int index, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (Status s = check(cudaSetDevice(index), "set device"); !s) return s;
+  return check(cudaMemcpy(dst, src, bytes, kind), "copy");
+}
+Status from_host(int i, void* d, const void* s, size_t n) {
+  return copy(i, d, s, n, cudaMemcpyHostToDevice);
+}
+Status to_host(int i, void* d, const void* s, size_t n) {
+  return copy(i, d, s, n, cudaMemcpyDeviceToHost);
+}
+Status within(int i, void* d, const void* s, size_t n) {
+  return copy(i, d, s, n, cudaMemcpyDeviceToDevice);
+}
+Status zero(int index, void* p, size_t bytes) {
+  if (Status s = check(cudaSetDevice(index), "set device"); !s) return s;
+  return check(cudaMemset(p, 0, bytes), "memset");
+}
+int count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+const DeviceMemory kCudaMemory{"cuda", dev_alloc, dev_free, from_host, to_host,
+                               within, zero,      count};
+
+}  // namespace
+
+bool built() { return true; }
+
+Status init() {
+  static std::once_flag once;
+  static Status result = Status::ok();
+  std::call_once(once, [] {
+    int n = 0;
+    result = check(cudaGetDeviceCount(&n), "device count");
+    if (result && n == 0) result = Status::error("no CUDA device is present");
+    if (result) register_device_memory(DeviceType::kCuda, &kCudaMemory);
+  });
+  return result;
+}
+
+}  // namespace nexus::cuda

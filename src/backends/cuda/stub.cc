@@ -1,0 +1,13 @@
+// The CUDA backend of a build without nvcc: every request for a CUDA device gets this answer.
+#include "backends/cuda/cuda.h"
+
+namespace nexus::cuda {
+
+bool built() { return false; }
+
+Status init() {
+  return Status::error(
+      "nexus was built without CUDA (no nvcc was found when the build was configured)");
+}
+
+}  // namespace nexus::cuda
