@@ -49,6 +49,9 @@ int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("-b,--batch-size", n_batch, "prompt tokens per forward pass")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  int64_t kv_block = 0;
+  app.add_option("--kv-block", kv_block, "KV cache block size in positions (0: the context size)")
+      ->capture_default_str();
   std::string device = "cpu";
   app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--stop", g.stop, "stop string (repeatable)");
@@ -89,6 +92,7 @@ int run_main(int argc, char** argv) {
   co.n_threads = threads;
   co.max_batch = n_batch;
   co.device = *dev;
+  co.kv_block = kv_block;
   auto ctx = Context::create(**model, co);
   if (!ctx) return fail("run", ctx.status().message());
 

@@ -36,6 +36,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   const int64_t layer_bytes = 2 * len * static_cast<int64_t>(row_bytes(type, width));
   const int64_t layers = cold ? std::max<int64_t>(2, cold_bytes / layer_bytes) : 1;
   KvCache kv(layers, 1, len, n_kv, hd, type);
+  if (!kv.reserve(0, len).is_ok()) std::abort();
   std::vector<float> k(width), v(width), q(qw), out(qw);
   for (int64_t l = 0; l < layers; ++l) {
     for (int32_t j = 0; j < len; ++j) {

@@ -19,6 +19,10 @@ struct ContextOptions {
   int64_t n_ctx = 0;            // positions per sequence (0 = the model's training context)
   int n_seq = 1;                // sequences held at once
   DType kv_type = DType::kF16;  // kF16, kF32 or kQ8_0
+  // The KV cache is paged: blocks of kv_block positions (0 = n_ctx: one block per sequence) from a
+  // pool of kv_blocks (0 = enough for n_seq full contexts), taken as sequences grow.
+  int64_t kv_block = 0;
+  int64_t kv_blocks = 0;
   int n_threads = 1;
   int64_t max_batch = 512;      // most tokens per decode() call
   AttentionImpl attention = AttentionImpl::kFlash;
@@ -60,6 +64,16 @@ class Context {
   void clear_seq(int seq, int32_t from_pos = 0);
   // Positions currently cached for `seq`.
   int32_t seq_len(int seq) const;
+  // `dst` (empty) starts with the first n_pos cached positions of `src`, their full KV blocks
+  // shared rather than copied (a common prompt prefix stored once). An error names the reason
+  // (dst not empty, src shorter, no free block for a partial last block).
+  Status share_prefix(int src, int dst, int32_t n_pos);
+  struct KvUsage {
+    int64_t block_size = 0;    // positions per block
+    int64_t blocks_total = 0;
+    int64_t blocks_used = 0;   // taken by at least one sequence
+  };
+  KvUsage kv_usage() const;
   const ContextOptions& options() const;
   const Model& model() const;
   size_t kv_bytes() const;

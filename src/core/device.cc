@@ -1,11 +1,10 @@
 // Device names and the registry of per-device memory functions (the host's are built in).
-#include "core/device_memory.h"
-
 #include <charconv>
 #include <cstring>
 #include <string>
 
 #include "core/allocator.h"
+#include "core/device_memory.h"
 
 namespace nexus {
 namespace {

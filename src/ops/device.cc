@@ -31,15 +31,16 @@ Result<Tensor> zeros_on(DType dtype, std::vector<int64_t> shape, Device d, MemCa
     return Status::error(d.str() + ": out of memory allocating " + std::to_string(bytes) +
                          " bytes");
   std::shared_ptr<void> owner(p, [m, d, bytes, cat](void* q) { m->free(d.index, q, bytes, cat); });
-  if (Status s = m->fill_zero(d.index, p, bytes); !s) return Status::error(d.str() + ": " + s.message());
+  if (Status s = m->fill_zero(d.index, p, bytes); !s)
+    return Status::error(d.str() + ": " + s.message());
   return Tensor(dtype, std::move(shape), p, std::move(owner), d);
 }
 
 Status copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype() != dst.dtype() || src.shape() != dst.shape())
     return Status::error("[copy] " + src.device().str() + " " + src.shape_str() + " " +
-                         std::string(dtype_name(src.dtype())) + " to " + dst.device().str() +
-                         " " + dst.shape_str() + " " + std::string(dtype_name(dst.dtype())) +
+                         std::string(dtype_name(src.dtype())) + " to " + dst.device().str() + " " +
+                         dst.shape_str() + " " + std::string(dtype_name(dst.dtype())) +
                          ": dtype and shape must match");
   const size_t bytes = src.nbytes();
   if (src.device().is_cpu() && dst.device().is_cpu())

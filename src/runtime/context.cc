@@ -28,8 +28,8 @@ class ContextImpl {
       : model(m),
         opts(o),
         pool(o.n_threads),
-        kv(m.config().n_layers, o.n_seq, o.n_ctx, m.config().n_kv_heads, m.config().head_dim,
-           o.kv_type) {
+        kv(KvCacheLayout{m.config().n_layers, o.n_seq, o.n_ctx, m.config().n_kv_heads,
+                         m.config().head_dim, o.kv_type, o.kv_block, o.kv_blocks}) {
     const ModelConfig& c = m.config();
     const int64_t b = o.max_batch;
     const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
@@ -100,6 +100,8 @@ Result<std::unique_ptr<Context>> Context::create(const Model& model, const Conte
   if (o.n_seq < 1) return Status::error("n_seq must be >= 1");
   if (o.n_threads < 1) return Status::error("threads must be >= 1, got " + std::to_string(o.n_threads));
   if (o.max_batch < 1) return Status::error("max_batch must be >= 1");
+  if (o.kv_block < 0 || o.kv_blocks < 0)
+    return Status::error("KV block size and block count must be >= 0 (0: the default)");
   o.max_batch = std::min<int64_t>(o.max_batch, o.n_ctx * o.n_seq);
   if (o.kv_type != DType::kF32 && o.kv_type != DType::kF16 && o.kv_type != DType::kQ8_0)
     return Status::error("KV cache type must be f32, f16 or q8_0, got " +
@@ -170,6 +172,14 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   st.out_rows = im.out_rows.data();
   st.n_out = static_cast<int64_t>(im.out_rows.size());
   st.logits = logits->data();
+  // Blocks for the new positions; on failure the ones taken here are given back.
+  for (int s = 0; s < im.opts.n_seq; ++s) {
+    if (next[s] == im.kv.len(s)) continue;
+    if (Status r = im.kv.reserve(s, next[s]); !r) {
+      for (int u = 0; u < s; ++u) im.kv.clear(u, im.kv.len(u));
+      return r;
+    }
+  }
   NEXUS_PROFILE_NAMED_SCOPE(embed_span, "embed");
   embed_rows(im.model.weights().tok_embd, batch.token, st.x);
   if (!im.model.weights().pos_embd.empty()) {
@@ -191,7 +201,21 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
 
 void Context::clear_seq(int seq, int32_t from_pos) {
   if (seq < 0 || seq >= impl_->opts.n_seq) return;
-  impl_->kv.set_len(seq, std::min(impl_->kv.len(seq), std::max<int32_t>(0, from_pos)));
+  impl_->kv.clear(seq, from_pos);
+}
+
+Status Context::share_prefix(int src, int dst, int32_t n_pos) {
+  const int n = impl_->opts.n_seq;
+  if (src < 0 || src >= n || dst < 0 || dst >= n || src == dst)
+    return Status::error("share_prefix: sequences " + std::to_string(src) + " and " +
+                         std::to_string(dst) + " must differ and lie in [0, " +
+                         std::to_string(n) + ")");
+  return impl_->kv.share_prefix(src, dst, n_pos);
+}
+
+Context::KvUsage Context::kv_usage() const {
+  const KvCache& kv = impl_->kv;
+  return {kv.block_size(), kv.n_blocks(), kv.n_blocks() - kv.free_blocks()};
 }
 
 int32_t Context::seq_len(int seq) const { return impl_->kv.len(seq); }

@@ -21,6 +21,19 @@ TEST(RunCli, Stories260KGreedyReproducesPublishedSample) {
   EXPECT_NE(r.err.find("generated: 70 tokens"), std::string::npos) << r.err;
 }
 
+// The same sample from a cache paged in blocks of 16 and 48 positions (prompt batches of 5 tokens
+// cross the block boundaries), in one batch and several.
+TEST(RunCli, PagedKvCacheReproducesPublishedSample) {
+  NEXUS_REQUIRE_SHARED("models/stories260K.gguf");
+  for (const char* args : {" --kv-block 16", " --kv-block 48 -b 5 -p 'Once upon a time'"}) {
+    CliResult r = run_cli("run -m " + shared_path("models/stories260K.gguf") +
+                          " -n 70 --temp 0 -t 2" + args);
+    ASSERT_EQ(r.code, 0) << args << ": " << r.err;
+    EXPECT_NE(r.out.find(std::string(kStoriesSample).substr(16)), std::string::npos)
+        << args << ": " << r.out;
+  }
+}
+
 TEST(RunCli, KvCacheTypesAgreeOnGreedyText) {
   NEXUS_REQUIRE_SHARED("models/stories260K.gguf");
   for (const char* kv : {"f32", "f16", "q8_0"}) {
@@ -82,6 +95,7 @@ TEST(RunCli, BadInputGivesOneClearErrorAndNonZeroExit) {
       {"run" + m + " --bogus-flag", "bogus"},
       {"run" + m + " -f /nonexistent-prompt.txt", "nonexistent-prompt"},
       {"run" + m + " --device tpu", "--device: unknown device 'tpu'"},
+      {"run" + m + " --kv-block -1", "KV block size"},
       // No CUDA kernels yet: the reason is named whatever this machine has (no nvcc at build
       // time, no driver, no device, or a device without kernels).
       {"run" + m + " --device cuda:0", "cuda:0: "},

@@ -32,6 +32,7 @@ TEST(AttentionBlockParity, MixedSequencesAndOffsetsMatchReference) {
       std::vector<float> kv_data[2][2];
       std::vector<uint8_t> enc(row_bytes(kv_type, width));
       KvCache cache(1, 2, n_pos, c.n_kv_heads, c.head_dim, kv_type);
+      for (int s = 0; s < 2; ++s) ASSERT_TRUE(cache.reserve(s, n_pos).is_ok());
       for (int s = 0; s < 2; ++s) {
         for (auto& m : kv_data[s]) {
           m.resize(n_pos * width);

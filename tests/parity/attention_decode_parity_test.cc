@@ -32,6 +32,7 @@ Filled fill(KvCache& cache, int32_t len, int64_t width, DType type, std::mt19937
   for (float& x : f.k) x = nd(rng);
   for (float& x : f.v) x = nd(rng);
   std::vector<uint8_t> enc(row_bytes(type, width));
+  EXPECT_TRUE(cache.reserve(1, len).is_ok());
   for (int32_t j = 0; j < len; ++j) {
     cache.store(0, 1, j, &f.k[j * width], &f.v[j * width]);
     for (float* r : {&f.k[j * width], &f.v[j * width]}) {

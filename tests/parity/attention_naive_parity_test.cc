@@ -32,6 +32,7 @@ std::vector<float> run(const Case& c, DType kv_type, int threads, AttentionImpl 
   std::vector<float> k(kvw), v(kvw);
   for (int s = 0; s < 2; ++s) {
     const int32_t len = s == 0 ? 5 : c.len;
+    EXPECT_TRUE(kv.reserve(s, len).is_ok());
     for (int32_t p = 0; p < len; ++p) {
       for (auto& x : k) x = nd(rng);
       for (auto& x : v) x = nd(rng);

@@ -46,6 +46,7 @@ TEST(AttentionParity, MatchesReferenceForAllCacheTypesAndThreads) {
                               1.0f / std::sqrt(static_cast<float>(c.head_dim))};
       for (int threads : {1, 2, 3}) {
         KvCache cache(1, 2, n_pos, c.n_kv_heads, c.head_dim, kv_type);
+        ASSERT_TRUE(cache.reserve(1, n_pos).is_ok());
         for (int32_t j = 0; j < n_pos; ++j) cache.store(0, 1, j, &k[j * width], &v[j * width]);
         ThreadPool pool(threads);
         std::vector<float> scratch(attention_scratch_floats(p, width) * threads);

@@ -1,6 +1,8 @@
 // Devices: names, the per-device memory registry, device tensors and the explicit copy op. The
 // CUDA cases check whichever answer this machine gives: a round trip through device memory where
 // a GPU is present, else an error that names the device and the reason.
+#include "ops/device.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,7 +10,6 @@
 
 #include "backends/cuda/cuda.h"
 #include "core/allocator.h"
-#include "ops/device.h"
 
 namespace nexus {
 namespace {

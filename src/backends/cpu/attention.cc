@@ -1,12 +1,13 @@
 // Flash-style attention: for each (token, KV head) the group of query heads sharing that KV head
 // walks the visible keys in tiles of kTile, keeping a running max and sum (online softmax), so
 // memory is O(tile) and each K/V tile is converted to f32 once for the whole group.
+#include "backends/cpu/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "backends/cpu/attention.h"
 #include "backends/cpu/attention_block.h"
 #include "backends/cpu/attention_decode.h"
 #include "backends/cpu/attention_tile.h"
@@ -25,10 +26,49 @@ constexpr int64_t kNarrowHead = 32;
 // same at 256 keys, 4-9% faster from 512.
 constexpr int32_t kSplitKeysMin = 256;
 
-// Scratch of a thread's share of split keys: the kernel's, then its joinable result.
+// Scratch of a thread's share of split keys: the kernel's, then its joinable result, then room
+// for decode_over_runs (one more joinable result, and a max and sum per head).
 size_t split_keys_floats(const AttentionParams& p) {
   return attn_decode_scratch_floats(p.n_heads) +
-         attn_decode_part_floats(p.n_heads, p.head_dim);
+         2 * attn_decode_part_floats(p.n_heads, p.head_dim) + 2 * p.n_heads;
+}
+
+// The decode kernel `a` over keys [lo, lo + cnt) of `seq`: one call when they are one contiguous
+// run of the cache (the usual case: a sequence that grew alone), else one call per run, each
+// merged into a's result. `part` holds attn_decode_part_floats(heads, hd) + 2 * heads floats.
+void decode_over_runs(AttnDecodeFn direct, AttnDecode a, const KvCache& kv, int64_t layer, int seq,
+                      int32_t lo, int32_t cnt, float* part) {
+  a.k = kv.k_row(layer, seq, lo);
+  a.v = kv.v_row(layer, seq, lo);
+  if (kv.run_end(seq, lo) - lo >= cnt) {
+    a.cnt = cnt;
+    direct(a);
+    return;
+  }
+  const int64_t heads = (a.h1 - a.h0) * a.group, hd = a.hd;
+  float* run_out = part;
+  float* run_max = part + heads * hd;
+  float* run_sum = run_max + heads;
+  if (a.max == nullptr) {  // the caller wants the output only: the running max and sum live here
+    a.max = run_sum + heads;
+    a.sum = a.max + heads;
+  }
+  AttnDecode r = a;
+  for (int32_t p = lo, left = cnt; left > 0;) {
+    const int32_t n = std::min(left, kv.run_end(seq, p) - p);
+    r.k = kv.k_row(layer, seq, p);
+    r.v = kv.v_row(layer, seq, p);
+    r.cnt = n;
+    if (p != lo) {
+      r.out = run_out;
+      r.max = run_max;
+      r.sum = run_sum;
+    }
+    direct(r);
+    if (p != lo) attn_decode_merge(a.out, a.max, a.sum, run_out, run_max, run_sum, heads, hd);
+    p += n;
+    left -= n;
+  }
 }
 
 }  // namespace
@@ -51,9 +91,11 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   const int64_t width = kv.row_width();
   const bool narrow = hd < kNarrowHead;
   const size_t per_thread = attention_scratch_floats(p, width);
-  const auto tile_step =
-      active_isa() == Isa::kAvx2 ? attn_tile_avx2 : attn_tile_scalar;
+  const auto tile_step = active_isa() == Isa::kAvx2 ? attn_tile_avx2 : attn_tile_scalar;
   const AttnDecodeFn direct = attn_decode_kernel(kv.type(), hd);
+  // Scratch of decode_over_runs, after the kernel's (see split_keys_floats).
+  const size_t part_off = attn_decode_scratch_floats(p.n_heads);
+  const size_t part_floats = attn_decode_part_floats(p.n_heads, p.head_dim);
   auto body = [&](int ti, int nt) {
     float* s = scratch + ti * per_thread;
     // Work units: whole tokens when there are enough of them, else the KV heads of each token
@@ -66,8 +108,10 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
         const int32_t hi = pos[t];
         const int32_t lo = first_visible_key(hi, p);
         const int64_t off = t * q_width + h0 * group * hd;
-        direct({q + off, kv.k_row(layer, seq[t], lo), kv.v_row(layer, seq[t], lo),
-                kv.row_stride(), h0, h1, hi - lo + 1, hd, group, p.scale, s, out + off});
+        decode_over_runs(direct,
+                         {q + off, nullptr, nullptr, kv.row_stride(), h0, h1, 0, hd, group, p.scale,
+                          s, out + off},
+                         kv, layer, seq[t], lo, hi - lo + 1, s + part_off);
       }
       return;
     }
@@ -101,8 +145,8 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
           const float* vh = vt + (narrow ? kvh * hd : 0);
           for (int64_t g = 0; g < group; ++g) {
             const int64_t h = kvh * group + g;
-            tile_step({q + t * q_width + h * hd, kh, vh, stride, cnt, hd, p.scale, sc,
-                       acc + h * hd, mx + h, sum + h});
+            tile_step({q + t * q_width + h * hd, kh, vh, stride, cnt, hd, p.scale, sc, acc + h * hd,
+                       mx + h, sum + h});
           }
         }
       }
@@ -131,7 +175,6 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   // joined. Cold 4096-key caches (F16, two threads, alternating): Q06B heads 1,014 -> 963 us,
   // L110M's 681 -> 624 us. The bits now depend on the thread count (they did not with the split
   // by heads); each share and the join are within the parity tests' 1e-5 of the reference.
-  const size_t part_off = attn_decode_scratch_floats(p.n_heads);
   const int64_t heads = p.n_heads;
   pool.run([&](int ti, int nt) {
     const int32_t a = lo0 + static_cast<int32_t>(int64_t{cnt} * ti / nt);
@@ -139,8 +182,10 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
     float* s = scratch + ti * per_thread;
     float* part = s + part_off;  // out, then max and sum (attn_decode_join's layout)
     float* max = part + heads * hd;
-    direct({q, kv.k_row(layer, seq[0], a), kv.v_row(layer, seq[0], a), kv.row_stride(), 0,
-            p.n_kv_heads, b - a, hd, group, p.scale, s, part, max, max + heads});
+    decode_over_runs(direct,
+                     {q, nullptr, nullptr, kv.row_stride(), 0, p.n_kv_heads, 0, hd, group, p.scale,
+                      s, part, max, max + heads},
+                     kv, layer, seq[0], a, b - a, part + part_floats);
   });
   attn_decode_join(scratch + part_off, per_thread, pool.size(), heads, hd, out);
 }

@@ -127,8 +127,10 @@ void run_unit_direct(const Unit& u, float* s, AttnRowSoftmaxFn softmax) {
                     accumulate, c, ldc);
   };
   const int32_t hi = u.p0 + static_cast<int32_t>(nb) - 1;
-  for (int32_t j0 = 0; j0 <= hi; j0 += kBlockKeyTile) {
-    const int32_t cnt = std::min(kBlockKeyTile, hi - j0 + 1);
+  // Tiles of kBlockKeyTile keys, cut where the cache's run of consecutive blocks ends (the GEMMs
+  // read the rows in place, one stride apart).
+  for (int32_t j0 = 0, cnt = 0; j0 <= hi; j0 += cnt) {
+    cnt = std::min({kBlockKeyTile, hi - j0 + 1, u.kv.run_end(u.seq, j0) - j0});
     product(u.kv.k_row(u.layer, u.seq, j0), true, cnt, hd, qs, hd, false, sc, kBlockKeyTile);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = r % nb;

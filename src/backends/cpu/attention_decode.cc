@@ -42,4 +42,18 @@ void attn_decode_join(const float* parts, size_t stride, int n_parts, int64_t he
   }
 }
 
+void attn_decode_merge(float* out, float* max, float* sum, const float* out2, const float* max2,
+                       const float* sum2, int64_t heads, int64_t hd) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const float m = std::max(max[h], max2[h]);
+    const float w1 = sum[h] * std::exp(max[h] - m), w2 = sum2[h] * std::exp(max2[h] - m);
+    const float inv = 1.0f / (w1 + w2);
+    float* o = out + h * hd;
+    const float* o2 = out2 + h * hd;
+    for (int64_t e = 0; e < hd; ++e) o[e] = (o[e] * w1 + o2[e] * w2) * inv;
+    max[h] = m;
+    sum[h] = w1 + w2;
+  }
+}
+
 }  // namespace nexus::cpu

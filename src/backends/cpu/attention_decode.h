@@ -48,6 +48,11 @@ inline size_t attn_decode_part_floats(int64_t heads, int64_t hd) {
 void attn_decode_join(const float* parts, size_t stride, int n_parts, int64_t heads, int64_t hd,
                       float* out);
 
+// Merges a joinable result (out2, max2, sum2) over other keys into (out, max, sum), which then
+// covers both key ranges: the pairwise form of attn_decode_join, for runs of a paged cache.
+void attn_decode_merge(float* out, float* max, float* sum, const float* out2, const float* max2,
+                       const float* sum2, int64_t heads, int64_t hd);
+
 using AttnDecodeFn = void (*)(const AttnDecode& a);
 
 // The kernel for a cache of type `kv_type` and heads of `hd`, or nullptr where there is none
