@@ -17,6 +17,7 @@
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "train/precision.h"
+#include "backends/cpu/activation.h"
 #include "train/train_kernels.h"
 #include "train/train_ops.h"
 
@@ -244,9 +245,9 @@ void BM_TrainSwiGlu(benchmark::State& state) {
   std::vector<float> out(n), dg(n), du(n);
   const bool simd = state.range(0) == 1;
   for (auto _ : state) {
-    (simd ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar)(out.data(), g.data(), u.data(),
+    (simd ? cpu::swiglu_forward_avx2 : cpu::swiglu_forward_scalar)(out.data(), g.data(), u.data(),
                                                                      n);
-    (simd ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar)(
+    (simd ? cpu::swiglu_backward_avx2 : cpu::swiglu_backward_scalar)(
         dg.data(), du.data(), dout.data(), g.data(), u.data(), n);
   }
   state.SetItemsProcessed(state.iterations() * n);
@@ -261,8 +262,8 @@ void BM_TrainGelu(benchmark::State& state) {
   std::vector<float> out(n), dx(n);
   const bool simd = state.range(0) == 1;
   for (auto _ : state) {
-    (simd ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar)(out.data(), x.data(), n);
-    (simd ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar)(dx.data(), dout.data(),
+    (simd ? cpu::gelu_forward_avx2 : cpu::gelu_forward_scalar)(out.data(), x.data(), n);
+    (simd ? cpu::gelu_backward_avx2 : cpu::gelu_backward_scalar)(dx.data(), dout.data(),
                                                                    x.data(), n);
   }
   state.SetItemsProcessed(state.iterations() * n);

@@ -1,6 +1,9 @@
-// Element-wise op front-ends: a profile span each, then the CPU kernel.
+// Element-wise op front-ends of the forward pass: a profile span each, then the op (the norms and
+// activations are the shared ops of ops/norm.h and ops/activation.h, training's too).
 #include "ops/elementwise.h"
 
+#include "ops/activation.h"
+#include "ops/norm.h"
 #include "ops/op_args.h"
 
 namespace nexus {
@@ -8,24 +11,24 @@ namespace nexus {
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim) {
   NEXUS_PROFILE_OP("rms_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
                    profile::rows_shapes(rows, dim));
-  cpu::rms_norm(x, w, eps, y, rows, dim);
+  nexus::rms_norm(RmsNormArgs{x, w, eps, y, nullptr, rows, dim});
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
                 int64_t dim) {
   NEXUS_PROFILE_OP("layer_norm", profile::current_layer(), profile::rows_bytes(rows, dim), 0,
                    profile::rows_shapes(rows, dim));
-  cpu::layer_norm(x, w, b, eps, y, rows, dim);
+  nexus::layer_norm(LayerNormArgs{x, w, b, eps, y, nullptr, nullptr, rows, dim});
 }
 
 void swiglu(float* g, const float* u, int64_t n) {
   NEXUS_PROFILE_OP("swiglu", profile::current_layer(), 12 * n, 0, profile::rows_shapes(1, n));
-  cpu::swiglu(g, u, n);
+  nexus::swiglu(SwigluArgs{g, g, u, n});
 }
 
 void gelu_tanh(float* x, int64_t n) {
   NEXUS_PROFILE_OP("gelu", profile::current_layer(), 8 * n, 0, profile::rows_shapes(1, n));
-  cpu::gelu_tanh(x, n);
+  nexus::gelu(GeluArgs{x, x, n});
 }
 
 void add_bias(float* y, const float* b, int64_t rows, int64_t dim) {

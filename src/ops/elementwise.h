@@ -9,9 +9,9 @@
 
 namespace nexus {
 
-// y = x / sqrt(mean(x^2) + eps) * w   (w may be null = all ones). y may alias x.
+// y = x / sqrt(mean(x^2) + eps) * w. y may alias x. (ops/norm.h with no rstd saved.)
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t dim);
-// y = (x - mean) / sqrt(var + eps) * w + b. y may alias x.
+// y = (x - mean) / sqrt(var + eps) * w + b. y may alias x. (ops/norm.h.)
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows,
                 int64_t dim);
 // g = silu(g) * u, elementwise over n values.

@@ -45,54 +45,11 @@ void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
 }
 
-void rmsnorm_forward_row_scalar(float* out, float* rstd, const float* x, const float* w, int64_t c,
-                                float eps) {
-  const double ss = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
-  const float r = static_cast<float>(1.0 / std::sqrt(ss / c + eps));
-  *rstd = r;
-  for (int64_t j = 0; j < c; ++j) out[j] = x[j] * r * w[j];
-}
-
-void rmsnorm_backward_row_scalar(float* dx, float* pw, const float* g, const float* x,
-                                 const float* w, float r, int64_t c) {
-  const double dot =
-      par::sum4(c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * x[j]; });
-  const float k = static_cast<float>(dot * r * r * r / c);
-  for (int64_t j = 0; j < c; ++j) {
-    dx[j] += r * w[j] * g[j] - k * x[j];
-    pw[j] += g[j] * x[j] * r;
-  }
-}
-
 void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign) {
   for (int64_t i = 0; i < half; ++i) {
     const float x0 = v[2 * i], x1 = v[2 * i + 1], co = cs[2 * i], si = sign * cs[2 * i + 1];
     v[2 * i] = x0 * co - x1 * si;
     v[2 * i + 1] = x0 * si + x1 * co;
-  }
-}
-
-void layernorm_forward_row_scalar(float* out, float* mean, float* rstd, const float* x,
-                                  const float* w, const float* b, int64_t c, float eps) {
-  const double m = par::sum4(c, [&](int64_t j) { return static_cast<double>(x[j]); }) / c;
-  const double var = par::sum4(c, [&](int64_t j) { return (x[j] - m) * (x[j] - m); });
-  const double r = 1.0 / std::sqrt(var / c + eps);
-  *mean = static_cast<float>(m);
-  *rstd = static_cast<float>(r);
-  for (int64_t j = 0; j < c; ++j) out[j] = static_cast<float>((x[j] - m) * r) * w[j] + b[j];
-}
-
-void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float* g, const float* x,
-                                   const float* w, float m, float r, int64_t c) {
-  const double sg = par::sum4(c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j]; });
-  const double sgx = par::sum4(
-      c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * ((x[j] - m) * r); });
-  const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
-  for (int64_t j = 0; j < c; ++j) {
-    const float xhat = (x[j] - m) * r;
-    dx[j] += r * (g[j] * w[j] - mg - xhat * mgx);
-    pw[j] += g[j] * xhat;
-    pb[j] += g[j];
   }
 }
 
@@ -170,20 +127,6 @@ float ce_row_scalar(float* row, int64_t v, int32_t target, float scale) {
   for (int64_t j = 0; j < v; ++j) row[j] *= f;
   row[target] -= scale;
   return mx + static_cast<float>(std::log(sum)) - lt;
-}
-
-void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
-void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float* g, const float* u,
-                            int64_t n) {
-  // silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)).
-  for (int64_t i = 0; i < n; ++i) {
-    const float sg = 1.0f / (1.0f + std::exp(-g[i]));
-    dg[i] = dout[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
-    du[i] = dout[i] * g[i] * sg;
-  }
 }
 
 }  // namespace nexus::train::kern

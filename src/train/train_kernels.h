@@ -1,5 +1,6 @@
 // The per-item kernels behind train_ops.cc's run-time dispatch: a scalar reference and an AVX2/FMA
-// version of each hot loop (attention per head, cross-entropy per row, SwiGLU). train_ops.cc picks
+// version of each hot loop that training alone has (attention per head, cross-entropy per row,
+// RoPE rows, the bias gradient); the norms and activations are the shared ops' (backends/cpu). train_ops.cc picks
 // the AVX2 one when cpu::active_isa() is kAvx2 (NEXUS_FORCE_SCALAR=1 forces the scalar one); the
 // parity tests call both directly.
 #pragma once
@@ -76,36 +77,6 @@ float ce_row_scalar(float* row, int64_t v, int32_t target, float scale);
 float ce_row_avx2(float* row, int64_t v, int32_t target, float scale);
 float ce_row_avx512(float* row, int64_t v, int32_t target, float scale);  // = the AVX2 row's bits
 
-// out = silu(g) * u and its backward (writing dg, du) over n values (see swiglu_forward /
-// swiglu_backward).
-void swiglu_forward_scalar(float* out, const float* g, const float* u, int64_t n);
-void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n);
-void swiglu_backward_scalar(float* dg, float* du, const float* dout, const float* g, const float* u,
-                            int64_t n);
-void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
-                          int64_t n);
-
-// GPT-2's tanh GELU and its backward (dx = dout * gelu'(x)) over n values (train_ops_gpt2.cc,
-// train_ops_gpt2_avx2.cc); the AVX2 tanh goes through the vectorised exp (~1e-7 absolute).
-void gelu_forward_scalar(float* out, const float* x, int64_t n);
-void gelu_forward_avx2(float* out, const float* x, int64_t n);
-void gelu_backward_scalar(float* dx, const float* dout, const float* x, int64_t n);
-void gelu_backward_avx2(float* dx, const float* dout, const float* x, int64_t n);
-
-// One row of GPT-2's LayerNorm (train_ops_gpt2.cc): forward (mean and 1/std in double, as
-// par::sum4 adds them) and backward (dx += ..., the row's dw and db terms added into pw and pb).
-// The AVX2 versions (norm_kernels_avx2.cc, compiled without FMA contraction) keep par::sum4's four
-// double partial sums as the four lanes of one register and round every f32 operation as the
-// scalar loop does: bit-identical.
-void layernorm_forward_row_scalar(float* out, float* mean, float* rstd, const float* x,
-                                  const float* w, const float* b, int64_t c, float eps);
-void layernorm_forward_row_avx2(float* out, float* mean, float* rstd, const float* x,
-                                const float* w, const float* b, int64_t c, float eps);
-void layernorm_backward_row_scalar(float* dx, float* pw, float* pb, const float* g, const float* x,
-                                   const float* w, float m, float r, int64_t c);
-void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g, const float* x,
-                                 const float* w, float m, float r, int64_t c);
-
 // p[0, n) = 0 with non-temporal stores (no cache line read for ownership first): for buffers the
 // caller will not read soon, like the gradients cleared at the start of a step.
 void zero_stream_avx2(float* p, int64_t n);
@@ -114,18 +85,6 @@ void zero_stream_avx2(float* p, int64_t n);
 void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n);
 void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n);
 
-// One row of llama's RMSNorm (train_ops.cc): forward (1/rms from par::sum4's double sums of
-// squares) and backward (dx += ..., the row's weight-gradient terms added into pw). The AVX2
-// versions (norm_kernels_avx2.cc) keep sum4's partial sums as lanes and every rounding: the same
-// bits.
-void rmsnorm_forward_row_scalar(float* out, float* rstd, const float* x, const float* w, int64_t c,
-                                float eps);
-void rmsnorm_forward_row_avx2(float* out, float* rstd, const float* x, const float* w, int64_t c,
-                              float eps);
-void rmsnorm_backward_row_scalar(float* dx, float* pw, const float* g, const float* x,
-                                 const float* w, float r, int64_t c);
-void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float* x,
-                               const float* w, float r, int64_t c);
 // Rotates the `half` adjacent pairs of one head's vector v by the (cos, sin) pairs cs (sin times
 // `sign`: -1 for the inverse); the AVX2 version gives the same bits.
 void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign);

@@ -19,6 +19,8 @@
 #include "backends/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "nexus/status.h"
+#include "ops/activation.h"
+#include "ops/norm.h"
 #include "train/train_kernels.h"
 #include "train/train_parallel.h"
 
@@ -404,31 +406,13 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t n, int64_t c,
                      float eps, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.rmsnorm", 8 * n * c, 4 * n * c);
-  const auto row = use_avx2() ? kern::rmsnorm_forward_row_avx2 : kern::rmsnorm_forward_row_scalar;
-  for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) row(out + i * c, rstd + i, x + i * c, w, c, eps);
-  });
+  nexus::rms_norm(RmsNormArgs{x, w, eps, out, rstd, n, c}, pool);
 }
 
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
                       const float* rstd, int64_t n, int64_t c, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.rmsnorm_bwd", 16 * n * c, 10 * n * c);
-  // y_j = x_j r w_j with r = (mean(x^2) + eps)^-1/2, so
-  // dx_j = r w_j dy_j - r^3 x_j / c * sum_k dy_k w_k x_k.
-  // dw is summed per fixed block of rows, then over blocks in order: the same for any thread count.
-  constexpr int64_t kRows = 64;
-  const int64_t blocks = (n + kRows - 1) / kRows;
-  std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);
-  const auto row = use_avx2() ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar;
-  for_ranges(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      float* pw = part.data() + blk * c;
-      for (int64_t i = blk * kRows; i < std::min(n, (blk + 1) * kRows); ++i)
-        row(dx + i * c, pw, dout + i * c, x + i * c, w, rstd[i], c);
-    }
-  });
-  for (int64_t blk = 0; blk < blocks; ++blk)
-    for (int64_t j = 0; j < c; ++j) dw[j] += part[blk * c + j];
+  nexus::rms_norm_backward(RmsNormBackwardArgs{dx, dw, dout, x, w, rstd, n, c}, pool);
 }
 
 void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta) {
@@ -580,18 +564,13 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 
 void swiglu_forward(float* out, const float* g, const float* u, int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.swiglu", 12 * n, 0);
-  const auto fn = use_avx2() ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar;
-  for_aligned(pool, n, 4096,
-              [&](int64_t i0, int64_t i1) { fn(out + i0, g + i0, u + i0, i1 - i0); });
+  nexus::swiglu(SwigluArgs{out, g, u, n}, pool);
 }
 
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
                      int64_t n, ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.swiglu_bwd", 28 * n, 0);
-  const auto fn = use_avx2() ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar;
-  for_aligned(pool, n, 4096, [&](int64_t i0, int64_t i1) {
-    fn(dg + i0, du + i0, dout + i0, g + i0, u + i0, i1 - i0);
-  });
+  nexus::swiglu_backward(SwigluBackwardArgs{dg, du, dout, g, u, n}, pool);
 }
 
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,

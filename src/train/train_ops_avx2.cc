@@ -338,17 +338,6 @@ float ce_row_avx2(float* row, int64_t v, int32_t target, float scale) {
   return mx + static_cast<float>(std::log(sum)) - lt;
 }
 
-void swiglu_forward_avx2(float* out, const float* g, const float* u, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i);
-    const __m256 den = _mm256_add_ps(one, exp_clamped(_mm256_sub_ps(_mm256_setzero_ps(), gv)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(gv, den), _mm256_loadu_ps(u + i)));
-  }
-  swiglu_forward_scalar(out + i, g + i, u + i, n - i);
-}
-
 void zero_stream_avx2(float* p, int64_t n) {
   int64_t i = 0;
   for (; i < n && (reinterpret_cast<uintptr_t>(p + i) & 31) != 0; ++i) p[i] = 0.0f;
@@ -365,22 +354,5 @@ void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n) {
   for (; j < n; ++j) out[j] = a[j] + b[j];
 }
 
-void swiglu_backward_avx2(float* dg, float* du, const float* dout, const float* g, const float* u,
-                          int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i), d = _mm256_loadu_ps(dout + i);
-    const __m256 sg =
-        _mm256_div_ps(one, _mm256_add_ps(one, exp_clamped(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
-    // silu'(g) = s (1 + g (1 - s))
-    const __m256 dsilu = _mm256_mul_ps(sg, _mm256_fmadd_ps(gv, _mm256_sub_ps(one, sg), one));
-    const __m256 du_add = _mm256_mul_ps(d, _mm256_mul_ps(gv, sg));
-    const __m256 dg_add = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(u + i)), dsilu);
-    _mm256_storeu_ps(dg + i, dg_add);
-    _mm256_storeu_ps(du + i, du_add);
-  }
-  swiglu_backward_scalar(dg + i, du + i, dout + i, g + i, u + i, n - i);
-}
 
 }  // namespace nexus::train::kern

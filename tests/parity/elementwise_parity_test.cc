@@ -12,6 +12,8 @@
 
 #include "backends/cpu/elementwise_kernels.h"
 #include "backends/cpu/quant.h"
+#include "backends/cpu/activation.h"
+#include "backends/cpu/norm.h"
 #include "ops/elementwise.h"
 
 namespace nexus {
@@ -29,8 +31,8 @@ TEST(ElementwiseParity, SwigluAvx2MatchesReference) {
       g[0] = 100.0f, g[1] = -100.0f, g[2] = 0.0f, g[3] = -0.0f, g[4] = 88.0f, g[5] = -90.0f;
     }
     std::vector<float> ga = g, gs = g;
-    cpu::swiglu_avx2(ga.data(), u.data(), n);
-    cpu::swiglu_scalar(gs.data(), u.data(), n);
+    cpu::swiglu_forward_avx2(ga.data(), ga.data(), u.data(), n);
+    cpu::swiglu_forward_scalar(gs.data(), gs.data(), u.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const double x = g[i];
       const double ref = x / (1.0 + std::exp(-x)) * u[i];
@@ -47,8 +49,8 @@ TEST(ElementwiseParity, SwigluAvx2MatchesReference) {
 namespace nexus {
 namespace {
 
-// AVX2 RMSNorm against a double reference, with and without weights, odd widths, rows of very
-// different scales.
+// AVX2 RMSNorm rows against a double reference, with weights of ones and random ones, odd widths,
+// rows of very different scales.
 TEST(ElementwiseParity, RmsNormAvx2MatchesReference) {
   if (cpu::active_isa() != cpu::Isa::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
   std::mt19937 rng(12);
@@ -59,16 +61,20 @@ TEST(ElementwiseParity, RmsNormAvx2MatchesReference) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < dim; ++i) x[r * dim + i] = nd(rng) * std::pow(10.0f, r - 2.0f);
     for (float& v : w) v = nd(rng);
-    for (const float* wp : {static_cast<const float*>(nullptr), static_cast<const float*>(w.data())}) {
+    const std::vector<float> ones(dim, 1.0f);
+    for (const float* wp : {ones.data(), static_cast<const float*>(w.data())}) {
       std::vector<float> ya(rows * dim), ys(rows * dim);
-      cpu::rms_norm_avx2(x.data(), wp, 1e-5f, ya.data(), rows, dim);
-      cpu::rms_norm_scalar(x.data(), wp, 1e-5f, ys.data(), rows, dim);
+      float rstd;
+      for (int64_t r = 0; r < rows; ++r) {
+        cpu::rmsnorm_forward_row_avx2(&ya[r * dim], &rstd, &x[r * dim], wp, dim, 1e-5f);
+        cpu::rmsnorm_forward_row_scalar(&ys[r * dim], &rstd, &x[r * dim], wp, dim, 1e-5f);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
         for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
         const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
         for (int64_t i = 0; i < dim; ++i) {
-          const double ref = x[r * dim + i] * inv * (wp ? wp[i] : 1.0);
+          const double ref = x[r * dim + i] * inv * wp[i];
           EXPECT_NEAR(ya[r * dim + i], ref, 3e-7 * std::fabs(ref) + 1e-30) << dim << " " << r;
           EXPECT_NEAR(ys[r * dim + i], ref, 3e-7 * std::fabs(ref) + 1e-30) << dim << " " << r;
         }

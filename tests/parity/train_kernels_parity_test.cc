@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
+#include "backends/cpu/activation.h"
+#include "backends/cpu/norm.h"
 #include "train/train_kernels.h"
 #include "test_random.h"
 
@@ -212,12 +214,12 @@ TEST(TrainKernelsParity, LayerNormRowsBitIdentical) {
     float mean[2], rstd[2];
     for (int simd = 0; simd < 2; ++simd) {
       out[simd].assign(c, -1.0f);
-      (simd ? kern::layernorm_forward_row_avx2 : kern::layernorm_forward_row_scalar)(
+      (simd ? cpu::layernorm_forward_row_avx2 : cpu::layernorm_forward_row_scalar)(
           out[simd].data(), &mean[simd], &rstd[simd], x.data(), w.data(), b.data(), c, 1e-5f);
       dx[simd].assign(c, 0.5f);  // the backward accumulates
       pw[simd].assign(c, -0.25f);
       pb[simd].assign(c, 0.125f);
-      (simd ? kern::layernorm_backward_row_avx2 : kern::layernorm_backward_row_scalar)(
+      (simd ? cpu::layernorm_backward_row_avx2 : cpu::layernorm_backward_row_scalar)(
           dx[simd].data(), pw[simd].data(), pb[simd].data(), g.data(), x.data(), w.data(),
           mean[0], rstd[0], c);
     }
@@ -244,11 +246,11 @@ TEST(TrainKernelsParity, RmsNormAndRopeRowsBitIdentical) {
     float rstd[2];
     for (int simd = 0; simd < 2; ++simd) {
       out[simd].assign(c, -1.0f);
-      (simd ? kern::rmsnorm_forward_row_avx2 : kern::rmsnorm_forward_row_scalar)(
+      (simd ? cpu::rmsnorm_forward_row_avx2 : cpu::rmsnorm_forward_row_scalar)(
           out[simd].data(), &rstd[simd], x.data(), w.data(), c, 1e-5f);
       dx[simd].assign(c, 0.5f);  // the backward accumulates
       pw[simd].assign(c, -0.25f);
-      (simd ? kern::rmsnorm_backward_row_avx2 : kern::rmsnorm_backward_row_scalar)(
+      (simd ? cpu::rmsnorm_backward_row_avx2 : cpu::rmsnorm_backward_row_scalar)(
           dx[simd].data(), pw[simd].data(), g.data(), x.data(), w.data(), rstd[0], c);
     }
     EXPECT_EQ(rstd[1], rstd[0]);
@@ -348,9 +350,9 @@ TEST(TrainKernelsParity, SwiGlu) {
     out[simd].assign(n, 0.0f);
     dg[simd].assign(n, NAN);  // the backward writes every value
     du[simd].assign(n, NAN);
-    (simd ? kern::swiglu_forward_avx2 : kern::swiglu_forward_scalar)(out[simd].data(), g.data(),
+    (simd ? cpu::swiglu_forward_avx2 : cpu::swiglu_forward_scalar)(out[simd].data(), g.data(),
                                                                      u.data(), n);
-    (simd ? kern::swiglu_backward_avx2 : kern::swiglu_backward_scalar)(
+    (simd ? cpu::swiglu_backward_avx2 : cpu::swiglu_backward_scalar)(
         dg[simd].data(), du[simd].data(), dout.data(), g.data(), u.data(), n);
   }
   EXPECT_LE(rel_diff(out[1], out[0]), 1e-6);
@@ -374,8 +376,8 @@ TEST(TrainKernelsParity, Gelu) {
   for (int simd = 0; simd < 2; ++simd) {
     out[simd].assign(n, 0.0f);
     dx[simd].assign(n, NAN);  // the backward writes every value
-    (simd ? kern::gelu_forward_avx2 : kern::gelu_forward_scalar)(out[simd].data(), x.data(), n);
-    (simd ? kern::gelu_backward_avx2 : kern::gelu_backward_scalar)(dx[simd].data(), dout.data(),
+    (simd ? cpu::gelu_forward_avx2 : cpu::gelu_forward_scalar)(out[simd].data(), x.data(), n);
+    (simd ? cpu::gelu_backward_avx2 : cpu::gelu_backward_scalar)(dx[simd].data(), dout.data(),
                                                                    x.data(), n);
   }
   // Relative to max(1, |max|): the absolute error of tanh (~1e-7) scaled by |x| <= 30; the

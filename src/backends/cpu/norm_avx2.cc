@@ -1,5 +1,4 @@
-// AVX2 rows of GPT-2's LayerNorm and of llama's RMSNorm, and llama's RoPE rotation, bit-identical
-// to the scalar ones (train_kernels.cc, train_ops_gpt2.cc). par::sum4
+// AVX2 rows of LayerNorm and RMSNorm, bit-identical to the scalar ones (norm.cc). par::sum4
 // adds term j into partial sum j % 4 and returns (s0 + s1) + (s2 + s3): here the four partial
 // sums are the four lanes of one double register, fed four terms at a time in the same order,
 // with the tail into lane 0. Every f32 and f64 operation rounds as in the scalar loop: CMake
@@ -9,9 +8,9 @@
 
 #include <cmath>
 
-#include "train/train_kernels.h"
+#include "backends/cpu/norm.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 inline __m256d load4d(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
@@ -65,18 +64,16 @@ void layernorm_backward_row_avx2(float* dx, float* pw, float* pb, const float* g
     a_g = _mm256_add_pd(a_g, gw);
     a_gx = _mm256_add_pd(a_gx, _mm256_mul_pd(gw, _mm256_cvtps_pd(xh)));
   }
-  const double sg =
-      finish(a_g, c4, c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j]; });
-  const double sgx = finish(a_gx, c4, c, [&](int64_t j) {
-    return static_cast<double>(g[j]) * w[j] * ((x[j] - m) * r);
-  });
+  const double sg = finish(a_g, c4, c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j]; });
+  const double sgx = finish(
+      a_gx, c4, c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * ((x[j] - m) * r); });
   const float mg = static_cast<float>(sg / c), mgx = static_cast<float>(sgx / c);
   const __m256 mgv = _mm256_set1_ps(mg), mgxv = _mm256_set1_ps(mgx);
   for (int64_t j = 0; j < c8; j += 8) {
     const __m256 gj = _mm256_loadu_ps(g + j);
     const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv), rv);
-    const __m256 inner = _mm256_sub_ps(_mm256_sub_ps(_mm256_mul_ps(gj, _mm256_loadu_ps(w + j)), mgv),
-                                       _mm256_mul_ps(xhat, mgxv));
+    const __m256 inner = _mm256_sub_ps(
+        _mm256_sub_ps(_mm256_mul_ps(gj, _mm256_loadu_ps(w + j)), mgv), _mm256_mul_ps(xhat, mgxv));
     _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), _mm256_mul_ps(rv, inner)));
     _mm256_storeu_ps(pw + j, _mm256_add_ps(_mm256_loadu_ps(pw + j), _mm256_mul_ps(gj, xhat)));
     _mm256_storeu_ps(pb + j, _mm256_add_ps(_mm256_loadu_ps(pb + j), gj));
@@ -97,26 +94,25 @@ void rmsnorm_forward_row_avx2(float* out, float* rstd, const float* x, const flo
     const __m256d xd = load4d(x + j);
     acc = _mm256_add_pd(acc, _mm256_mul_pd(xd, xd));
   }
-  const double ss =
-      finish(acc, c4, c, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
+  const double ss = finish(acc, c4, c, [&](int64_t j) { return static_cast<double>(x[j]) * x[j]; });
   const float r = static_cast<float>(1.0 / std::sqrt(ss / c + eps));
   *rstd = r;
   const __m256 rv = _mm256_set1_ps(r);
   for (int64_t j = 0; j < c8; j += 8)
-    _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), rv),
-                                            _mm256_loadu_ps(w + j)));
+    _mm256_storeu_ps(
+        out + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), rv), _mm256_loadu_ps(w + j)));
   for (int64_t j = c8; j < c; ++j) out[j] = x[j] * r * w[j];
 }
 
-void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float* x,
-                               const float* w, float r, int64_t c) {
+void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float* x, const float* w,
+                               float r, int64_t c) {
   const int64_t c4 = c / 4 * 4, c8 = c / 8 * 8;
   __m256d acc = _mm256_setzero_pd();
   for (int64_t j = 0; j < c4; j += 4)
-    acc = _mm256_add_pd(acc, _mm256_mul_pd(_mm256_mul_pd(load4d(g + j), load4d(w + j)),
-                                           load4d(x + j)));
-  const double dot = finish(
-      acc, c4, c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * x[j]; });
+    acc = _mm256_add_pd(acc,
+                        _mm256_mul_pd(_mm256_mul_pd(load4d(g + j), load4d(w + j)), load4d(x + j)));
+  const double dot =
+      finish(acc, c4, c, [&](int64_t j) { return static_cast<double>(g[j]) * w[j] * x[j]; });
   const float k = static_cast<float>(dot * r * r * r / c);
   const __m256 rv = _mm256_set1_ps(r), kv = _mm256_set1_ps(k);
   for (int64_t j = 0; j < c8; j += 8) {
@@ -124,8 +120,8 @@ void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float
     const __m256 t = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(rv, _mm256_loadu_ps(w + j)), gj),
                                    _mm256_mul_ps(kv, xj));
     _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), t));
-    _mm256_storeu_ps(pw + j, _mm256_add_ps(_mm256_loadu_ps(pw + j),
-                                           _mm256_mul_ps(_mm256_mul_ps(gj, xj), rv)));
+    _mm256_storeu_ps(
+        pw + j, _mm256_add_ps(_mm256_loadu_ps(pw + j), _mm256_mul_ps(_mm256_mul_ps(gj, xj), rv)));
   }
   for (int64_t j = c8; j < c; ++j) {
     dx[j] += r * w[j] * g[j] - k * x[j];
@@ -133,22 +129,4 @@ void rmsnorm_backward_row_avx2(float* dx, float* pw, const float* g, const float
   }
 }
 
-// Adjacent pairs (x0, x1) = (v[2i], v[2i+1]) with cs = (cos, sin) per pair: four pairs a vector.
-// Even lanes x0 co - x1 si, odd lanes x1 co + x0 si (= x0 si + x1 co: addition commutes).
-void rope_rotate_row_avx2(float* v, const float* cs, int64_t half, float sign) {
-  const int64_t h4 = half / 4 * 4;
-  const __m256 sv = _mm256_set1_ps(sign);
-  for (int64_t i = 0; i < h4; i += 4) {
-    const __m256 x = _mm256_loadu_ps(v + 2 * i), c = _mm256_loadu_ps(cs + 2 * i);
-    const __m256 co = _mm256_moveldup_ps(c), si = _mm256_mul_ps(_mm256_movehdup_ps(c), sv);
-    const __m256 swapped = _mm256_permute_ps(x, 0xB1);  // x1, x0 in each pair
-    _mm256_storeu_ps(v + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(x, co), _mm256_mul_ps(swapped, si)));
-  }
-  for (int64_t i = h4; i < half; ++i) {
-    const float x0 = v[2 * i], x1 = v[2 * i + 1], co = cs[2 * i], si = sign * cs[2 * i + 1];
-    v[2 * i] = x0 * co - x1 * si;
-    v[2 * i + 1] = x0 * si + x1 * co;
-  }
-}
-
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

@@ -1,0 +1,281 @@
+// Every registered op, from its kernel tables (ops/kernels.h), in the spirit of llama.cpp's
+// test-backend-ops: each variant of each device this machine runs, at odd sizes and 1-3 threads,
+// against the table's last variant (the scalar reference), and each backward against central
+// finite differences of its forward. A new variant or device is covered by registering it; a new
+// op by one row below.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/activation.h"
+#include "ops/norm.h"
+
+namespace nexus {
+namespace {
+
+using Buffers = std::vector<std::vector<float>>;
+
+Buffers random_buffers(const std::vector<size_t>& sizes, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  Buffers b;
+  for (size_t n : sizes) {
+    b.emplace_back(n);
+    for (float& x : b.back()) x = nd(rng);
+  }
+  return b;
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0, scale = 1.0;
+  for (float x : b) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]) / scale);
+  return m;
+}
+
+// One op at one size: `sizes` are its buffers (the first `outputs` are written by the op; the
+// rest are inputs), `bind` points an argument struct at them. Every variant on every thread
+// count must match the reference: bit for bit when tol is 0, else within tol relative to the
+// largest reference value.
+template <class Args>
+void check_variants(const std::string& what, const std::vector<size_t>& sizes, int outputs,
+                    const std::function<Args(Buffers&)>& bind, double tol, float scale = 1.0f) {
+  const Buffers init =
+      random_buffers(sizes, static_cast<uint32_t>(sizes.back() * 31 + outputs), scale);
+  const KernelVariants<Args> variants = op_kernels<Args>(Device::cpu());
+  ASSERT_FALSE(variants.empty()) << what;
+  Buffers ref = init;
+  variants.back().run(bind(ref), nullptr);
+  for (const KernelVariant<Args>& k : variants) {
+    if (!k.available()) continue;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      Buffers got = init;
+      k.run(bind(got), &pool);
+      for (int o = 0; o < outputs; ++o) {
+        SCOPED_TRACE(what + " " + k.name + " threads " + std::to_string(threads) + " output " +
+                     std::to_string(o));
+        if (tol == 0.0)
+          ASSERT_EQ(got[o], ref[o]);
+        else
+          ASSERT_LE(max_rel_diff(got[o], ref[o]), tol);
+      }
+    }
+  }
+}
+
+// The backward of an op against central differences of its forward on the scalar reference:
+// with L = sum(dy * forward(inputs)), dL/d input[i] must match the backward's gradient. `forward`
+// returns the op's output for the given inputs; `backward` returns the gradient of each input in
+// `wrt` (indices into inputs) for dy.
+void check_gradient(
+    const std::string& what, Buffers inputs, const std::vector<int>& wrt,
+    const std::function<std::vector<float>(const Buffers&)>& forward,
+    const std::function<Buffers(const Buffers&, const std::vector<float>&)>& backward, double tol) {
+  const std::vector<float> y = forward(inputs);
+  std::vector<float> dy(y.size());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : dy) v = nd(rng);
+  const Buffers grads = backward(inputs, dy);
+  auto loss = [&](const Buffers& in) {
+    const std::vector<float> out = forward(in);
+    double s = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(dy[i]) * out[i];
+    return s;
+  };
+  for (size_t g = 0; g < wrt.size(); ++g) {
+    std::vector<float>& x = inputs[wrt[g]];
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float x0 = x[i], h = 1e-2f * std::max(1.0f, std::fabs(x0));
+      x[i] = x0 + h;
+      const double up = loss(inputs);
+      x[i] = x0 - h;
+      const double down = loss(inputs);
+      x[i] = x0;
+      const double num = (up - down) / (2.0 * h);
+      EXPECT_NEAR(grads[g][i], num, tol * std::max(1.0, std::fabs(num)))
+          << what << " d input " << wrt[g] << "[" << i << "]";
+    }
+  }
+}
+
+template <class Args>
+const KernelVariant<Args>& reference() {
+  return op_kernels<Args>(Device::cpu()).back();
+}
+
+constexpr int64_t kWidths[] = {1, 3, 7, 8, 9, 17, 100, 291};
+
+TEST(OpRegistry, RmsNorm) {
+  for (int64_t c : kWidths) {
+    const int64_t rows = 5;
+    const size_t n = rows * c;
+    // outputs: y, rstd; inputs: x, w
+    check_variants<RmsNormArgs>(
+        "rms_norm c " + std::to_string(c), {n, size_t(rows), n, size_t(c)}, 2,
+        [&](Buffers& b) {
+          return RmsNormArgs{b[2].data(), b[3].data(), 1e-5f, b[0].data(), b[1].data(), rows, c};
+        },
+        0.0, 2.0f);
+    // outputs: dx, dw (accumulated into their random start); inputs: dy, x, w, rstd
+    check_variants<RmsNormBackwardArgs>(
+        "rms_norm_backward c " + std::to_string(c), {n, size_t(c), n, n, size_t(c), size_t(rows)},
+        2,
+        [&](Buffers& b) {
+          for (float& r : b[5]) r = std::fabs(r) + 0.5f;
+          return RmsNormBackwardArgs{b[0].data(), b[1].data(), b[2].data(), b[3].data(),
+                                     b[4].data(), b[5].data(), rows,        c};
+        },
+        0.0);
+  }
+  const int64_t rows = 3, c = 7;
+  auto fwd = [&](const Buffers& in) {
+    std::vector<float> y(rows * c), rstd(rows);
+    reference<RmsNormArgs>().run(
+        {in[0].data(), in[1].data(), 1e-5f, y.data(), rstd.data(), rows, c}, nullptr);
+    return y;
+  };
+  auto bwd = [&](const Buffers& in, const std::vector<float>& dy) {
+    std::vector<float> y(rows * c), rstd(rows), dx(rows * c, 0.0f), dw(c, 0.0f);
+    reference<RmsNormArgs>().run(
+        {in[0].data(), in[1].data(), 1e-5f, y.data(), rstd.data(), rows, c}, nullptr);
+    reference<RmsNormBackwardArgs>().run(
+        {dx.data(), dw.data(), dy.data(), in[0].data(), in[1].data(), rstd.data(), rows, c},
+        nullptr);
+    return Buffers{dx, dw};
+  };
+  check_gradient("rms_norm", random_buffers({size_t(rows * c), size_t(c)}, 3, 1.0f), {0, 1}, fwd,
+                 bwd, 2e-3);
+}
+
+TEST(OpRegistry, LayerNorm) {
+  for (int64_t c : kWidths) {
+    const int64_t rows = 5;
+    const size_t n = rows * c, r = rows;
+    check_variants<LayerNormArgs>(
+        "layer_norm c " + std::to_string(c), {n, r, r, n, size_t(c), size_t(c)}, 3,
+        [&](Buffers& b) {
+          return LayerNormArgs{b[3].data(), b[4].data(), b[5].data(), 1e-5f, b[0].data(),
+                               b[1].data(), b[2].data(), rows,        c};
+        },
+        0.0, 2.0f);
+    check_variants<LayerNormBackwardArgs>(
+        "layer_norm_backward c " + std::to_string(c),
+        {n, size_t(c), size_t(c), n, n, size_t(c), r, r}, 3,
+        [&](Buffers& b) {
+          for (float& v : b[7]) v = std::fabs(v) + 0.5f;
+          return LayerNormBackwardArgs{
+              b[0].data(), b[1].data(), b[2].data(), b[3].data(), b[4].data(),
+              b[5].data(), b[6].data(), b[7].data(), rows,        c};
+        },
+        0.0);
+  }
+  const int64_t rows = 3, c = 7;
+  auto run_fwd = [&](const Buffers& in, std::vector<float>& y, std::vector<float>& m,
+                     std::vector<float>& rs) {
+    reference<LayerNormArgs>().run(
+        {in[0].data(), in[1].data(), in[2].data(), 1e-5f, y.data(), m.data(), rs.data(), rows, c},
+        nullptr);
+  };
+  auto fwd = [&](const Buffers& in) {
+    std::vector<float> y(rows * c), m(rows), rs(rows);
+    run_fwd(in, y, m, rs);
+    return y;
+  };
+  auto bwd = [&](const Buffers& in, const std::vector<float>& dy) {
+    std::vector<float> y(rows * c), m(rows), rs(rows), dx(rows * c, 0.0f), dw(c, 0.0f), db(c, 0.0f);
+    run_fwd(in, y, m, rs);
+    reference<LayerNormBackwardArgs>().run(
+        {dx.data(), dw.data(), db.data(), dy.data(), in[0].data(), in[1].data(), m.data(),
+         rs.data(), rows, c},
+        nullptr);
+    return Buffers{dx, dw, db};
+  };
+  check_gradient("layer_norm", random_buffers({size_t(rows * c), size_t(c), size_t(c)}, 4, 1.0f),
+                 {0, 1, 2}, fwd, bwd, 2e-3);
+}
+
+TEST(OpRegistry, Swiglu) {
+  for (int64_t n : {1, 7, 8, 9, 63, 1003, 9000}) {
+    const size_t s = n;
+    check_variants<SwigluArgs>(
+        "swiglu n " + std::to_string(n), {s, s, s}, 1,
+        [&](Buffers& b) {
+          return SwigluArgs{b[0].data(), b[1].data(), b[2].data(), n};
+        },
+        1e-6, 4.0f);
+    check_variants<SwigluBackwardArgs>(
+        "swiglu_backward n " + std::to_string(n), {s, s, s, s, s}, 2,
+        [&](Buffers& b) {
+          return SwigluBackwardArgs{b[0].data(), b[1].data(), b[2].data(),
+                                    b[3].data(), b[4].data(), n};
+        },
+        1e-6, 4.0f);
+  }
+  const int64_t n = 20;
+  auto fwd = [&](const Buffers& in) {
+    std::vector<float> y(n);
+    reference<SwigluArgs>().run({y.data(), in[0].data(), in[1].data(), n}, nullptr);
+    return y;
+  };
+  auto bwd = [&](const Buffers& in, const std::vector<float>& dy) {
+    std::vector<float> dg(n), du(n);
+    reference<SwigluBackwardArgs>().run(
+        {dg.data(), du.data(), dy.data(), in[0].data(), in[1].data(), n}, nullptr);
+    return Buffers{dg, du};
+  };
+  check_gradient("swiglu", random_buffers({size_t(n), size_t(n)}, 5, 2.0f), {0, 1}, fwd, bwd, 2e-3);
+}
+
+TEST(OpRegistry, Gelu) {
+  for (int64_t n : {1, 7, 8, 9, 63, 1003, 9000}) {
+    const size_t s = n;
+    check_variants<GeluArgs>(
+        "gelu n " + std::to_string(n), {s, s}, 1,
+        [&](Buffers& b) {
+          return GeluArgs{b[0].data(), b[1].data(), n};
+        },
+        1e-6, 3.0f);
+    check_variants<GeluBackwardArgs>(
+        "gelu_backward n " + std::to_string(n), {s, s, s}, 1,
+        [&](Buffers& b) {
+          return GeluBackwardArgs{b[0].data(), b[1].data(), b[2].data(), n};
+        },
+        5e-6, 3.0f);
+  }
+  const int64_t n = 20;
+  auto fwd = [&](const Buffers& in) {
+    std::vector<float> y(n);
+    reference<GeluArgs>().run({y.data(), in[0].data(), n}, nullptr);
+    return y;
+  };
+  auto bwd = [&](const Buffers& in, const std::vector<float>& dy) {
+    std::vector<float> dx(n);
+    reference<GeluBackwardArgs>().run({dx.data(), dy.data(), in[0].data(), n}, nullptr);
+    return Buffers{dx};
+  };
+  check_gradient("gelu", random_buffers({size_t(n)}, 6, 2.0f), {0}, fwd, bwd, 2e-3);
+}
+
+// A device whose backend has no kernel for an op: an error naming the op and the device.
+TEST(OpRegistry, DeviceWithoutKernelsIsAClearError) {
+  float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[4];
+  try {
+    rms_norm(RmsNormArgs{x, w, 1e-5f, y, nullptr, 1, 4}, nullptr, Device::cuda(0));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[rms_norm] no kernel for device cuda:0"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(swiglu(SwigluArgs{y, x, nullptr, 4}), Error);  // a null input is named
+}
+
+}  // namespace
+}  // namespace nexus
