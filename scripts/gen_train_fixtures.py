@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output) and a tiny gpt2
-(learned positions, LayerNorm with bias, fused QKV with bias, tanh GELU, biases on every linear,
-tied output), their loss on a fixed batch, every parameter gradient, and the losses of 20 AdamW
-steps, computed in float64.
+"""Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output), a tiny qwen2 (q/k/v
+biases, NeoX RoPE, untied output) and a tiny gpt2 (learned positions, LayerNorm with bias, fused
+QKV with bias, tanh GELU, biases on every linear, tied output), their loss on a fixed batch, every
+parameter gradient, and the losses of 20 AdamW steps, computed in float64.
 
 Run with Debian's python (torch + numpy, no network):
 
     /usr/bin/python3 scripts/gen_train_fixtures.py            # writes tests/fixtures/train/
+    /usr/bin/python3 scripts/gen_train_fixtures.py qwen2_untied   # one case
 
 The forward pass is formulation A of gen_model_fixtures.py (imported, not copied), which that
 script checks against an independent token-by-token formulation and llama2.c's sample text; here
@@ -39,6 +40,9 @@ CASES = [
          tied=True, batch=3, seq=8, seed=11),
     dict(name="llama_untied", arch="llama", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
          ffn_dim=40, tied=False, rope_base=500000.0, batch=2, seq=12, seed=12),
+    dict(name="qwen2_untied", arch="qwen2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
+         ffn_dim=40, qkv_bias=True, rope="neox", rope_base=1000000.0, norm_eps=1e-6, tied=False,
+         batch=2, seq=10, seed=14),
     dict(name="gpt2_tied", arch="gpt2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=4, ffn_dim=56,
          norm="layer", ffn="gelu", qkv_bias=True, pos_embd=True, rope="none", tied=True, n_ctx=16,
          batch=3, seq=10, seed=13),
@@ -75,9 +79,12 @@ def make_weights(cfg, rng):
                 ffn_norm_b=bias(d), w_up=lin(f, d, 2.5), b_up=bias(f), w_down=lin(d, f),
                 b_down=bias(d)))
             continue
-        w["layers"].append(dict(attn_norm=norm_w(d), wq=lin(qd, d, 1.5), wk=lin(kvd, d, 1.5),
-                                wv=lin(kvd, d), wo=lin(d, qd), ffn_norm=norm_w(d),
-                                w_gate=lin(f, d), w_up=lin(f, d), w_down=lin(d, f)))
+        L = dict(attn_norm=norm_w(d), wq=lin(qd, d, 1.5), wk=lin(kvd, d, 1.5), wv=lin(kvd, d),
+                 wo=lin(d, qd), ffn_norm=norm_w(d), w_gate=lin(f, d), w_up=lin(f, d),
+                 w_down=lin(d, f))
+        if cfg.get("qkv_bias"):  # qwen2
+            L.update(bq=bias(qd), bk=bias(kvd), bv=bias(kvd))
+        w["layers"].append(L)
     w["out_norm"] = norm_w(d)
     if gpt2:
         w["out_norm_b"] = bias(d)
@@ -95,6 +102,7 @@ GPT2_NAMES = [("attn_norm", "attn_norm.weight"), ("attn_norm_b", "attn_norm.bias
               ("ffn_norm", "ffn_norm.weight"), ("ffn_norm_b", "ffn_norm.bias"),
               ("w_up", "ffn_up.weight"), ("b_up", "ffn_up.bias"),
               ("w_down", "ffn_down.weight"), ("b_down", "ffn_down.bias")]
+QWEN2_BIAS_NAMES = [("bq", "attn_q.bias"), ("bk", "attn_k.bias"), ("bv", "attn_v.bias")]
 
 
 def named_params(cfg, w):
@@ -103,6 +111,8 @@ def named_params(cfg, w):
     if "pos_embd" in w:
         out.append(("position_embd.weight", w["pos_embd"]))
     names = GPT2_NAMES if cfg["arch"] == "gpt2" else LLAMA_NAMES
+    if cfg["arch"] == "qwen2":
+        names = names + QWEN2_BIAS_NAMES
     for i, L in enumerate(w["layers"]):
         out += [(f"blk.{i}.{n}", L[k]) for k, n in names]
     out.append(("output_norm.weight", w["out_norm"]))
@@ -269,11 +279,15 @@ def run_optimizer_case(case):
 
 
 def main():
+    """Writes every case, or only those named on the command line."""
     torch.set_default_dtype(torch.float64)
     os.makedirs(OUT, exist_ok=True)
-    for case in CASES:
+    chosen = [c for c in CASES if len(sys.argv) < 2 or c["name"] in sys.argv[1:]]
+    if not chosen:
+        sys.exit("gen_train_fixtures.py: no case named " + " ".join(sys.argv[1:]))
+    for case in chosen:
         run_case(case)
-    for case in CASES:
+    for case in chosen:
         if case["name"] in OPT_CASES:
             run_optimizer_case(case)
 

@@ -10,8 +10,17 @@ namespace nexus::train {
 
 Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
   if (arch == "llama") return Status::ok();
+  if (arch == "qwen2") {  // q/k/v biases, NeoX RoPE with Qwen2's base and norm epsilon
+    cfg.arch = Arch::kQwen2;
+    cfg.arch_name = "qwen2";
+    cfg.rope = RopeStyle::kNeox;
+    cfg.rope_theta = 1000000.0f;
+    cfg.norm_eps = 1e-6f;
+    return Status::ok();
+  }
   if (arch != "gpt2")
-    return Status::error("--arch: unknown architecture '" + arch + "' (trainable: llama, gpt2)");
+    return Status::error("--arch: unknown architecture '" + arch +
+                         "' (trainable: llama, qwen2, gpt2)");
   cfg.arch = Arch::kGpt2;
   cfg.arch_name = "gpt2";
   cfg.rope = RopeStyle::kNone;

@@ -45,14 +45,6 @@ void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
 }
 
-void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign) {
-  for (int64_t i = 0; i < half; ++i) {
-    const float x0 = v[2 * i], x1 = v[2 * i + 1], co = cs[2 * i], si = sign * cs[2 * i + 1];
-    v[2 * i] = x0 * co - x1 * si;
-    v[2 * i + 1] = x0 * si + x1 * co;
-  }
-}
-
 void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t) {
   float mx = -INFINITY;
   for (int64_t j = 0; j < cnt; ++j) mx = std::max(mx, p[j]);

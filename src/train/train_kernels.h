@@ -1,6 +1,6 @@
 // The per-item kernels behind train_ops.cc's run-time dispatch: a scalar reference and an AVX2/FMA
 // version of each hot loop that training alone has (attention per head, cross-entropy per row,
-// RoPE rows, the bias gradient); the norms and activations are the shared ops' (backends/cpu). train_ops.cc picks
+// the bias gradient); the norms, activations and RoPE are the shared ops' (backends/cpu). train_ops.cc picks
 // the AVX2 one when cpu::active_isa() is kAvx2 (NEXUS_FORCE_SCALAR=1 forces the scalar one); the
 // parity tests call both directly.
 #pragma once
@@ -85,10 +85,6 @@ void zero_stream_avx2(float* p, int64_t n);
 void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n);
 void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n);
 
-// Rotates the `half` adjacent pairs of one head's vector v by the (cos, sin) pairs cs (sin times
-// `sign`: -1 for the inverse); the AVX2 version gives the same bits.
-void rope_rotate_row_scalar(float* v, const float* cs, int64_t half, float sign);
-void rope_rotate_row_avx2(float* v, const float* cs, int64_t half, float sign);
 
 // Bias gradient over the columns [j0, j1) of dout [n, c]: db[j] += dout[i][j] for i = 0 .. n-1 in
 // order, so both versions (the AVX2 one eight columns per add) give the same bits.

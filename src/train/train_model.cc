@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "nexus/profile.h"
+#include "ops/rope.h"
 #include "profile/memory.h"
 #include "train/train_kernels.h"
 #include "train/train_ops.h"
@@ -72,8 +73,9 @@ std::string memory_modes(const TrainOptions& o) {
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.arch != Arch::kLlama && c.arch != Arch::kGpt2)
-    return Status::error(w + "only the llama and gpt2 architectures are trainable");
+  if (c.arch != Arch::kLlama && c.arch != Arch::kQwen2 && c.arch != Arch::kGpt2)
+    return Status::error(w + "only the llama, qwen2 and gpt2 architectures are trainable (" +
+                         c.arch_name + "'s layers are not yet)");
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
     return Status::error(w + "dim, layers, heads, kv_heads, head_dim, ffn and vocab must be > 0");
@@ -94,8 +96,10 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::error(w + "rope_dim " + std::to_string(c.rope_dim) + " is invalid");
-  if (c.rope != RopeStyle::kNormal)
-    return Status::error(w + "llama uses adjacent-pair (normal) RoPE; got another style");
+  const bool qwen2 = c.arch == Arch::kQwen2;
+  if (c.rope != (qwen2 ? RopeStyle::kNeox : RopeStyle::kNormal))
+    return Status::error(w + (qwen2 ? "qwen2 uses NeoX (halves) RoPE; got another style"
+                                    : "llama uses adjacent-pair (normal) RoPE; got another style"));
   return Status::ok();
 }
 
@@ -153,7 +157,11 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   layout_activations();
   if (opts_.update_in_backward && !slot_in_arena_) slot_ = grads_ + blocks_begin_;
   g_ = bind(grads_, true);
-  if (cfg_.rope != RopeStyle::kNone) rope_table(act_.rope_cs, seq_, cfg_.rope_dim, cfg_.rope_theta);
+  if (cfg_.rope != RopeStyle::kNone) {  // the angles of positions 0 .. seq - 1
+    std::vector<int32_t> pos(static_cast<size_t>(seq_));
+    for (int64_t p = 0; p < seq_; ++p) pos[p] = static_cast<int32_t>(p);
+    nexus::rope_table(pos.data(), seq_, cfg_.rope_dim, cfg_.rope_theta, act_.rope_cs);
+  }
   set_threads(1);
 }
 
@@ -192,6 +200,11 @@ void TrainModel::layout_params() {
     add(b + "attn_q.weight", {qw, c.dim});
     add(b + "attn_k.weight", {kvw, c.dim});
     add(b + "attn_v.weight", {kvw, c.dim});
+    if (c.arch == Arch::kQwen2) {
+      add(b + "attn_q.bias", {qw});
+      add(b + "attn_k.bias", {kvw});
+      add(b + "attn_v.bias", {kvw});
+    }
     add(b + "attn_output.weight", {c.dim, qw});
     add(b + "ffn_norm.weight", {c.dim});
     add(b + "ffn_gate.weight", {c.ffn_dim, c.dim});
@@ -397,6 +410,9 @@ TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
       lp.wq = at(b + "attn_q.weight");
       lp.wk = at(b + "attn_k.weight");
       lp.wv = at(b + "attn_v.weight");
+      lp.bq = at(b + "attn_q.bias");  // qwen2; null for llama
+      lp.bk = at(b + "attn_k.bias");
+      lp.bv = at(b + "attn_v.bias");
     }
     lp.wo = at(b + "attn_output.weight");
     lp.bo = at(b + "attn_output.bias");

@@ -68,8 +68,9 @@ Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenize
   // Streamed tensor by tensor from the parameters: no copy of the model is held in memory.
   GgufStreamWriter w;
   auto u32 = [&](const std::string& k, int64_t v) { w.set(k, gguf_u32(static_cast<uint32_t>(v))); };
-  const std::string a = gpt2 ? "gpt2." : "llama.";
-  w.set("general.architecture", gguf_str(gpt2 ? "gpt2" : "llama"));
+  const std::string arch = gpt2 ? "gpt2" : c.arch == Arch::kQwen2 ? "qwen2" : "llama";
+  const std::string a = arch + ".";
+  w.set("general.architecture", gguf_str(arch));
   w.set("general.name", gguf_str("nexus-trained"));
   u32("general.file_type", 0);  // all F32
   // gpt2's context is the position table's length, which the loader checks against it.

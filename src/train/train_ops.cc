@@ -21,6 +21,7 @@
 #include "nexus/status.h"
 #include "ops/activation.h"
 #include "ops/norm.h"
+#include "ops/rope.h"
 #include "train/train_kernels.h"
 #include "train/train_parallel.h"
 
@@ -415,41 +416,11 @@ void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, c
   nexus::rms_norm_backward(RmsNormBackwardArgs{dx, dw, dout, x, w, rstd, n, c}, pool);
 }
 
-void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta) {
-  const int64_t half = rope_dim / 2;
-  for (int64_t p = 0; p < t; ++p) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double freq = std::pow(static_cast<double>(theta), -2.0 * i / rope_dim);
-      cs[(p * half + i) * 2] = static_cast<float>(std::cos(p * freq));
-      cs[(p * half + i) * 2 + 1] = static_cast<float>(std::sin(p * freq));
-    }
-  }
-}
-
 void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_dim,
                  int64_t rope_dim, RopeStyle style, const float* cs, bool inverse,
                  ThreadPool* pool) {
   NEXUS_TRAIN_OP("train.rope", 8 * n * n_heads * rope_dim, 3 * n * n_heads * rope_dim);
-  const int64_t half = rope_dim / 2;
-  const float sign = inverse ? -1.0f : 1.0f;
-  const auto pair_row = use_avx2() ? kern::rope_rotate_row_avx2 : kern::rope_rotate_row_scalar;
-  for_ranges(pool, n, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* c = cs + (r % t) * half * 2;
-      for (int64_t h = 0; h < n_heads; ++h) {
-        float* v = x + (r * n_heads + h) * head_dim;
-        if (style != RopeStyle::kNeox) {  // adjacent pairs (2i, 2i + 1)
-          pair_row(v, c, half, sign);
-          continue;
-        }
-        for (int64_t i = 0; i < half; ++i) {  // pairs (i, i + half)
-          const float x0 = v[i], x1 = v[i + half], co = c[2 * i], si = sign * c[2 * i + 1];
-          v[i] = x0 * co - x1 * si;
-          v[i + half] = x0 * si + x1 * co;
-        }
-      }
-    }
-  });
+  nexus::rope(RopeArgs{x, n, n_heads, head_dim, rope_dim, style, cs, t, inverse}, pool);
 }
 
 namespace {

@@ -46,8 +46,6 @@ void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, in
 void rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
                       const float* rstd, int64_t n, int64_t c, ThreadPool* pool = nullptr);
 
-// cos/sin table [t, rope_dim / 2, 2] for positions 0..t-1, same formula as the inference path.
-void rope_table(float* cs, int64_t t, int64_t rope_dim, float theta);
 // Rotates each head of x [n, n_heads, head_dim] in place; row r is at position r % t. With
 // inverse = true it applies the transpose rotation, which is the backward of the forward.
 void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_dim,

@@ -1,6 +1,6 @@
-// `nexus train --arch gpt2` and `--grad-checkpoint` through the CLI: a new gpt2 trains, exports
-// and runs; checkpointing leaves every loss bit-identical and lowers the reported activation
-// memory; find-batch-size fits a larger batch with it.
+// `nexus train --arch gpt2|qwen2` and `--grad-checkpoint` through the CLI: a new gpt2 or qwen2
+// trains, exports and runs; checkpointing leaves every loss bit-identical and lowers the reported
+// activation memory; find-batch-size fits a larger batch with it.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,6 +63,40 @@ TEST_F(TrainArchCli, Gpt2TrainsWithAndWithoutCheckpointingToTheSameLosses) {
   EXPECT_NE(info.out.find("gpt2"), std::string::npos) << info.out;
   CliResult run = run_cli("run -m " + quoted(dir_ + "/a.gguf") + " -p 'the cat' -n 6 --temp 0");
   ASSERT_EQ(run.code, 0) << run.output;
+}
+
+// A new qwen2 (q/k/v biases, NeoX RoPE) trains under bf16 with checkpointing and selective
+// recompute alike, exports a GGUF that `nexus run` loads as qwen2, and fine-tunes from it.
+TEST_F(TrainArchCli, Qwen2TrainsExportsRunsAndFineTunes) {
+  CliResult a = run_cli(train("--arch qwen2 --steps 30 --metrics " + quoted(dir_ + "/a.jsonl") +
+                              " -o " + quoted(dir_ + "/a.gguf")));
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_NE(a.err.find("train: qwen2,"), std::string::npos) << a.err;
+  const auto la = jsonl(dir_ + "/a.jsonl");
+  ASSERT_EQ(la.size(), 30u);
+  EXPECT_LT(la.back()["loss"].get<double>(), 0.5 * la.front()["loss"].get<double>());
+  CliResult b = run_cli(train("--arch qwen2 --steps 30 --grad-checkpoint --metrics " +
+                              quoted(dir_ + "/b.jsonl") + " -o " + quoted(dir_ + "/b.gguf")));
+  ASSERT_EQ(b.code, 0) << b.output;
+  const auto lb = jsonl(dir_ + "/b.jsonl");
+  ASSERT_EQ(lb.size(), 30u);
+  for (size_t i = 0; i < la.size(); ++i)
+    EXPECT_EQ(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>()) << "step " << i + 1;
+  CliResult c = run_cli(train("--arch qwen2 --steps 5 --precision bf16 --selective-recompute -o " +
+                              quoted(dir_ + "/c.gguf")));
+  ASSERT_EQ(c.code, 0) << c.output;
+  CliResult info = run_cli("info " + quoted(dir_ + "/a.gguf") + " --tensors");
+  ASSERT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.out.find("qwen2"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("blk.1.attn_k.bias"), std::string::npos) << info.out;
+  CliResult run = run_cli("run -m " + quoted(dir_ + "/a.gguf") + " -p 'the cat' -n 6 --temp 0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(run.out.rfind("the cat", 0), 0u) << run.out;
+  CliResult tune = run_cli("train --init " + quoted(dir_ + "/a.gguf") + " --data " +
+                           quoted(dir_ + "/text.txt") + " --batch 4 --seq 16 --steps 3 -t 1 -o " +
+                           quoted(dir_ + "/d.gguf"));
+  ASSERT_EQ(tune.code, 0) << tune.output;
+  EXPECT_NE(tune.err.find("qwen2"), std::string::npos) << tune.err;
 }
 
 TEST_F(TrainArchCli, ArchErrors) {

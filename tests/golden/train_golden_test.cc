@@ -109,7 +109,8 @@ TEST_P(TrainGolden, AdamWTrajectoryMatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TrainGolden,
-                         ::testing::Values("llama_tied", "llama_untied", "gpt2_tied"));
+                         ::testing::Values("llama_tied", "llama_untied", "qwen2_untied",
+                                           "gpt2_tied"));
 
 }  // namespace
 }  // namespace nexus::train

@@ -13,6 +13,7 @@
 
 #include "ops/activation.h"
 #include "ops/norm.h"
+#include "ops/rope.h"
 
 namespace nexus {
 namespace {
@@ -261,6 +262,42 @@ TEST(OpRegistry, Gelu) {
     return Buffers{dx};
   };
   check_gradient("gelu", random_buffers({size_t(n)}, 6, 2.0f), {0}, fwd, bwd, 2e-3);
+}
+
+TEST(OpRegistry, Rope) {
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox})
+    for (bool inverse : {false, true})
+      for (int64_t hd : {2, 8, 18, 64}) {
+        const int64_t rows = 7, heads = 3, rope_dim = hd == 18 ? 10 : hd, cs_rows = 4;
+        const std::string what = std::string("rope ") + (style == RopeStyle::kNeox ? "neox" : "normal") +
+                                 (inverse ? " inverse" : "") + " hd " + std::to_string(hd);
+        check_variants<RopeArgs>(what, {size_t(rows * heads * hd), size_t(cs_rows * rope_dim)}, 1,
+                                 [&](Buffers& b) {
+                                   return RopeArgs{b[0].data(), rows,  heads,       hd,     rope_dim,
+                                                   style,       b[1].data(), cs_rows, inverse};
+                                 }, 0.0, 2.0f);
+      }
+  // The backward is the inverse rotation: against finite differences of the forward.
+  const int64_t rows = 3, heads = 2, hd = 8;
+  std::vector<int32_t> pos = {0, 5, 11};
+  std::vector<float> cs(rows * hd);
+  rope_table(pos.data(), rows, hd, 10000.0f, cs.data());
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    auto fwd = [&](const Buffers& in) {
+      std::vector<float> y = in[0];
+      reference<RopeArgs>().run({y.data(), rows, heads, hd, hd, style, cs.data(), rows, false},
+                                nullptr);
+      return y;
+    };
+    auto bwd = [&](const Buffers&, const std::vector<float>& dy) {
+      std::vector<float> dx = dy;
+      reference<RopeArgs>().run({dx.data(), rows, heads, hd, hd, style, cs.data(), rows, true},
+                                nullptr);
+      return Buffers{dx};
+    };
+    check_gradient("rope", random_buffers({size_t(rows * heads * hd)}, 8, 1.0f), {0}, fwd, bwd,
+                   2e-3);
+  }
 }
 
 // A device whose backend has no kernel for an op: an error naming the op and the device.

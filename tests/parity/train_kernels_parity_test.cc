@@ -12,6 +12,7 @@
 #include "backends/cpu/quant.h"
 #include "backends/cpu/activation.h"
 #include "backends/cpu/norm.h"
+#include "backends/cpu/rope.h"
 #include "train/train_kernels.h"
 #include "test_random.h"
 
@@ -261,8 +262,8 @@ TEST(TrainKernelsParity, RmsNormAndRopeRowsBitIdentical) {
     const auto cs = randn(2 * half, 83 + c);
     for (float sign : {1.0f, -1.0f}) {
       std::vector<float> v[2] = {randn(2 * half, 84 + c, 3.0f), randn(2 * half, 84 + c, 3.0f)};
-      kern::rope_rotate_row_scalar(v[0].data(), cs.data(), half, sign);
-      kern::rope_rotate_row_avx2(v[1].data(), cs.data(), half, sign);
+      cpu::rope_rotate_row_scalar(v[0].data(), cs.data(), half, sign);
+      cpu::rope_rotate_row_avx2(v[1].data(), cs.data(), half, sign);
       EXPECT_EQ(v[1], v[0]) << "sign " << sign;
     }
   }

@@ -238,11 +238,21 @@ TEST(TrainModel, Gpt2RandomInitAndValidation) {
   auto r = TrainModel::create(short_ctx, 1, 8);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("position table"), std::string::npos) << r.status().message();
+  // qwen2 trains with its own RoPE style only; qwen3's q/k norms are not trainable yet.
   ModelConfig qwen = tiny_config();
   qwen.arch = Arch::kQwen2;
   r = TrainModel::create(qwen, 1, 8);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("llama and gpt2"), std::string::npos);
+  EXPECT_NE(r.status().message().find("qwen2 uses NeoX"), std::string::npos)
+      << r.status().message();
+  qwen.rope = RopeStyle::kNeox;
+  EXPECT_TRUE(TrainModel::create(qwen, 1, 8).is_ok());
+  qwen.arch = Arch::kQwen3;
+  qwen.arch_name = "qwen3";
+  r = TrainModel::create(qwen, 1, 8);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("llama, qwen2 and gpt2"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(Optimizer, ClipAndSchedules) {

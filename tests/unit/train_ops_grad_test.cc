@@ -14,6 +14,7 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "core/thread_pool.h"
+#include "ops/rope.h"
 #include "train/train_ops.h"
 #include "unit/train_grad_util.h"
 
@@ -53,7 +54,8 @@ TEST(TrainOpsGrad, RmsNorm) {
 TEST(TrainOpsGrad, RopeBothStylesPartialDims) {
   const int64_t b = 2, t = 3, heads = 2, hd = 8, rope_dim = 6;
   std::vector<float> cs(t * rope_dim);
-  rope_table(cs.data(), t, rope_dim, 100.0f);
+  const int32_t pos[t] = {0, 1, 2};
+  nexus::rope_table(pos, t, rope_dim, 100.0f, cs.data());
   for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
     auto x = randn(b * t * heads * hd, 7), r = randn(x.size(), 8);
     std::vector<float> y(x.size());
@@ -118,7 +120,9 @@ TEST(TrainOpsGrad, RowOpsThreadedAreBitIdentical) {
   const int64_t n = 203, c = 24, t = 29;
   const auto x = randn(n * c, 33), w = randn(c, 34), r = randn(n * c, 35);
   std::vector<float> cs(t * c);
-  rope_table(cs.data(), t, c, 10000.0f);
+  std::vector<int32_t> pos(t);
+  for (int64_t p = 0; p < t; ++p) pos[p] = static_cast<int32_t>(p);
+  nexus::rope_table(pos.data(), t, c, 10000.0f, cs.data());
   auto run = [&](ThreadPool* pool) {
     std::vector<float> y(n * c), rstd(n), dx(n * c, 0.0f), dw(c, 0.0f), h(n * c), dg(n * c, 0.0f),
         du(n * c, 0.0f);

@@ -1,11 +1,10 @@
-// AVX2 row of llama's RoPE rotation for training, bit-identical to the scalar one
-// (train_kernels.cc): every f32 operation rounds as in the scalar loop (CMake compiles this file
-// with -ffp-contract=off).
+// AVX2 row of the adjacent-pair RoPE rotation, bit-identical to the scalar one (rope.cc): every f32
+// operation rounds as in the scalar loop (CMake compiles this file with -ffp-contract=off).
 #include <immintrin.h>
 
-#include "train/train_kernels.h"
+#include "backends/cpu/rope.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 
 // Adjacent pairs (x0, x1) = (v[2i], v[2i+1]) with cs = (cos, sin) per pair: four pairs a vector.
 // Even lanes x0 co - x1 si, odd lanes x1 co + x0 si (= x0 si + x1 co: addition commutes).
@@ -25,4 +24,4 @@ void rope_rotate_row_avx2(float* v, const float* cs, int64_t half, float sign) {
   }
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu
