@@ -116,7 +116,7 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF llama/gpt2 model instead of --shape");
-  app.add_option("--arch", f.arch, "architecture of --shape: llama | gpt2")->capture_default_str();
+  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | gpt2")->capture_default_str();
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
                "gradient checkpointing: recompute each block in backward (less memory)");
   app.add_flag("--selective-recompute", f.train_opts.selective_recompute,
