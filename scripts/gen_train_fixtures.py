@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output), a tiny qwen2 (q/k/v
-biases, NeoX RoPE, untied output) and a tiny gpt2 (learned positions, LayerNorm with bias, fused
+biases, NeoX RoPE, untied output), a tiny qwen3 (per-head q/k RMSNorm, head_dim 16 with dim 32,
+tied) and a tiny gpt2 (learned positions, LayerNorm with bias, fused
 QKV with bias, tanh GELU, biases on every linear, tied output), their loss on a fixed batch, every
 parameter gradient, and the losses of 20 AdamW steps, computed in float64.
 
@@ -43,6 +44,9 @@ CASES = [
     dict(name="qwen2_untied", arch="qwen2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
          ffn_dim=40, qkv_bias=True, rope="neox", rope_base=1000000.0, norm_eps=1e-6, tied=False,
          batch=2, seq=10, seed=14),
+    dict(name="qwen3_tied", arch="qwen3", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
+         head_dim=16, ffn_dim=40, qk_norm=True, rope="neox", rope_base=1000000.0, norm_eps=1e-6,
+         tied=True, batch=2, seq=9, seed=15),
     dict(name="gpt2_tied", arch="gpt2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=4, ffn_dim=56,
          norm="layer", ffn="gelu", qkv_bias=True, pos_embd=True, rope="none", tied=True, n_ctx=16,
          batch=3, seq=10, seed=13),
@@ -84,6 +88,8 @@ def make_weights(cfg, rng):
                  w_down=lin(d, f))
         if cfg.get("qkv_bias"):  # qwen2
             L.update(bq=bias(qd), bk=bias(kvd), bv=bias(kvd))
+        if cfg.get("qk_norm"):  # qwen3
+            L.update(q_norm=norm_w(hd), k_norm=norm_w(hd))
         w["layers"].append(L)
     w["out_norm"] = norm_w(d)
     if gpt2:
@@ -103,6 +109,7 @@ GPT2_NAMES = [("attn_norm", "attn_norm.weight"), ("attn_norm_b", "attn_norm.bias
               ("w_up", "ffn_up.weight"), ("b_up", "ffn_up.bias"),
               ("w_down", "ffn_down.weight"), ("b_down", "ffn_down.bias")]
 QWEN2_BIAS_NAMES = [("bq", "attn_q.bias"), ("bk", "attn_k.bias"), ("bv", "attn_v.bias")]
+QWEN3_NORM_NAMES = [("q_norm", "attn_q_norm.weight"), ("k_norm", "attn_k_norm.weight")]
 
 
 def named_params(cfg, w):
@@ -113,6 +120,8 @@ def named_params(cfg, w):
     names = GPT2_NAMES if cfg["arch"] == "gpt2" else LLAMA_NAMES
     if cfg["arch"] == "qwen2":
         names = names + QWEN2_BIAS_NAMES
+    if cfg["arch"] == "qwen3":
+        names = names + QWEN3_NORM_NAMES
     for i, L in enumerate(w["layers"]):
         out += [(f"blk.{i}.{n}", L[k]) for k, n in names]
     out.append(("output_norm.weight", w["out_norm"]))

@@ -10,9 +10,10 @@ namespace nexus::train {
 
 Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
   if (arch == "llama") return Status::ok();
-  if (arch == "qwen2") {  // q/k/v biases, NeoX RoPE with Qwen2's base and norm epsilon
-    cfg.arch = Arch::kQwen2;
-    cfg.arch_name = "qwen2";
+  if (arch == "qwen2" || arch == "qwen3") {
+    // qwen2: q/k/v biases; qwen3: per-head q/k RMSNorm; both NeoX RoPE, Qwen's base and epsilon.
+    cfg.arch = arch == "qwen2" ? Arch::kQwen2 : Arch::kQwen3;
+    cfg.arch_name = arch;
     cfg.rope = RopeStyle::kNeox;
     cfg.rope_theta = 1000000.0f;
     cfg.norm_eps = 1e-6f;
@@ -20,7 +21,7 @@ Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
   }
   if (arch != "gpt2")
     return Status::error("--arch: unknown architecture '" + arch +
-                         "' (trainable: llama, qwen2, gpt2)");
+                         "' (trainable: llama, qwen2, qwen3, gpt2)");
   cfg.arch = Arch::kGpt2;
   cfg.arch_name = "gpt2";
   cfg.rope = RopeStyle::kNone;

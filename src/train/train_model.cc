@@ -73,8 +73,9 @@ std::string memory_modes(const TrainOptions& o) {
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.arch != Arch::kLlama && c.arch != Arch::kQwen2 && c.arch != Arch::kGpt2)
-    return Status::error(w + "only the llama, qwen2 and gpt2 architectures are trainable (" +
+  if (c.arch != Arch::kLlama && c.arch != Arch::kQwen2 && c.arch != Arch::kQwen3 &&
+      c.arch != Arch::kGpt2)
+    return Status::error(w + "only the llama, qwen2, qwen3 and gpt2 architectures are trainable (" +
                          c.arch_name + "'s layers are not yet)");
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
@@ -96,10 +97,11 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::error(w + "rope_dim " + std::to_string(c.rope_dim) + " is invalid");
-  const bool qwen2 = c.arch == Arch::kQwen2;
-  if (c.rope != (qwen2 ? RopeStyle::kNeox : RopeStyle::kNormal))
-    return Status::error(w + (qwen2 ? "qwen2 uses NeoX (halves) RoPE; got another style"
-                                    : "llama uses adjacent-pair (normal) RoPE; got another style"));
+  const bool qwen = c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3;
+  if (c.rope != (qwen ? RopeStyle::kNeox : RopeStyle::kNormal))
+    return Status::error(w + (qwen ? std::string(c.arch == Arch::kQwen2 ? "qwen2" : "qwen3") +
+                                         " uses NeoX (halves) RoPE; got another style"
+                                   : "llama uses adjacent-pair (normal) RoPE; got another style"));
   return Status::ok();
 }
 
@@ -205,6 +207,10 @@ void TrainModel::layout_params() {
       add(b + "attn_k.bias", {kvw});
       add(b + "attn_v.bias", {kvw});
     }
+    if (c.arch == Arch::kQwen3) {
+      add(b + "attn_q_norm.weight", {c.head_dim});
+      add(b + "attn_k_norm.weight", {c.head_dim});
+    }
     add(b + "attn_output.weight", {c.dim, qw});
     add(b + "ffn_norm.weight", {c.dim});
     add(b + "ffn_gate.weight", {c.ffn_dim, c.dim});
@@ -228,6 +234,7 @@ void TrainModel::layout_activations() {
   // With selective recompute in f32 they share it too, but keep their own q, k, v and FFN
   // input(s); the 16-bit copies then leave out the attention probabilities and output.
   const bool packed = half() && !opts_.recompute_blocks;
+  const bool qk = c.arch == Arch::kQwen3;  // per-head q/k norms (f32 only: create() checks)
   const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
   shared_set_ = packed || selective;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
@@ -260,6 +267,12 @@ void TrainModel::layout_activations() {
         if (!packed) {  // f32 selective recompute: what the recompute needs
           b.q = A(n * qw, blk);
           b.k = A(n * kvw, blk);
+          if (qk) {
+            b.qp = A(n * qw, blk);
+            b.kp = A(n * kvw, blk);
+            b.rq = A(n * c.n_heads, blk);
+            b.rk = A(n * c.n_kv_heads, blk);
+          }
           b.v = A(n * kvw, blk);
           b.g = gpt2 ? nullptr : A(n * f, blk);
           b.u = A(n * f, blk);
@@ -293,6 +306,12 @@ void TrainModel::layout_activations() {
       b.k = A(n * kvw, blk);
       b.v = A(n * kvw, blk);
       b.att = A(att, blk);
+      if (qk) {
+        b.qp = A(n * qw, blk);
+        b.kp = A(n * kvw, blk);
+        b.rq = A(n * c.n_heads, blk);
+        b.rk = A(n * c.n_kv_heads, blk);
+      }
       if (!gpt2) b.g = A(n * f, blk);
       b.u = A(n * f, blk);
       b.hact = A(n * f, blk);
@@ -309,6 +328,8 @@ void TrainModel::layout_activations() {
       act_.dq = A(n * qw, scr);
       act_.dk = A(n * kvw, scr);
       act_.dv = A(n * kvw, scr);
+      act_.dqp = qk ? A(n * qw, scr) : nullptr;
+      act_.dkp = qk ? A(n * kvw, scr) : nullptr;
     };
     const int64_t logits = head_rows_ * c.n_vocab;
     if (head_shares) {
@@ -413,6 +434,8 @@ TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
       lp.bq = at(b + "attn_q.bias");  // qwen2; null for llama
       lp.bk = at(b + "attn_k.bias");
       lp.bv = at(b + "attn_v.bias");
+      lp.q_norm = at(b + "attn_q_norm.weight");  // qwen3
+      lp.k_norm = at(b + "attn_k_norm.weight");
     }
     lp.wo = at(b + "attn_output.weight");
     lp.bo = at(b + "attn_output.bias");
@@ -597,9 +620,16 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
   keep(a.ln1, nullptr, n * d);  // recomputed by restore_block
   // Biases and residuals go in as the GEMMs' starting values (matmul_forward's add_rows, bias).
-  matmul_forward(a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), nullptr, w.bq);
-  matmul_forward(a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bk);
+  // qwen3: q and k land before their per-head RMSNorm, which writes the normed q and k.
+  const bool qk = w.q_norm != nullptr;
+  matmul_forward(qk ? a.qp : a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), nullptr, w.bq);
+  matmul_forward(qk ? a.kp : a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bk);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bv);
+  if (qk) {
+    rmsnorm_forward(a.q, a.rq, a.qp, w.q_norm, n * c.n_heads, c.head_dim, c.norm_eps, pool_.get());
+    rmsnorm_forward(a.k, a.rk, a.kp, w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
+                    pool_.get());
+  }
   if (c.rope != RopeStyle::kNone) {
     rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
                 pool_.get());
@@ -676,12 +706,23 @@ void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
     rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
                 pool_.get());
   }
-  round_grad(s.dq, n * qw);
-  round_grad(s.dk, n * kvw);
+  float *dq = s.dq, *dk = s.dk;
+  if (w.q_norm != nullptr) {  // qwen3: back through the per-head norms of q and k
+    zero(s.dqp, n * qw, pool_.get());
+    zero(s.dkp, n * kvw, pool_.get());
+    rmsnorm_backward(s.dqp, gw.q_norm, s.dq, a.qp, w.q_norm, a.rq, n * c.n_heads, c.head_dim,
+                     pool_.get());
+    rmsnorm_backward(s.dkp, gw.k_norm, s.dk, a.kp, w.k_norm, a.rk, n * c.n_kv_heads, c.head_dim,
+                     pool_.get());
+    dq = s.dqp;
+    dk = s.dkp;
+  }
+  round_grad(dq, n * qw);
+  round_grad(dk, n * kvw);
   round_grad(s.dv, n * kvw);
   zero(s.dln, n * d, pool_.get());
-  matmul_backward(s.dln, gw.wq, s.dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), gw.bq);
-  matmul_backward(s.dln, gw.wk, s.dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), gw.bk);
+  matmul_backward(s.dln, gw.wq, dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), gw.bq);
+  matmul_backward(s.dln, gw.wk, dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), gw.bk);
   matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), gw.bv);
   round_grad(s.dln, n * d);
   norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,

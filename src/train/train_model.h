@@ -101,7 +101,7 @@ class TrainModel {
   static Result<std::unique_ptr<TrainModel>> create(const ModelConfig& cfg, int64_t batch,
                                                     int64_t seq, const InitOptions& init = {},
                                                     const TrainOptions& opts = {});
-  // A model initialised from a GGUF llama or gpt2 checkpoint (weights of any computable dtype
+  // A model initialised from a GGUF llama, qwen2, qwen3 or gpt2 checkpoint (weights of any computable dtype
   // are dequantized to f32), for fine-tuning.
   static Result<std::unique_ptr<TrainModel>> from_gguf(const std::string& path, int64_t batch,
                                                        int64_t seq, const TrainOptions& opts = {});
@@ -109,7 +109,7 @@ class TrainModel {
   TrainModel(const TrainModel&) = delete;
   TrainModel& operator=(const TrainModel&) = delete;
 
-  // Writes an F32 GGUF with llama.cpp tensor names and metadata (llama or gpt2) that Model::load
+  // Writes an F32 GGUF with llama.cpp tensor names and metadata (its architecture) that Model::load
   // reads,
   // atomically. Tokenizer keys (tokenizer.*) are copied from `tokenizer_source` when given.
   Status export_gguf(const std::string& path, const GgufFile* tokenizer_source = nullptr) const;
@@ -168,6 +168,7 @@ class TrainModel {
   struct LayerParams {
     float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
     float *attn_norm_b, *bq, *bk, *bv, *bo, *ffn_norm_b, *b_up, *b_down;
+    float *q_norm, *k_norm;  // qwen3's per-head RMSNorm of q and k
   };
   struct Params {
     float *tok_embd, *pos_embd;  // pos_embd: gpt2 only
@@ -178,6 +179,8 @@ class TrainModel {
   // (llama); `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation.
   struct BlockActs {
     float *mid, *ln1, *ln2, *rstd1, *rstd2, *mean1, *mean2, *q, *k, *v, *att, *atty, *g, *u, *hact;
+    // qwen3: q and k before their per-head RMSNorm, and its 1/rms per head row (null otherwise).
+    float *qp, *kp, *rq, *rk;
   };
   // Block inputs res[0..n_layers] (res[n_layers] is the last block's output), the saved block
   // activations (n_layers sets, or one shared set when recomputing), the head and the scratch.
@@ -188,6 +191,7 @@ class TrainModel {
     // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf.
     float *logits, *row_loss, *dlnf;
     float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
+    float *dqp, *dkp;  // qwen3: the gradients of q and k before their norm
     int32_t *tokens, *targets;
   };
   // Mixed precision: the 16-bit copy of one block's saved activations (the f32 working set is
@@ -207,6 +211,7 @@ class TrainModel {
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
+  static Status validate_options(const ModelConfig& cfg, const TrainOptions& opts);
   void layout_params();
   void layout_activations();
   // Pointers to every tensor in `base`; with `grad_slots`, to every tensor's gradient instead

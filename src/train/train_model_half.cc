@@ -23,7 +23,7 @@ TrainModel::LayerParams TrainModel::layer_weights(int64_t l) {
   r.wo = at(m.wo), r.ffn_norm = at(m.ffn_norm), r.w_gate = at(m.w_gate), r.w_up = at(m.w_up);
   r.w_down = at(m.w_down), r.attn_norm_b = at(m.attn_norm_b), r.bq = at(m.bq), r.bk = at(m.bk);
   r.bv = at(m.bv), r.bo = at(m.bo), r.ffn_norm_b = at(m.ffn_norm_b), r.b_up = at(m.b_up);
-  r.b_down = at(m.b_down);
+  r.b_down = at(m.b_down), r.q_norm = at(m.q_norm), r.k_norm = at(m.k_norm);
   return r;
 }
 

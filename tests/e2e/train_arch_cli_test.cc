@@ -99,6 +99,35 @@ TEST_F(TrainArchCli, Qwen2TrainsExportsRunsAndFineTunes) {
   EXPECT_NE(tune.err.find("qwen2"), std::string::npos) << tune.err;
 }
 
+// A new qwen3 (per-head q/k RMSNorm) trains to the same losses with checkpointing and with
+// selective recompute, exports a GGUF that `nexus run` loads as qwen3; bf16 is refused by name.
+TEST_F(TrainArchCli, Qwen3TrainsInEveryF32MemoryModeAndRuns) {
+  std::vector<std::vector<nlohmann::json>> runs;
+  for (const char* mode : {"", "--grad-checkpoint", "--selective-recompute"}) {
+    const std::string m = dir_ + "/m" + std::to_string(runs.size()) + ".jsonl";
+    CliResult r = run_cli(train(std::string("--arch qwen3 --steps 20 ") + mode + " --metrics " +
+                                quoted(m) + " -o " + quoted(dir_ + "/q.gguf")));
+    ASSERT_EQ(r.code, 0) << mode << ": " << r.output;
+    EXPECT_NE(r.err.find("train: qwen3,"), std::string::npos) << r.err;
+    runs.push_back(jsonl(m));
+    ASSERT_EQ(runs.back().size(), 20u) << mode;
+  }
+  for (size_t i = 0; i < 20; ++i)
+    for (size_t k = 1; k < runs.size(); ++k)
+      EXPECT_EQ(runs[k][i]["loss"].get<double>(), runs[0][i]["loss"].get<double>())
+          << "run " << k << " step " << i + 1;
+  EXPECT_LT(runs[0].back()["loss"].get<double>(), 0.5 * runs[0].front()["loss"].get<double>());
+  CliResult info = run_cli("info " + quoted(dir_ + "/q.gguf") + " --tensors");
+  ASSERT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.out.find("blk.0.attn_q_norm.weight"), std::string::npos) << info.out;
+  CliResult run = run_cli("run -m " + quoted(dir_ + "/q.gguf") + " -p 'the cat' -n 6 --temp 0");
+  ASSERT_EQ(run.code, 0) << run.output;
+  CliResult bf16 = run_cli(train("--arch qwen3 --steps 1 --precision bf16 -o " +
+                                 quoted(dir_ + "/x.gguf")));
+  EXPECT_EQ(bf16.code, 1);
+  EXPECT_NE(bf16.err.find("qwen3 trains in f32 only"), std::string::npos) << bf16.err;
+}
+
 TEST_F(TrainArchCli, ArchErrors) {
   CliResult r = run_cli(train("--arch mamba --steps 1 -o " + quoted(dir_ + "/x.gguf")));
   EXPECT_EQ(r.code, 1);
