@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Golden fixtures for the trainer: a tiny llama (GQA, tied and untied output), a tiny qwen2 (q/k/v
 biases, NeoX RoPE, untied output), a tiny qwen3 (per-head q/k RMSNorm, head_dim 16 with dim 32,
-tied) and a tiny gpt2 (learned positions, LayerNorm with bias, fused
+tied), a tiny llama with a sliding window of 4 and a tiny gpt2 (learned positions, LayerNorm with bias, fused
 QKV with bias, tanh GELU, biases on every linear, tied output), their loss on a fixed batch, every
 parameter gradient, and the losses of 20 AdamW steps, computed in float64.
 
@@ -47,6 +47,8 @@ CASES = [
     dict(name="qwen3_tied", arch="qwen3", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2,
          head_dim=16, ffn_dim=40, qk_norm=True, rope="neox", rope_base=1000000.0, norm_eps=1e-6,
          tied=True, batch=2, seq=9, seed=15),
+    dict(name="llama_swa", arch="llama", n_vocab=64, dim=32, n_heads=4, n_kv_heads=2, ffn_dim=40,
+         window=4, tied=False, batch=2, seq=11, seed=16),
     dict(name="gpt2_tied", arch="gpt2", n_vocab=64, dim=32, n_heads=4, n_kv_heads=4, ffn_dim=56,
          norm="layer", ffn="gelu", qkv_bias=True, pos_embd=True, rope="none", tied=True, n_ctx=16,
          batch=3, seq=10, seed=13),

@@ -16,8 +16,10 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
   for (int64_t i = 0; i < s.t; ++i) {
     const float* qi = q + (b * s.t + i) * qw + h * hd;
     float* p = att + ((b * s.n_heads + h) * s.t + i) * s.t;
+    const int64_t lo = s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0;
+    std::fill(p, p + lo, 0.0f);  // keys before the window: probability 0
     float mx = -INFINITY;
-    for (int64_t j = 0; j <= i; ++j) {
+    for (int64_t j = lo; j <= i; ++j) {
       const float* kj = k + (b * s.t + j) * kvw + kh * hd;
       float d = 0.0f;
       for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
@@ -25,16 +27,16 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
       mx = std::max(mx, p[j]);
     }
     double sum = 0.0;
-    for (int64_t j = 0; j <= i; ++j) {
+    for (int64_t j = lo; j <= i; ++j) {
       p[j] = std::exp(p[j] - mx);
       sum += p[j];
     }
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+    for (int64_t j = lo; j <= i; ++j) p[j] *= inv;
     for (int64_t j = i + 1; j < s.t; ++j) p[j] = 0.0f;
     float* oi = out + (b * s.t + i) * qw + h * hd;
     std::fill(oi, oi + hd, 0.0f);
-    for (int64_t j = 0; j <= i; ++j) {
+    for (int64_t j = lo; j <= i; ++j) {
       const float* vj = v + (b * s.t + j) * kvw + kh * hd;
       for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
     }

@@ -83,7 +83,9 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::error(w + "heads " + std::to_string(c.n_heads) +
                          " is not a multiple of kv_heads " + std::to_string(c.n_kv_heads));
-  if (c.sliding_window != 0) return Status::error(w + "sliding-window attention is not trainable");
+  if (c.sliding_window < 0) return Status::error(w + "negative sliding window");
+  if (c.sliding_window > 0 && c.arch == Arch::kGpt2)
+    return Status::error(w + "gpt2 has no sliding window");
   if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
   if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
     return Status::error(w + "norm_eps must be > 0");
@@ -602,7 +604,7 @@ TrainModel::PassDims TrainModel::dims() const {
           c.ffn_dim,
           c.n_heads * c.head_dim,
           c.n_kv_heads * c.head_dim,
-          {cur_b_, cur_t_, c.n_heads, c.n_kv_heads, c.head_dim}};
+          {cur_b_, cur_t_, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window}};
 }
 
 void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {

@@ -102,6 +102,7 @@ Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenize
     w.set(a + "rope.freq_base", gguf_f32(c.rope_theta));
     u32(a + "rope.dimension_count", c.rope_dim);
     w.set(a + "attention.layer_norm_rms_epsilon", gguf_f32(c.norm_eps));
+    if (c.sliding_window > 0) u32(a + "attention.sliding_window", c.sliding_window);
   }
   if (tokenizer_source)
     for (const auto& [key, value] : tokenizer_source->metadata())

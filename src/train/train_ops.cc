@@ -437,6 +437,7 @@ namespace {
 constexpr int64_t kBlasAttnMinT = 32;
 enum class AttnPath { kTiled, kBlas, kLoops };
 AttnPath attention_path(const AttnShape& s) {
+  if (s.window > 0) return AttnPath::kLoops;  // only the per-pair kernels take a window
   static const std::string forced = [] {
     const char* e = std::getenv("NEXUS_TRAIN_ATTN");
     return std::string(e ? e : "");

@@ -55,6 +55,8 @@ void rope_rotate(float* x, int64_t n, int64_t t, int64_t n_heads, int64_t head_d
 // Shapes of one causal self-attention call: b sequences of t tokens.
 struct AttnShape {
   int64_t b, t, n_heads, n_kv_heads, head_dim;
+  // 0: full causal; else key j is visible from query i iff i - window < j <= i (sliding window).
+  int64_t window = 0;
 };
 // out [b*t, n_heads*hd] = softmax(q k^T / sqrt(hd), causal) v; query head h reads KV head
 // h / (n_heads / n_kv_heads). Saves the probabilities in att [b, n_heads, t, t]. With a pool,

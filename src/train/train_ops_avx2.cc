@@ -64,9 +64,12 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
     __m256 qv[NV];
 #pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) qv[e] = _mm256_loadu_ps(qi + 8 * e);
-    // Scores, four keys at a time, with their running max.
+    // Scores from the window's first key (0 without one), four keys at a time, with their running
+    // max; the keys before it get probability 0.
+    const int64_t lo = s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0;
+    std::fill(p, p + lo, 0.0f);
     __m128 mx4 = _mm_set1_ps(-INFINITY);
-    int64_t j = 0;
+    int64_t j = lo;
     for (; j + 4 <= i + 1; j += 4) {
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       const float* k0 = kb + j * kvw;
@@ -92,11 +95,11 @@ void attn_forward_head(float* out, float* att, const float* q, const float* k, c
       mx = std::max(mx, p[j]);
     }
     const int64_t cnt = i + 1;
-    const float inv = exp_row(p, cnt, mx);
+    const float inv = exp_row(p + lo, cnt - lo, mx);
     __m256 acc[NV];
 #pragma GCC unroll 16
     for (int e = 0; e < NV; ++e) acc[e] = _mm256_setzero_ps();
-    for (j = 0; j < cnt; ++j) {
+    for (j = lo; j < cnt; ++j) {
       p[j] *= inv;
       const __m256 pj = _mm256_set1_ps(p[j]);
       const float* vj = vb + j * kvw;

@@ -128,6 +128,19 @@ TEST_F(TrainArchCli, Qwen3TrainsInEveryF32MemoryModeAndRuns) {
   EXPECT_NE(bf16.err.find("qwen3 trains in f32 only"), std::string::npos) << bf16.err;
 }
 
+// A sliding-window llama fine-tunes from its GGUF and keeps its window in the export.
+TEST_F(TrainArchCli, SlidingWindowModelFineTunesAndKeepsItsWindow) {
+  const std::string swa = fixtures_dir() + "/train/llama_swa.gguf";
+  CliResult r = run_cli("train --init " + quoted(swa) + " --data " + quoted(dir_ + "/text.txt") +
+                        " --batch 2 --seq 11 --steps 3 -t 1 -o " + quoted(dir_ + "/s.gguf"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  CliResult info = run_cli("info " + quoted(dir_ + "/s.gguf") + " --metadata");
+  ASSERT_EQ(info.code, 0) << info.output;
+  EXPECT_NE(info.out.find("llama.attention.sliding_window"), std::string::npos) << info.out;
+  CliResult run = run_cli("run -m " + quoted(dir_ + "/s.gguf") + " -n 12 --temp 0");
+  ASSERT_EQ(run.code, 0) << run.output;
+}
+
 TEST_F(TrainArchCli, ArchErrors) {
   CliResult r = run_cli(train("--arch mamba --steps 1 -o " + quoted(dir_ + "/x.gguf")));
   EXPECT_EQ(r.code, 1);
