@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/gguf.h"
@@ -22,6 +23,22 @@ struct LayerSlot {
   bool required;
 };
 
+// A tensor outside the blocks: the member of ModelWeights it fills, its GGUF name, its shape, whether
+// the file must have it, and whether it follows the blocks (the output head) rather than precedes
+// them (the embeddings).
+struct ModelSlot {
+  Tensor ModelWeights::*field;
+  const char* name;
+  std::vector<int64_t> shape;
+  bool required;
+  bool after_blocks;
+};
+
+// GGUF metadata as (key, value) pairs, in the order they are written.
+using Metadata = std::vector<std::pair<std::string, GgufValue>>;
+
+// An architecture: the one place its GGUF tensor names and metadata keys are spelled. Loading,
+// the trainer's parameter layout and its export all read them from here.
 struct ArchSpec {
   std::string_view name;
   Arch arch;
@@ -29,12 +46,26 @@ struct ArchSpec {
   Status (*read_config)(const GgufFile& f, ModelConfig* cfg);
   // The per-layer tensor table for a config.
   std::vector<LayerSlot> (*layer_slots)(const ModelConfig& cfg);
+  // The tensors outside the blocks (embeddings, final norm, untied output) for a config.
+  std::vector<ModelSlot> (*model_slots)(const ModelConfig& cfg);
+  // Appends the arch-specific metadata of `cfg` (what read_config reads back).
+  void (*write_config)(const ModelConfig& cfg, Metadata* out);
   // Runs all blocks and the output head for the tokens in `st` (see models/forward.h).
   void (*forward)(const Model& model, ForwardState& st);
 };
 
 // The spec for a GGUF `general.architecture` value, or nullptr when unsupported.
 const ArchSpec* find_arch(std::string_view name);
+// The spec of an architecture (every Arch has one).
+const ArchSpec& arch_spec(Arch arch);
+// The metadata that describes `cfg`: general.architecture, the hyper-parameters the loader reads
+// for every architecture, then the architecture's own (ArchSpec::write_config).
+Metadata config_metadata(const ModelConfig& cfg);
+// Block `layer`'s name for a LayerSlot name pattern ("blk.%d.attn_q.weight").
+std::string layer_tensor_name(const char* pattern, int64_t layer);
+// The tables every llama-family architecture shares outside the blocks; gpt2 has its own.
+std::vector<ModelSlot> llama_model_slots(const ModelConfig& cfg);
+void llama_write_config(const ModelConfig& cfg, Metadata* out);
 // Comma-separated list of supported architecture names (for error messages).
 std::string supported_archs();
 

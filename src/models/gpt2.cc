@@ -40,6 +40,20 @@ std::vector<LayerSlot> gpt2_slots(const ModelConfig& c) {
   };
 }
 
+std::vector<ModelSlot> gpt2_model_slots(const ModelConfig& c) {
+  return {
+      {&ModelWeights::tok_embd, "token_embd.weight", {c.n_vocab, c.dim}, true, false},
+      {&ModelWeights::pos_embd, "position_embd.weight", {c.n_ctx_train, c.dim}, true, false},
+      {&ModelWeights::out_norm, "output_norm.weight", {c.dim}, true, true},
+      {&ModelWeights::out_norm_b, "output_norm.bias", {c.dim}, true, true},
+      {&ModelWeights::output, "output.weight", {c.n_vocab, c.dim}, !c.tied_output, true},
+  };
+}
+
+void gpt2_write_config(const ModelConfig& c, Metadata* out) {
+  out->emplace_back("gpt2.attention.layer_norm_epsilon", gguf_f32(c.norm_eps));
+}
+
 void gpt2_forward(const Model& model, ForwardState& st) {
   const ModelConfig& c = model.config();
   const int64_t n = st.n, kvw = c.n_kv_heads * c.head_dim, fused = c.dim + 2 * kvw;
@@ -75,7 +89,8 @@ void gpt2_forward(const Model& model, ForwardState& st) {
 }  // namespace
 
 const ArchSpec& gpt2_spec() {
-  static const ArchSpec spec{"gpt2", Arch::kGpt2, read_gpt2_config, gpt2_slots, gpt2_forward};
+  static const ArchSpec spec{"gpt2",           Arch::kGpt2,       read_gpt2_config, gpt2_slots,
+                             gpt2_model_slots, gpt2_write_config, gpt2_forward};
   return spec;
 }
 

@@ -58,6 +58,21 @@ void llama_forward(const Model& model, ForwardState& st) {
   output_head(model, st, /*layer_norm=*/false);
 }
 
+std::vector<ModelSlot> llama_model_slots(const ModelConfig& c) {
+  return {
+      {&ModelWeights::tok_embd, "token_embd.weight", {c.n_vocab, c.dim}, true, false},
+      {&ModelWeights::out_norm, "output_norm.weight", {c.dim}, true, true},
+      {&ModelWeights::output, "output.weight", {c.n_vocab, c.dim}, !c.tied_output, true},
+  };
+}
+
+void llama_write_config(const ModelConfig& c, Metadata* out) {
+  const std::string a = std::string(arch_spec(c.arch).name) + ".";
+  out->emplace_back(a + "rope.freq_base", gguf_f32(c.rope_theta));
+  out->emplace_back(a + "rope.dimension_count", gguf_u32(static_cast<uint32_t>(c.rope_dim)));
+  out->emplace_back(a + "attention.layer_norm_rms_epsilon", gguf_f32(c.norm_eps));
+}
+
 namespace {
 
 Status read_llama_config(const GgufFile& f, ModelConfig* c) {
@@ -70,7 +85,8 @@ Status read_llama_config(const GgufFile& f, ModelConfig* c) {
 }  // namespace
 
 const ArchSpec& llama_spec() {
-  static const ArchSpec spec{"llama", Arch::kLlama, read_llama_config, llama_layer_slots,
+  static const ArchSpec spec{"llama",         Arch::kLlama,       read_llama_config,
+                             llama_layer_slots, llama_model_slots, llama_write_config,
                              llama_forward};
   return spec;
 }

@@ -114,13 +114,10 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   c.n_vocab = emb->shape[0];
 
   ModelWeights& w = m->weights_;
-  NEXUS_RETURN_IF_ERROR(bind(f, "token_embd.weight", {c.n_vocab, c.dim}, true, &w.tok_embd));
-  if (c.arch == Arch::kGpt2)
-    NEXUS_RETURN_IF_ERROR(
-        bind(f, "position_embd.weight", {c.n_ctx_train, c.dim}, true, &w.pos_embd));
-  NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.weight", {c.dim}, true, &w.out_norm));
-  NEXUS_RETURN_IF_ERROR(bind(f, "output_norm.bias", {c.dim}, c.arch == Arch::kGpt2, &w.out_norm_b));
-  NEXUS_RETURN_IF_ERROR(bind(f, "output.weight", {c.n_vocab, c.dim}, false, &w.output));
+  // The untied output is optional here (absent = tied to the embedding).
+  for (const ModelSlot& s : spec->model_slots(c))
+    NEXUS_RETURN_IF_ERROR(bind(f, s.name, s.shape, s.required && s.field != &ModelWeights::output,
+                               &(w.*(s.field))));
   // Listed among the profiler's largest live buffers (mapped, so not in the counted bytes).
   profile::track_buffer(w.tok_embd.data(), m->weight_bytes(), MemCategory::kWeights,
                         "weights (mapped) " + p);
@@ -129,13 +126,10 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
 
   const std::vector<LayerSlot> slots = spec->layer_slots(c);
   w.layers.resize(c.n_layers);
-  char name[256];
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    for (const LayerSlot& s : slots) {
-      std::snprintf(name, sizeof(name), s.name, static_cast<int>(l));
-      NEXUS_RETURN_IF_ERROR(bind(f, name, s.shape, s.required, &(w.layers[l].*(s.field))));
-    }
-  }
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    for (const LayerSlot& s : slots)
+      NEXUS_RETURN_IF_ERROR(
+          bind(f, layer_tensor_name(s.name, l), s.shape, s.required, &(w.layers[l].*(s.field))));
   // Faster in-memory layouts for some matmul weights (which ones is decided there).
   MappedSource source;
   if (file_mapped && !f.tensors().empty()) {
@@ -176,5 +170,44 @@ const ArchSpec* find_arch(std::string_view name) {
 }
 
 std::string supported_archs() { return "llama, qwen2, qwen3, gpt2"; }
+
+const ArchSpec& arch_spec(Arch arch) {
+  switch (arch) {
+    case Arch::kLlama: return llama_spec();
+    case Arch::kQwen2: return qwen2_spec();
+    case Arch::kQwen3: return qwen3_spec();
+    case Arch::kGpt2: return gpt2_spec();
+  }
+  throw Error("[arch] unknown architecture id " + std::to_string(static_cast<int>(arch)));
+}
+
+std::string layer_tensor_name(const char* pattern, int64_t layer) {
+  char name[256];
+  std::snprintf(name, sizeof(name), pattern, static_cast<int>(layer));
+  return name;
+}
+
+Metadata config_metadata(const ModelConfig& c) {
+  const ArchSpec& spec = arch_spec(c.arch);
+  const std::string a = std::string(spec.name) + ".";
+  Metadata m;
+  auto u32 = [&](const std::string& key, int64_t v) {
+    m.emplace_back(a + key, gguf_u32(static_cast<uint32_t>(v)));
+  };
+  m.emplace_back("general.architecture", gguf_str(std::string(spec.name)));
+  u32("context_length", c.n_ctx_train);
+  u32("embedding_length", c.dim);
+  u32("block_count", c.n_layers);
+  u32("feed_forward_length", c.ffn_dim);
+  u32("attention.head_count", c.n_heads);
+  u32("attention.head_count_kv", c.n_kv_heads);
+  if (c.head_dim * c.n_heads != c.dim) {
+    u32("attention.key_length", c.head_dim);
+    u32("attention.value_length", c.head_dim);
+  }
+  if (c.sliding_window > 0) u32("attention.sliding_window", c.sliding_window);
+  spec.write_config(c, &m);
+  return m;
+}
 
 }  // namespace nexus

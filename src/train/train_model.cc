@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/thread_pool.h"
+#include "models/arch.h"
 #include "nexus/profile.h"
 #include "ops/rope.h"
 #include "profile/memory.h"
@@ -170,9 +171,12 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
 }
 
 void TrainModel::layout_params() {
+  // The architecture's tensor tables (models/arch.h) give every name and shape; a block's tensors
+  // are contiguous, the embeddings before the blocks and the head after them, as in a GGUF file.
   const ModelConfig& c = cfg_;
-  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
-  const bool gpt2 = c.arch == Arch::kGpt2;
+  const ArchSpec& spec = arch_spec(c.arch);
+  const std::vector<ModelSlot> outer = spec.model_slots(c);
+  const std::vector<LayerSlot> slots = spec.layer_slots(c);
   layer_range_.assign(static_cast<size_t>(c.n_layers), {0, 0});
   auto add = [&](std::string name, std::vector<int64_t> shape) {
     int64_t n = 1;
@@ -180,49 +184,16 @@ void TrainModel::layout_params() {
     infos_.push_back({std::move(name), std::move(shape), n_params_, n});
     n_params_ += static_cast<size_t>(n);
   };
-  add("token_embd.weight", {c.n_vocab, c.dim});
-  if (gpt2) add("position_embd.weight", {c.n_ctx_train, c.dim});
+  for (const ModelSlot& o : outer)
+    if (o.required && !o.after_blocks) add(o.name, o.shape);
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    layer_range_[l].first = n_params_;  // a block's tensors are contiguous
-    add(b + "attn_norm.weight", {c.dim});
-    if (gpt2) {
-      add(b + "attn_norm.bias", {c.dim});
-      add(b + "attn_qkv.weight", {qw + 2 * kvw, c.dim});
-      add(b + "attn_qkv.bias", {qw + 2 * kvw});
-      add(b + "attn_output.weight", {c.dim, qw});
-      add(b + "attn_output.bias", {c.dim});
-      add(b + "ffn_norm.weight", {c.dim});
-      add(b + "ffn_norm.bias", {c.dim});
-      add(b + "ffn_up.weight", {c.ffn_dim, c.dim});
-      add(b + "ffn_up.bias", {c.ffn_dim});
-      add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
-      add(b + "ffn_down.bias", {c.dim});
-      layer_range_[l].second = n_params_;
-      continue;
-    }
-    add(b + "attn_q.weight", {qw, c.dim});
-    add(b + "attn_k.weight", {kvw, c.dim});
-    add(b + "attn_v.weight", {kvw, c.dim});
-    if (c.arch == Arch::kQwen2) {
-      add(b + "attn_q.bias", {qw});
-      add(b + "attn_k.bias", {kvw});
-      add(b + "attn_v.bias", {kvw});
-    }
-    if (c.arch == Arch::kQwen3) {
-      add(b + "attn_q_norm.weight", {c.head_dim});
-      add(b + "attn_k_norm.weight", {c.head_dim});
-    }
-    add(b + "attn_output.weight", {c.dim, qw});
-    add(b + "ffn_norm.weight", {c.dim});
-    add(b + "ffn_gate.weight", {c.ffn_dim, c.dim});
-    add(b + "ffn_up.weight", {c.ffn_dim, c.dim});
-    add(b + "ffn_down.weight", {c.dim, c.ffn_dim});
+    layer_range_[l].first = n_params_;
+    for (const LayerSlot& ls : slots)
+      if (ls.required) add(layer_tensor_name(ls.name, l), ls.shape);
     layer_range_[l].second = n_params_;
   }
-  add("output_norm.weight", {c.dim});
-  if (gpt2) add("output_norm.bias", {c.dim});
-  if (!c.tied_output) add("output.weight", {c.n_vocab, c.dim});
+  for (const ModelSlot& o : outer)
+    if (o.required && o.after_blocks) add(o.name, o.shape);
 }
 
 void TrainModel::layout_activations() {
@@ -408,51 +379,65 @@ float* TrainModel::grad_at(size_t offset) const {
 TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
   const ModelConfig& c = cfg_;
   const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const ArchSpec& spec = arch_spec(c.arch);
+  const std::vector<ModelSlot> outer = spec.model_slots(c);
+  const std::vector<LayerSlot> slots = spec.layer_slots(c);
   auto at = [&](const std::string& name) -> float* {
     const ParamInfo* info = find(name);
     if (!info) return nullptr;
     return grad_slots ? grad_at(info->offset) : base + info->offset;
   };
+  // The parameter behind a weights member, found through the architecture's tables (null when
+  // the architecture has no such tensor).
+  auto outer_at = [&](Tensor ModelWeights::*field) -> float* {
+    for (const ModelSlot& o : outer)
+      if (o.field == field && o.required) return at(o.name);
+    return nullptr;
+  };
   Params p{};
-  p.tok_embd = at("token_embd.weight");
-  p.pos_embd = at("position_embd.weight");
+  p.tok_embd = outer_at(&ModelWeights::tok_embd);
+  p.pos_embd = outer_at(&ModelWeights::pos_embd);
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
+    auto in = [&](Tensor LayerWeights::*field) -> float* {
+      for (const LayerSlot& ls : slots)
+        if (ls.field == field) return at(layer_tensor_name(ls.name, l));
+      return nullptr;
+    };
     LayerParams lp{};
-    lp.attn_norm = at(b + "attn_norm.weight");
-    lp.attn_norm_b = at(b + "attn_norm.bias");
-    if (float* qkv = at(b + "attn_qkv.weight")) {  // fused rows: q, then k, then v
+    lp.attn_norm = in(&LayerWeights::attn_norm);
+    lp.attn_norm_b = in(&LayerWeights::attn_norm_b);
+    if (float* qkv = in(&LayerWeights::wqkv)) {  // fused rows: q, then k, then v
       lp.wq = qkv;
       lp.wk = qkv + qw * c.dim;
       lp.wv = lp.wk + kvw * c.dim;
-      float* bias = at(b + "attn_qkv.bias");
+      float* bias = in(&LayerWeights::bqkv);
       lp.bq = bias;
       lp.bk = bias + qw;
       lp.bv = lp.bk + kvw;
     } else {
-      lp.wq = at(b + "attn_q.weight");
-      lp.wk = at(b + "attn_k.weight");
-      lp.wv = at(b + "attn_v.weight");
-      lp.bq = at(b + "attn_q.bias");  // qwen2; null for llama
-      lp.bk = at(b + "attn_k.bias");
-      lp.bv = at(b + "attn_v.bias");
-      lp.q_norm = at(b + "attn_q_norm.weight");  // qwen3
-      lp.k_norm = at(b + "attn_k_norm.weight");
+      lp.wq = in(&LayerWeights::wq);
+      lp.wk = in(&LayerWeights::wk);
+      lp.wv = in(&LayerWeights::wv);
+      lp.bq = in(&LayerWeights::bq);  // qwen2
+      lp.bk = in(&LayerWeights::bk);
+      lp.bv = in(&LayerWeights::bv);
+      lp.q_norm = in(&LayerWeights::q_norm);  // qwen3
+      lp.k_norm = in(&LayerWeights::k_norm);
     }
-    lp.wo = at(b + "attn_output.weight");
-    lp.bo = at(b + "attn_output.bias");
-    lp.ffn_norm = at(b + "ffn_norm.weight");
-    lp.ffn_norm_b = at(b + "ffn_norm.bias");
-    lp.w_gate = at(b + "ffn_gate.weight");
-    lp.w_up = at(b + "ffn_up.weight");
-    lp.b_up = at(b + "ffn_up.bias");
-    lp.w_down = at(b + "ffn_down.weight");
-    lp.b_down = at(b + "ffn_down.bias");
+    lp.wo = in(&LayerWeights::wo);
+    lp.bo = in(&LayerWeights::bo);
+    lp.ffn_norm = in(&LayerWeights::ffn_norm);
+    lp.ffn_norm_b = in(&LayerWeights::ffn_norm_b);
+    lp.w_gate = in(&LayerWeights::w_gate);
+    lp.w_up = in(&LayerWeights::w_up);
+    lp.b_up = in(&LayerWeights::b_up);
+    lp.w_down = in(&LayerWeights::w_down);
+    lp.b_down = in(&LayerWeights::b_down);
     p.layers.push_back(lp);
   }
-  p.out_norm = at("output_norm.weight");
-  p.out_norm_b = at("output_norm.bias");
-  p.output = c.tied_output ? p.tok_embd : at("output.weight");
+  p.out_norm = outer_at(&ModelWeights::out_norm);
+  p.out_norm_b = outer_at(&ModelWeights::out_norm_b);
+  p.output = c.tied_output ? p.tok_embd : outer_at(&ModelWeights::output);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include "backends/cpu/quant.h"
 #include "io/gguf.h"
 #include "io/gguf_stream_writer.h"
+#include "models/arch.h"
 #include "train/train_model.h"
 
 namespace nexus::train {
@@ -76,34 +77,13 @@ Status TrainModel::export_gguf(const std::string& path, const GgufFile* tokenize
   const bool gpt2 = c.arch == Arch::kGpt2;
   // Streamed tensor by tensor from the parameters: no copy of the model is held in memory.
   GgufStreamWriter w;
-  auto u32 = [&](const std::string& k, int64_t v) { w.set(k, gguf_u32(static_cast<uint32_t>(v))); };
-  const std::string arch = gpt2                      ? "gpt2"
-                           : c.arch == Arch::kQwen2 ? "qwen2"
-                           : c.arch == Arch::kQwen3 ? "qwen3"
-                                                    : "llama";
-  const std::string a = arch + ".";
-  w.set("general.architecture", gguf_str(arch));
+  // The architecture's own metadata keys (models/arch.h), as Model::load reads them back; a llama
+  // family context covers the training sequence (gpt2's is its position table's length).
+  ModelConfig meta = c;
+  if (!gpt2) meta.n_ctx_train = std::max(c.n_ctx_train, seq_);
+  for (auto& [key, value] : config_metadata(meta)) w.set(key, std::move(value));
   w.set("general.name", gguf_str("nexus-trained"));
-  u32("general.file_type", 0);  // all F32
-  // gpt2's context is the position table's length, which the loader checks against it.
-  u32(a + "context_length", gpt2 ? c.n_ctx_train : std::max(c.n_ctx_train, seq_));
-  u32(a + "embedding_length", c.dim);
-  u32(a + "block_count", c.n_layers);
-  u32(a + "feed_forward_length", c.ffn_dim);
-  u32(a + "attention.head_count", c.n_heads);
-  u32(a + "attention.head_count_kv", c.n_kv_heads);
-  if (gpt2) {
-    w.set(a + "attention.layer_norm_epsilon", gguf_f32(c.norm_eps));
-  } else {
-    if (c.head_dim * c.n_heads != c.dim) {
-      u32(a + "attention.key_length", c.head_dim);
-      u32(a + "attention.value_length", c.head_dim);
-    }
-    w.set(a + "rope.freq_base", gguf_f32(c.rope_theta));
-    u32(a + "rope.dimension_count", c.rope_dim);
-    w.set(a + "attention.layer_norm_rms_epsilon", gguf_f32(c.norm_eps));
-    if (c.sliding_window > 0) u32(a + "attention.sliding_window", c.sliding_window);
-  }
+  w.set("general.file_type", gguf_u32(0));  // all F32
   if (tokenizer_source)
     for (const auto& [key, value] : tokenizer_source->metadata())
       if (key.starts_with("tokenizer.")) w.set(key, value);
