@@ -23,9 +23,9 @@ struct LayerSlot {
   bool required;
 };
 
-// A tensor outside the blocks: the member of ModelWeights it fills, its GGUF name, its shape, whether
-// the file must have it, and whether it follows the blocks (the output head) rather than precedes
-// them (the embeddings).
+// A tensor outside the blocks: the member of ModelWeights it fills, its GGUF name, its shape,
+// whether the file must have it, and whether it follows the blocks (the output head) rather than
+// precedes them (the embeddings).
 struct ModelSlot {
   Tensor ModelWeights::*field;
   const char* name;

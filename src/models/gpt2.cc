@@ -4,18 +4,17 @@
 #include <cstring>
 
 #include "models/arch.h"
+#include "models/forward.h"
 #include "nexus/profile.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
-#include "models/forward.h"
 
 namespace nexus {
 namespace {
 
 Status read_gpt2_config(const GgufFile& f, ModelConfig* c) {
   c->rope = RopeStyle::kNone;
-  c->norm_eps =
-      static_cast<float>(f.get_float("gpt2.attention.layer_norm_epsilon").value_or(1e-5));
+  c->norm_eps = static_cast<float>(f.get_float("gpt2.attention.layer_norm_epsilon").value_or(1e-5));
   if (c->head_dim * c->n_heads != c->dim)
     return Status::error(f.path() + ": gpt2 needs head_dim * heads == dim");
   return Status::ok();

@@ -85,7 +85,7 @@ Status read_llama_config(const GgufFile& f, ModelConfig* c) {
 }  // namespace
 
 const ArchSpec& llama_spec() {
-  static const ArchSpec spec{"llama",         Arch::kLlama,       read_llama_config,
+  static const ArchSpec spec{"llama",           Arch::kLlama,      read_llama_config,
                              llama_layer_slots, llama_model_slots, llama_write_config,
                              llama_forward};
   return spec;

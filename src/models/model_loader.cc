@@ -5,8 +5,8 @@
 
 #include "models/arch.h"
 #include "models/weight_repack.h"
-#include "profile/memory.h"
 #include "nexus/model.h"
+#include "profile/memory.h"
 
 namespace nexus {
 namespace {
@@ -65,8 +65,8 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   if (!arch_name) return Status::error(p + ": no general.architecture key (not a model file?)");
   const ArchSpec* spec = find_arch(*arch_name);
   if (!spec)
-    return Status::error(p + ": unsupported architecture '" + *arch_name + "' (supported: " +
-                         supported_archs() + ")");
+    return Status::error(p + ": unsupported architecture '" + *arch_name +
+                         "' (supported: " + supported_archs() + ")");
   auto m = std::unique_ptr<Model>(new Model());
   m->file_ = file;
   ModelConfig& c = m->config_;
@@ -116,8 +116,8 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   ModelWeights& w = m->weights_;
   // The untied output is optional here (absent = tied to the embedding).
   for (const ModelSlot& s : spec->model_slots(c))
-    NEXUS_RETURN_IF_ERROR(bind(f, s.name, s.shape, s.required && s.field != &ModelWeights::output,
-                               &(w.*(s.field))));
+    NEXUS_RETURN_IF_ERROR(
+        bind(f, s.name, s.shape, s.required && s.field != &ModelWeights::output, &(w.*(s.field))));
   // Listed among the profiler's largest live buffers (mapped, so not in the counted bytes).
   profile::track_buffer(w.tok_embd.data(), m->weight_bytes(), MemCategory::kWeights,
                         "weights (mapped) " + p);
@@ -173,10 +173,14 @@ std::string supported_archs() { return "llama, qwen2, qwen3, gpt2"; }
 
 const ArchSpec& arch_spec(Arch arch) {
   switch (arch) {
-    case Arch::kLlama: return llama_spec();
-    case Arch::kQwen2: return qwen2_spec();
-    case Arch::kQwen3: return qwen3_spec();
-    case Arch::kGpt2: return gpt2_spec();
+    case Arch::kLlama:
+      return llama_spec();
+    case Arch::kQwen2:
+      return qwen2_spec();
+    case Arch::kQwen3:
+      return qwen3_spec();
+    case Arch::kGpt2:
+      return gpt2_spec();
   }
   throw Error("[arch] unknown architecture id " + std::to_string(static_cast<int>(arch)));
 }
