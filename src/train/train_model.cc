@@ -505,7 +505,7 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   cur_t_ = t;
   have_forward_ = false;
   wcopy_layer_id_ = -1;
-  embedding_forward(a.res[0], a.tokens, p_.tok_embd, n, c.dim);
+  embedding_forward(a.res[0], a.tokens, p_.tok_embd, c.n_vocab, n, c.dim);
   if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
   keep(a.res[0], nullptr, n * c.dim);
   for (int64_t l = 0; l < c.n_layers; ++l)

@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "nexus/status.h"
 #include "ops/activation.h"
+#include "ops/embedding.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "train/train_kernels.h"
@@ -545,19 +546,15 @@ void swiglu_backward(float* dg, float* du, const float* dout, const float* g, co
   nexus::swiglu_backward(SwigluBackwardArgs{dg, du, dout, g, u, n}, pool);
 }
 
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n,
-                       int64_t c) {
-  for (int64_t i = 0; i < n; ++i) std::copy_n(table + tokens[i] * c, c, out + i * c);
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t vocab,
+                       int64_t n, int64_t c) {
+  nexus::embedding(EmbeddingArgs{table, DType::kF32, vocab, c, tokens, n, out});
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c) {
   NEXUS_TRAIN_OP("train.embedding_bwd", 8 * n * c, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = dtable + tokens[i] * c;
-    const float* g = dout + i * c;
-    for (int64_t j = 0; j < c; ++j) row[j] += g[j];
-  }
+  nexus::embedding_backward(EmbeddingBackwardArgs{dtable, dout, tokens, n, c});
 }
 
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,

@@ -80,8 +80,10 @@ void swiglu_forward(float* out, const float* g, const float* u, int64_t n,
 void swiglu_backward(float* dg, float* du, const float* dout, const float* g, const float* u,
                      int64_t n, ThreadPool* pool = nullptr);
 
-// out[i] = table[tokens[i]] (rows of c).
-void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t n, int64_t c);
+// out[i] = table[tokens[i]] (rows of c; every token in [0, vocab), else nexus::Error). Both go
+// through the embedding op (ops/embedding.h), inference's too.
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t vocab,
+                       int64_t n, int64_t c);
 void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t n,
                         int64_t c);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/activation.h"
+#include "ops/embedding.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 
@@ -269,13 +270,16 @@ TEST(OpRegistry, Rope) {
     for (bool inverse : {false, true})
       for (int64_t hd : {2, 8, 18, 64}) {
         const int64_t rows = 7, heads = 3, rope_dim = hd == 18 ? 10 : hd, cs_rows = 4;
-        const std::string what = std::string("rope ") + (style == RopeStyle::kNeox ? "neox" : "normal") +
+        const std::string what = std::string("rope ") +
+                                 (style == RopeStyle::kNeox ? "neox" : "normal") +
                                  (inverse ? " inverse" : "") + " hd " + std::to_string(hd);
-        check_variants<RopeArgs>(what, {size_t(rows * heads * hd), size_t(cs_rows * rope_dim)}, 1,
-                                 [&](Buffers& b) {
-                                   return RopeArgs{b[0].data(), rows,  heads,       hd,     rope_dim,
-                                                   style,       b[1].data(), cs_rows, inverse};
-                                 }, 0.0, 2.0f);
+        check_variants<RopeArgs>(
+            what, {size_t(rows * heads * hd), size_t(cs_rows * rope_dim)}, 1,
+            [&](Buffers& b) {
+              return RopeArgs{b[0].data(), rows,        heads,   hd,     rope_dim,
+                              style,       b[1].data(), cs_rows, inverse};
+            },
+            0.0, 2.0f);
       }
   // The backward is the inverse rotation: against finite differences of the forward.
   const int64_t rows = 3, heads = 2, hd = 8;
@@ -298,6 +302,41 @@ TEST(OpRegistry, Rope) {
     check_gradient("rope", random_buffers({size_t(rows * heads * hd)}, 8, 1.0f), {0}, fwd, bwd,
                    2e-3);
   }
+}
+
+TEST(OpRegistry, Embedding) {
+  const int64_t vocab = 11, dim = 9, n = 40;
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7) % vocab);  // repeats
+  check_variants<EmbeddingArgs>(
+      "embedding", {size_t(n * dim), size_t(vocab * dim)}, 1,
+      [&](Buffers& b) {
+        return EmbeddingArgs{b[1].data(), DType::kF32, vocab, dim, ids.data(), n, b[0].data()};
+      },
+      0.0);
+  check_variants<EmbeddingBackwardArgs>(
+      "embedding_backward", {size_t(vocab * dim), size_t(n * dim)}, 1,
+      [&](Buffers& b) {
+        return EmbeddingBackwardArgs{b[0].data(), b[1].data(), ids.data(), n, dim};
+      },
+      0.0);
+  auto fwd = [&](const Buffers& in) {
+    std::vector<float> y(n * dim);
+    reference<EmbeddingArgs>().run({in[0].data(), DType::kF32, vocab, dim, ids.data(), n, y.data()},
+                                   nullptr);
+    return y;
+  };
+  auto bwd = [&](const Buffers&, const std::vector<float>& dy) {
+    std::vector<float> dt(vocab * dim, 0.0f);
+    reference<EmbeddingBackwardArgs>().run({dt.data(), dy.data(), ids.data(), n, dim}, nullptr);
+    return Buffers{dt};
+  };
+  check_gradient("embedding", random_buffers({size_t(vocab * dim)}, 9, 1.0f), {0}, fwd, bwd, 2e-3);
+  // An id outside the table is named.
+  std::vector<float> table(vocab * dim), out(dim);
+  const int32_t bad = 11;
+  EXPECT_THROW(embedding(EmbeddingArgs{table.data(), DType::kF32, vocab, dim, &bad, 1, out.data()}),
+               Error);
 }
 
 // A device whose backend has no kernel for an op: an error naming the op and the device.

@@ -352,7 +352,7 @@ TEST(TrainOpsGrad, EmbeddingWithRepeatedTokens) {
   auto table = randn(v * c, 16), r = randn(n * c, 17);
   std::vector<float> out(n * c), dtable(v * c, 0.0f);
   auto loss = [&] {
-    embedding_forward(out.data(), tokens.data(), table.data(), n, c);
+    embedding_forward(out.data(), tokens.data(), table.data(), v, n, c);
     return weighted_sum(out, r);
   };
   embedding_backward(dtable.data(), r.data(), tokens.data(), n, c);
