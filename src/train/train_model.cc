@@ -207,7 +207,7 @@ void TrainModel::layout_activations() {
   // With selective recompute in f32 they share it too, but keep their own q, k, v and FFN
   // input(s); the 16-bit copies then leave out the attention probabilities and output.
   const bool packed = half() && !opts_.recompute_blocks;
-  const bool qk = c.arch == Arch::kQwen3;  // per-head q/k norms (f32 only: create() checks)
+  const bool qk = c.arch == Arch::kQwen3;  // per-head q/k norms
   const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
   shared_set_ = packed || selective;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
@@ -237,14 +237,16 @@ void TrainModel::layout_activations() {
         b.rstd2 = A(n, blk);
         b.mean1 = gpt2 ? A(n, blk) : nullptr;
         b.mean2 = gpt2 ? A(n, blk) : nullptr;
+        if (qk) {  // the q/k norms' statistics, like the block norms'
+          b.rq = A(n * c.n_heads, blk);
+          b.rk = A(n * c.n_kv_heads, blk);
+        }
         if (!packed) {  // f32 selective recompute: what the recompute needs
           b.q = A(n * qw, blk);
           b.k = A(n * kvw, blk);
           if (qk) {
             b.qp = A(n * qw, blk);
             b.kp = A(n * kvw, blk);
-            b.rq = A(n * c.n_heads, blk);
-            b.rk = A(n * c.n_kv_heads, blk);
           }
           b.v = A(n * kvw, blk);
           b.g = gpt2 ? nullptr : A(n * f, blk);
@@ -261,6 +263,10 @@ void TrainModel::layout_activations() {
         h.att = selective ? nullptr : H(att);
         h.g = gpt2 ? nullptr : H(n * f);
         h.u = H(n * f);
+        if (qk) {
+          h.qp = H(n * qw);
+          h.kp = H(n * kvw);
+        }
         half_.push_back(h);
       }
       if (shared_set_ && s > 0) continue;
@@ -613,6 +619,10 @@ void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output)
   matmul_forward(qk ? a.kp : a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bk);
   matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bv);
   if (qk) {
+    // Rounded (and, with packed blocks, kept in 16 bits) before the norm reads them, so a block
+    // restored for its backward holds the same values.
+    K(a.qp, &HalfActs::qp, n * qw);
+    K(a.kp, &HalfActs::kp, n * kvw);
     rmsnorm_forward(a.q, a.rq, a.qp, w.q_norm, n * c.n_heads, c.head_dim, c.norm_eps, pool_.get());
     rmsnorm_forward(a.k, a.rk, a.kp, w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
                     pool_.get());

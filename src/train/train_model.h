@@ -200,6 +200,7 @@ class TrainModel {
   // and u with the same ops (cheap elementwise passes), so they come out bit-identical.
   struct HalfActs {
     uint16_t *q, *k, *v, *att, *atty, *g, *u;
+    uint16_t *qp, *kp;  // qwen3: q and k before their per-head norm
   };
 
   // Sizes of the current forward/backward pass (cur_b_ sequences of cur_t_ tokens).
@@ -211,7 +212,6 @@ class TrainModel {
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
-  static Status validate_options(const ModelConfig& cfg, const TrainOptions& opts);
   void layout_params();
   void layout_activations();
   // Pointers to every tensor in `base`; with `grad_slots`, to every tensor's gradient instead

@@ -54,6 +54,10 @@ void TrainModel::restore_block(int64_t l, const BlockActs& a, const LayerParams&
     if (h.att) unpack(p, h.att, a.att, n_att, pool);
     if (h.g) unpack(p, h.g, a.g, n * f, pool);
     unpack(p, h.u, a.u, n * f, pool);
+    if (h.qp) {  // qwen3
+      unpack(p, h.qp, a.qp, n * qw, pool);
+      unpack(p, h.kp, a.kp, n * kvw, pool);
+    }
   }
   // Recomputed as block_forward computed them (the norms also rewrite their statistics with the
   // same values).

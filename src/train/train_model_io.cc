@@ -13,18 +13,10 @@
 
 namespace nexus::train {
 
-Status TrainModel::validate_options(const ModelConfig& cfg, const TrainOptions& opts) {
-  // qwen3's pre-norm q and k have no 16-bit copies among the packed activations yet.
-  if (cfg.arch == Arch::kQwen3 && opts.precision != Precision::kF32)
-    return Status::error("[train] qwen3 trains in f32 only for now (--precision f32)");
-  return Status::ok();
-}
-
 Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, int64_t batch,
                                                        int64_t seq, const InitOptions& init,
                                                        const TrainOptions& opts) {
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  NEXUS_RETURN_IF_ERROR(validate_options(cfg, opts));
   std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   m->init_random(init);
   return m;
@@ -55,7 +47,6 @@ Result<std::unique_ptr<TrainModel>> TrainModel::from_gguf(const std::string& pat
   const Model& model = **loaded;
   ModelConfig cfg = model.config();
   NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
-  NEXUS_RETURN_IF_ERROR(validate_options(cfg, opts));
   std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
   for (const ParamInfo& info : m->infos_) {
     const GgufTensorInfo* t = model.gguf().find_tensor(info.name);

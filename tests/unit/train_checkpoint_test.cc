@@ -89,7 +89,8 @@ TEST_P(TrainCheckpoint, ArenaHoldsOneBlock) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TrainCheckpoint,
-                         ::testing::Values("llama_tied", "llama_untied", "gpt2_tied"));
+                         ::testing::Values("llama_tied", "llama_untied", "qwen2_untied",
+                                           "qwen3_tied", "llama_swa", "gpt2_tied"));
 
 }  // namespace
 }  // namespace nexus::train

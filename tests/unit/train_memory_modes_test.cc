@@ -44,7 +44,8 @@ TEST_P(SelectiveRecompute, GivesBitIdenticalGradientsFromLessMemory) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, SelectiveRecompute,
-    ::testing::Combine(::testing::Values("llama_tied", "llama_untied", "gpt2_tied"),
+    ::testing::Combine(::testing::Values("llama_tied", "llama_untied", "qwen2_untied",
+                                         "qwen3_tied", "llama_swa", "gpt2_tied"),
                        ::testing::Values(Precision::kF32, Precision::kBF16)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + precision_name(std::get<1>(info.param));

@@ -90,6 +90,8 @@ TEST_P(TrainPrecision, SavedActivationsTakeLessMemory) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, TrainPrecision,
     ::testing::Values(Case{"llama_tied", Precision::kBF16}, Case{"llama_untied", Precision::kF16},
+                      Case{"qwen2_untied", Precision::kBF16}, Case{"qwen3_tied", Precision::kBF16},
+                      Case{"qwen3_tied", Precision::kF16}, Case{"llama_swa", Precision::kBF16},
                       Case{"gpt2_tied", Precision::kBF16}, Case{"gpt2_tied", Precision::kF16}),
     [](const auto& info) {
       return info.param.model + "_" + std::string(precision_name(info.param.precision));
