@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
-#include "train/train_model.h"
+#include "nexus/core/allocator.h"
+#include "nexus/train/train_model.h"
 
 namespace {
 

@@ -78,6 +78,16 @@ function(nexus_layer name)
   endif()
 endfunction()
 
+# nexus_check_only(<name> OWNS <folders> ALLOW <include prefixes>)
+# Checks the includes of folders that are not a layer library (the CLI's sources) against an
+# explicit list, without the lower layers' private folders: e.g. only the public headers.
+function(nexus_check_only name)
+  cmake_parse_arguments(L "" "" "OWNS;ALLOW" ${ARGN})
+  set_property(GLOBAL PROPERTY NEXUS_LAYER_ALLOWED_${name} "${L_ALLOW}")
+  set_property(GLOBAL APPEND PROPERTY NEXUS_LAYERS "${name}")
+  set_property(GLOBAL PROPERTY NEXUS_LAYER_OWNS_${name} "${L_OWNS}")
+endfunction()
+
 # Writes the rules of every layer defined so far and the build step that checks them.
 function(nexus_write_layer_check)
   get_property(layers GLOBAL PROPERTY NEXUS_LAYERS)

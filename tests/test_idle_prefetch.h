@@ -6,7 +6,7 @@
 #include <functional>
 #include <thread>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus::test {
 

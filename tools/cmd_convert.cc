@@ -4,11 +4,10 @@
 #include <cstdio>
 #include <map>
 
-#include "backends/cpu/quant.h"
 #include "command.h"
-#include "io/gguf.h"
-#include "compress/gguf_convert.h"
-#include "io/llama2c.h"
+#include "nexus/io/gguf.h"
+#include "nexus/compress/gguf_convert.h"
+#include "nexus/io/llama2c.h"
 
 namespace nexus::cli {
 namespace {
@@ -48,7 +47,7 @@ int convert_main(int argc, char** argv) {
     if (!type)
       return fail("convert", "unknown --type '" + type_name + "' (use f32, f16, bf16, q8_0, q4_0, q4_k, ...)",
                   kUsageError);
-    if (!cpu::has_kernels(*type) || *type == DType::kQ8_K || *type == DType::kQ8_1)
+    if (!is_weight_target(*type))
       return fail("convert", "--type " + type_name + " is not a supported weight type",
                   kUsageError);
   }

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "command.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/tokenizer.h"
-#include "train/checkpoint.h"
-#include "train/token_file.h"
+#include "nexus/train/checkpoint.h"
+#include "nexus/train/token_file.h"
 
 namespace nexus::cli {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "command.h"
 #include "nexus/model.h"
-#include "train/memory_plan.h"
-#include "train/model_shape.h"
+#include "nexus/train/memory_plan.h"
+#include "nexus/train/model_shape.h"
 
 namespace nexus::cli {
 namespace {

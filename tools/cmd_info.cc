@@ -4,7 +4,7 @@
 #include <map>
 
 #include "command.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus::cli {
 namespace {

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "command.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 #include "nexus/tokenizer.h"
-#include "runtime/perplexity.h"
+#include "nexus/runtime/perplexity.h"
 
 namespace nexus::cli {
 namespace {

@@ -5,13 +5,13 @@
 #include <thread>
 
 #include "command.h"
-#include "core/allocator.h"
-#include "io/mapped_file.h"
+#include "nexus/core/allocator.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
-#include "runtime/generator.h"
+#include "nexus/runtime/generator.h"
 
 namespace nexus::cli {
 namespace {

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "command.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/tokenizer.h"
-#include "tokenizer/bpe_trainer.h"
-#include "train/token_file.h"
+#include "nexus/tokenizer/bpe_trainer.h"
+#include "nexus/train/token_file.h"
 
 namespace nexus::cli {
 namespace {

@@ -15,15 +15,15 @@
 #include <thread>
 
 #include "command.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 #include "plot/loss_plot.h"
-#include "train/metrics.h"
-#include "train/model_shape.h"
-#include "train/train_data.h"
-#include "train/trainer.h"
+#include "nexus/train/metrics.h"
+#include "nexus/train/model_shape.h"
+#include "nexus/train/train_data.h"
+#include "nexus/train/trainer.h"
 
 namespace nexus::cli {
 namespace {

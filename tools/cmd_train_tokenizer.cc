@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "command.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/tokenizer.h"
-#include "tokenizer/bpe_trainer.h"
+#include "nexus/tokenizer/bpe_trainer.h"
 
 namespace nexus::cli {
 namespace {

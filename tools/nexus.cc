@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "command.h"
-#include "io/temp_file.h"
+#include "nexus/io/temp_file.h"
 
 namespace nexus::cli {
 

@@ -10,8 +10,8 @@
 #include <map>
 #include <random>
 
-#include "core/allocator.h"
-#include "io/gguf.h"
+#include "nexus/core/allocator.h"
+#include "nexus/io/gguf.h"
 #include "harness/random_model.h"
 
 namespace nexus {

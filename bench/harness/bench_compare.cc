@@ -9,7 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "harness/bench.h"
 
 namespace nexus {

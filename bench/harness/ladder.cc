@@ -11,9 +11,9 @@
 #include <memory>
 #include <random>
 
-#include "core/allocator.h"
-#include "io/gguf.h"
-#include "compress/gguf_convert.h"
+#include "nexus/core/allocator.h"
+#include "nexus/io/gguf.h"
+#include "nexus/compress/gguf_convert.h"
 
 namespace nexus {
 namespace {

@@ -10,7 +10,7 @@
 #include <numbers>
 
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "io/gguf_stream_writer.h"
 #include "harness/random_model_vocab.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "ops/attention.h"
 
 namespace nexus {

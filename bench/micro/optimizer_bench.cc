@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train {

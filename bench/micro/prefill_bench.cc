@@ -13,8 +13,8 @@
 
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
-#include "core/allocator.h"
-#include "core/thread_pool.h"
+#include "nexus/core/allocator.h"
+#include "nexus/core/thread_pool.h"
 #include "ops/matmul.h"
 
 namespace nexus {

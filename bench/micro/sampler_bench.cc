@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/sampler.h"
+#include "nexus/runtime/sampler.h"
 
 namespace nexus {
 namespace {

@@ -15,11 +15,11 @@
 #include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
-#include "train/precision.h"
+#include "nexus/core/thread_pool.h"
+#include "nexus/train/precision.h"
 #include "backends/cpu/activation.h"
 #include "train/train_kernels.h"
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 
 namespace nexus::train {
 namespace {

@@ -1,5 +1,5 @@
 // GGUF tensor type conversion, row by row through an fp32 scratch row.
-#include "compress/gguf_convert.h"
+#include "nexus/compress/gguf_convert.h"
 
 #include <cstring>
 #include <string>
@@ -107,6 +107,10 @@ Result<GgufWriter> convert_gguf(const GgufFile& in, DType target) {
     w.add_tensor(t.name, chosen, t.shape, out.data());
   }
   return w;
+}
+
+bool is_weight_target(DType t) {
+  return cpu::has_kernels(t) && t != DType::kQ8_K && t != DType::kQ8_1;
 }
 
 }  // namespace nexus

@@ -1,5 +1,5 @@
 // Counting aligned allocator and bump arena.
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 
 #include <sys/resource.h>
 

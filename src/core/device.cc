@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "core/device_memory.h"
 
 namespace nexus {

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "nexus/device.h"
 #include "nexus/status.h"
 

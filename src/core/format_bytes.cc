@@ -1,5 +1,5 @@
 // format_bytes (format_bytes.h).
-#include "core/format_bytes.h"
+#include "nexus/core/format_bytes.h"
 
 #include <cstdio>
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "nexus/status.h"
 
 namespace nexus {

@@ -4,7 +4,7 @@
 // per-thread shares (next, end) that their owners advance and idle threads split, each a
 // compare-and-swap. A spinning worker with an idle prefetch range issues its prefetches instead
 // of pausing.
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus::gguf_encode {
 

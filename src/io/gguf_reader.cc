@@ -6,8 +6,8 @@
 #include <limits>
 #include <numeric>
 
-#include "io/gguf.h"
-#include "io/mapped_file.h"
+#include "nexus/io/gguf.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus {
 namespace {

@@ -10,7 +10,7 @@
 #include <exception>
 
 #include "io/gguf_encode.h"
-#include "io/temp_file.h"
+#include "nexus/io/temp_file.h"
 
 namespace nexus {
 namespace {

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus {
 

@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "io/gguf_encode.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus {
 namespace {

@@ -1,12 +1,12 @@
 // llama2.c checkpoint and tokenizer import. The tensor bytes are copied unchanged: llama2.c's
 // row-major (out, in) fp32 matrices are exactly GGUF's {out, in} F32 layout, and its RoPE pairs
 // adjacent elements like llama.cpp's "Meta AI original pth" layout, so nothing is permuted.
-#include "io/llama2c.h"
+#include "nexus/io/llama2c.h"
 
 #include <cstring>
 #include <filesystem>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus {
 namespace {

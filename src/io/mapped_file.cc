@@ -1,5 +1,5 @@
 // mmap-backed file access and atomic file writes.
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/temp_file.h"
+#include "nexus/io/temp_file.h"
 
 namespace nexus {
 

@@ -1,6 +1,6 @@
 // TempFile (temp_file.h): open, reserve, commit; the registry the signal handler walks is a fixed
 // array of atomic pointers, so the handler reads it without locks or allocation.
-#include "io/temp_file.h"
+#include "nexus/io/temp_file.h"
 
 #include <fcntl.h>
 #include <sys/statvfs.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "core/format_bytes.h"
+#include "nexus/core/format_bytes.h"
 
 namespace nexus {
 namespace {

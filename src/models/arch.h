@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/model.h"
 
 namespace nexus {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "core/allocator.h"
-#include "core/thread_pool.h"
+#include "nexus/core/allocator.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/model.h"
 #include "ops/decode_schedule.h"
 #include "backends/cpu/kv_cache.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/repack.h"
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 
 namespace nexus {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "backends/api/activation.h"
 #include "backends/cpu/activation.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/device.h"
 #include "ops/kernels.h"
 

@@ -7,7 +7,7 @@
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/kv_cache.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus {
 

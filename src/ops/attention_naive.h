@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/config.h"
 #include "ops/attention.h"
 #include "backends/cpu/kv_cache.h"

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/tensor.h"
 
 namespace nexus {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "core/device_memory.h"
 #include "nexus/device.h"
 #include "nexus/status.h"

@@ -7,7 +7,7 @@
 
 #include "backends/api/embedding.h"
 #include "backends/cpu/embedding.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/device.h"
 #include "nexus/tensor.h"
 #include "ops/kernels.h"

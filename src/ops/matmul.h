@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/allocator.h"
-#include "core/thread_pool.h"
+#include "nexus/core/allocator.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/dtype.h"
 #include "nexus/tensor.h"
 

@@ -7,7 +7,7 @@
 
 #include "backends/api/rope.h"
 #include "backends/cpu/rope.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/config.h"
 #include "nexus/device.h"
 #include "ops/kernels.h"

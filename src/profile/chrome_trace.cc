@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "profile/recorder.h"
 
 namespace nexus::profile {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 
 namespace nexus::profile {
 

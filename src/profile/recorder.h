@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "nexus/profile.h"
 
 namespace nexus::profile {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "models/arch.h"
 #include "nexus/profile.h"
 #include "ops/attention.h"

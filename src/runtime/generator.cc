@@ -1,5 +1,5 @@
 // The generation loop shared by `nexus run` (and later the server).
-#include "runtime/generator.h"
+#include "nexus/runtime/generator.h"
 
 #include <algorithm>
 #include <chrono>

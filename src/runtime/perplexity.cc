@@ -1,5 +1,5 @@
 // Chunked perplexity (see perplexity.h).
-#include "runtime/perplexity.h"
+#include "nexus/runtime/perplexity.h"
 
 #include <algorithm>
 #include <cmath>

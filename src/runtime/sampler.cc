@@ -1,6 +1,6 @@
 // Sampler implementation: the penalty history ring, the chain stages over a preallocated candidate
 // buffer, and parameter validation.
-#include "runtime/sampler.h"
+#include "nexus/runtime/sampler.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,14 +1,14 @@
 // Byte-level BPE trainer. Pair counts are kept incrementally: an index from each pair to the
 // words holding it means a merge only rewrites the words that contain the merged pair, and a
 // lazily validated max-heap finds the next best pair without a recount.
-#include "tokenizer/bpe_trainer.h"
+#include "nexus/tokenizer/bpe_trainer.h"
 
 #include <algorithm>
 #include <queue>
 #include <thread>
 #include <unordered_map>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/tokenizer_impl.h"

@@ -1,7 +1,7 @@
 // Tokenizer::from_gguf: reads tokenizer.ggml.* metadata (the keys and defaults llama.cpp uses).
 #include <string>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/tokenizer.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/spm.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/allocator.h"
-#include "train/optimizer.h"
+#include "nexus/core/allocator.h"
+#include "nexus/train/optimizer.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train {

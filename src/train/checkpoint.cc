@@ -1,7 +1,7 @@
 // Checkpoint files (see checkpoint.h and docs/TRAINING.md for the layout): GGUF metadata under
 // nexus.ckpt.*, parameter tensors under the model's names, optimizer buffers under optim.*, and a
 // 64-bit checksum over every other metadata entry and all tensor bytes.
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>

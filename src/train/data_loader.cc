@@ -1,6 +1,6 @@
 // DataLoader: a producer thread fills ring slots in batch order from one RNG, so the stream is a
 // pure function of the seed; the consumer's state is the RNG state stored with each batch.
-#include "train/data_loader.h"
+#include "nexus/train/data_loader.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,10 +1,10 @@
 // measure_training_memory and find_max_batch (see memory_plan.h).
-#include "train/memory_plan.h"
+#include "nexus/train/memory_plan.h"
 
 #include <algorithm>
 
-#include "core/allocator.h"
-#include "train/train_model.h"
+#include "nexus/core/allocator.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 namespace {

@@ -1,11 +1,11 @@
 // Metrics JSONL writing and reading (nlohmann::json).
-#include "train/metrics.h"
+#include "nexus/train/metrics.h"
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus::train {
 namespace {

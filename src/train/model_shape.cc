@@ -1,5 +1,5 @@
 // Shape and byte-size parsing for the training commands.
-#include "train/model_shape.h"
+#include "nexus/train/model_shape.h"
 
 #include <cctype>
 #include <cmath>

@@ -1,13 +1,13 @@
 // AdamW, gradient clipping, LR schedules and the optimizer factory (see optimizer.h). The element
 // loops live in optimizer_kernels*.cc (scalar and AVX2).
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train {

@@ -1,12 +1,12 @@
 // Precision names, the rounding front-ends (split over the pool, AVX2 or scalar) and the loss
 // scaler.
-#include "train/precision.h"
+#include "nexus/train/precision.h"
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/dtype.h"
 #include "train/train_parallel.h"
 

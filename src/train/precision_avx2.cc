@@ -3,7 +3,7 @@
 #include <immintrin.h>
 
 #include "train/bf16_avx2.h"
-#include "train/precision.h"
+#include "nexus/train/precision.h"
 
 namespace nexus::train::kern {
 namespace {

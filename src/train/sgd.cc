@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/allocator.h"
-#include "train/optimizer.h"
+#include "nexus/core/allocator.h"
+#include "nexus/train/optimizer.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train {

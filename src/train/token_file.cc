@@ -1,6 +1,6 @@
 // Token file reading (map, validate header and ids) and streaming writing (temp file + rename).
 // All multi-byte fields are little-endian; the reader assumes a little-endian host.
-#include "train/token_file.h"
+#include "nexus/train/token_file.h"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "io/mapped_file.h"
-#include "io/temp_file.h"
+#include "nexus/io/mapped_file.h"
+#include "nexus/io/temp_file.h"
 
 namespace nexus {
 

@@ -1,5 +1,5 @@
 // Opening training data (token file or raw text) and checking it against the model's vocabulary.
-#include "train/train_data.h"
+#include "nexus/train/train_data.h"
 
 #include <unistd.h>
 

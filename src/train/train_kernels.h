@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 
 namespace nexus::train::kern {
 

@@ -1,5 +1,5 @@
 // TrainModel: parameter layout, activation arena, and the explicit forward / backward passes.
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 
 #include <cblas.h>
 
@@ -7,13 +7,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "models/arch.h"
 #include "nexus/profile.h"
 #include "ops/rope.h"
 #include "profile/memory.h"
 #include "train/train_kernels.h"
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 #include "train/train_parallel.h"
 
 namespace nexus::train {

@@ -1,9 +1,9 @@
 // TrainModel's mixed-precision pieces: rounded weight copies per block, rounding of saved
 // activations (into their 16-bit copies) and of activation gradients, and restoring a block's
 // activations into the working set before its backward (recomputing the cheap ones).
-#include "core/thread_pool.h"
-#include "train/train_model.h"
-#include "train/train_ops.h"
+#include "nexus/core/thread_pool.h"
+#include "nexus/train/train_model.h"
+#include "nexus/train/train_ops.h"
 
 namespace nexus::train {
 

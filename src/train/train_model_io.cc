@@ -6,10 +6,10 @@
 #include <random>
 
 #include "backends/cpu/quant.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "io/gguf_stream_writer.h"
 #include "models/arch.h"
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 

@@ -3,7 +3,7 @@
 // attention (OpenBLAS GEMMs or register kernels), cross-entropy and SwiGLU dispatch to
 // train_kernels.h (AVX2 or scalar); norms and RoPE are plain loops that accumulate in f32 except
 // the norms' row reductions (double). Row loops are split over the pool.
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 
 #include <cblas.h>
 
@@ -17,7 +17,7 @@
 #include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/status.h"
 #include "ops/activation.h"
 #include "ops/embedding.h"

@@ -9,7 +9,7 @@
 #include "ops/activation.h"
 #include "ops/norm.h"
 #include "train/train_kernels.h"
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 #include "train/train_parallel.h"
 
 namespace nexus::train {

@@ -8,7 +8,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/profile.h"
 
 // An op span for `nexus train --profile`: named `name`, in the current layer, with the bytes moved

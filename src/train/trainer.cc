@@ -1,12 +1,12 @@
 // Trainer: gradient accumulation, clipping, the optimizer step, and the validation pass.
-#include "train/trainer.h"
+#include "nexus/train/trainer.h"
 
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <sstream>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/profile.h"
 
 namespace nexus::train {

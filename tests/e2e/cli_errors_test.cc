@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "e2e/cli_util.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus {
 namespace {

@@ -8,7 +8,7 @@
 #include <iterator>
 
 #include "e2e/cli_util.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus {
 namespace {

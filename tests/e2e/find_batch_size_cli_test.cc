@@ -6,8 +6,8 @@
 
 #include "e2e/cli_util.h"
 #include "test_paths.h"
-#include "train/memory_plan.h"
-#include "train/model_shape.h"
+#include "nexus/train/memory_plan.h"
+#include "nexus/train/model_shape.h"
 
 namespace nexus::test {
 namespace {

@@ -7,9 +7,9 @@
 #include <iterator>
 
 #include "e2e/cli_util.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/tokenizer.h"
-#include "train/token_file.h"
+#include "nexus/train/token_file.h"
 
 namespace nexus {
 namespace {

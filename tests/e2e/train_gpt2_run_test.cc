@@ -11,11 +11,11 @@
 #include <iterator>
 
 #include "e2e/cli_util.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/tokenizer.h"
 #include "test_paths.h"
-#include "train/optimizer.h"
-#include "train/train_model.h"
+#include "nexus/train/optimizer.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::test {
 namespace {

@@ -20,7 +20,7 @@
 #include "e2e/cli_util.h"
 #include "e2e/jsonl_util.h"
 #include "test_paths.h"
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 
 extern char** environ;
 

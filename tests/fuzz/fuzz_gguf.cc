@@ -6,7 +6,7 @@
 #include <cstring>
 #include <span>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace {
 

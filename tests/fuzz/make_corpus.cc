@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace {
 

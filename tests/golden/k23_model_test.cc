@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
-#include "compress/gguf_convert.h"
+#include "nexus/io/gguf.h"
+#include "nexus/compress/gguf_convert.h"
 #include "harness/random_model.h"
 #include "nexus/context.h"
 #include "nexus/model.h"

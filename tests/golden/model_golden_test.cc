@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "golden/reference_logits.h"
-#include "io/gguf.h"
-#include "compress/gguf_convert.h"
+#include "nexus/io/gguf.h"
+#include "nexus/compress/gguf_convert.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 #include "ops/matmul.h"

@@ -1,7 +1,7 @@
 // runtime/perplexity against the PyTorch reference logits of the golden fixtures (the expected
 // negative log-likelihoods are computed here from PyTorch's logits, not from nexus's), its
 // chunking and BOS rule, and its errors.
-#include "runtime/perplexity.h"
+#include "nexus/runtime/perplexity.h"
 
 #include <gtest/gtest.h>
 

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "test_paths.h"
-#include "train/optimizer.h"
-#include "train/train_model.h"
+#include "nexus/train/optimizer.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 namespace {

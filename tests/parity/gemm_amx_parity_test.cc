@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "backends/cpu/gemm_amx.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/dtype.h"
 #include "parity/gemm_test_util.h"
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 
 namespace nexus {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/dtype.h"
 #include "parity/gemm_test_util.h"
 

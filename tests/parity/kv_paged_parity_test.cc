@@ -10,7 +10,7 @@
 
 #include "backends/cpu/kv_cache.h"
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "ops/attention.h"
 #include "ops/attention_naive.h"
 

@@ -11,7 +11,7 @@
 
 #include "backends/cpu/quant.h"
 #include "nexus/dtype.h"
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 #include "train/optimizer_kernels.h"
 #include "test_random.h"
 

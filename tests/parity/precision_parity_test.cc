@@ -1,6 +1,6 @@
 // Mixed-precision rounding kernels: AVX2/F16C against the scalar reference (bit for bit, NaN as
 // NaN), hand-computed round-to-nearest-even cases, and the loss scaler's rules.
-#include "train/precision.h"
+#include "nexus/train/precision.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "backends/cpu/repack.h"
-#include "core/allocator.h"
-#include "core/thread_pool.h"
+#include "nexus/core/allocator.h"
+#include "nexus/core/thread_pool.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "quant_test_util.h"

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backends/cpu/gemm_blas.h"
-#include "core/allocator.h"
-#include "core/thread_pool.h"
+#include "nexus/core/allocator.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/tensor.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"

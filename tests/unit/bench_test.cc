@@ -15,7 +15,7 @@
 #include <set>
 
 #include "backends/cpu/quant.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "io/gguf_stream_writer.h"
 #include "harness/random_model.h"
 

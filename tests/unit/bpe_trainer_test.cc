@@ -1,6 +1,6 @@
 // BPE trainer: hand-computed first merges, tie-breaks, special-token text, round trips of the
 // trained vocabulary through GGUF and Tokenizer::load, compression, determinism, safe chunking.
-#include "tokenizer/bpe_trainer.h"
+#include "nexus/tokenizer/bpe_trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/tokenizer.h"
 #include "test_paths.h"
 #include "tokenizer/bpe.h"

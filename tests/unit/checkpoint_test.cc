@@ -1,6 +1,6 @@
 // Checkpoint files: round trip, every kind of damage caught with the file named, pruning; the
 // metrics log and the loss plot.
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "plot/svg_line_chart.h"
-#include "train/metrics.h"
+#include "nexus/train/metrics.h"
 
 namespace nexus::train {
 namespace {

@@ -1,6 +1,6 @@
 // DataLoader: seeded determinism independent of prefetching, restore(), windows that are slices of
 // the file, clean shutdown with a blocked producer, size errors; SequentialBatches' full pass.
-#include "train/data_loader.h"
+#include "nexus/train/data_loader.h"
 
 #include <gtest/gtest.h>
 

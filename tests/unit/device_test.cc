@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda.h"
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 
 namespace nexus {
 namespace {

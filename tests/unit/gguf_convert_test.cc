@@ -1,6 +1,6 @@
 // GGUF type conversion: convert_row across F32/F16/BF16, clear errors for types it cannot handle
 // yet, and which tensors convert_gguf converts.
-#include "compress/gguf_convert.h"
+#include "nexus/compress/gguf_convert.h"
 
 #include <gtest/gtest.h>
 

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "io/llama2c.h"
-#include "io/mapped_file.h"
+#include "nexus/io/llama2c.h"
+#include "nexus/io/mapped_file.h"
 #include "test_paths.h"
 
 namespace nexus {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 namespace nexus {
 namespace {

@@ -1,5 +1,5 @@
 // GGUF writer/reader round trip and reading the real stories260K file.
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 // Training memory: the breakdown matches the allocations (and a training step allocates nothing
 // beyond it), the batch search finds the exact boundary, and the size / shape parsers.
-#include "train/memory_plan.h"
+#include "nexus/train/memory_plan.h"
 
 #include <gtest/gtest.h>
 
-#include "core/allocator.h"
-#include "train/model_shape.h"
-#include "train/train_model.h"
+#include "nexus/core/allocator.h"
+#include "nexus/train/model_shape.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/model.h"
 #include "test_paths.h"
 

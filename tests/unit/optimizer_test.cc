@@ -1,7 +1,7 @@
 // The optimizers by hand: SGD and Adafactor on tiny tensors against values worked out on paper,
 // bit-exact resume from state() for every optimizer, the factory's errors, and the state memory
 // of the L15M shape.
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
 #include "profile/memory.h"

@@ -1,6 +1,6 @@
 // Sampler tests: RNG known answers, each chain stage against hand-computed values, the empirical
 // distribution against softmax(logits / T), penalties, determinism and parameter validation.
-#include "runtime/sampler.h"
+#include "nexus/runtime/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "core/rng.h"
+#include "nexus/core/rng.h"
 
 namespace nexus {
 namespace {

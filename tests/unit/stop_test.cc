@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
+#include "nexus/core/rng.h"
 
 namespace nexus {
 namespace {

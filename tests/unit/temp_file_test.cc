@@ -1,6 +1,6 @@
 // TempFile: committed files land under their name, abandoned ones vanish, space is checked before
 // any byte is written, and a SIGTERM during a write removes the temporary file.
-#include "io/temp_file.h"
+#include "nexus/io/temp_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -13,7 +13,7 @@
 #include <string>
 
 #include "io/gguf_stream_writer.h"
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus {
 namespace {

@@ -1,7 +1,7 @@
 // ThreadPool: every index or unit is handed out exactly once, whichever thread takes it, for
 // parallel_for, run_chunks and steal_for (whose shares are split while threads walk them); a slow
 // thread's share is taken over by the others.
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 #include <gtest/gtest.h>
 

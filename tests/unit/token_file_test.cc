@@ -1,6 +1,6 @@
 // Token files: write/read round trips in both widths, and every kind of damaged file rejected with
 // a message naming the file and the fault.
-#include "train/token_file.h"
+#include "nexus/train/token_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 
 namespace nexus {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "test_paths.h"
 
 namespace nexus {

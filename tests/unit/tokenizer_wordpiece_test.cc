@@ -2,7 +2,7 @@
 // GGUF ("\u2581word" starts, bare continuations) and Hugging Face's ("word", "##cont").
 #include <gtest/gtest.h>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/tokenizer.h"
 #include "tokenizer/wordpiece.h"
 

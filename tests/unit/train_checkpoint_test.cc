@@ -5,10 +5,10 @@
 
 #include <cstring>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "profile/memory.h"
 #include "test_paths.h"
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 namespace {

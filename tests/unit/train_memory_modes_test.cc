@@ -7,9 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "test_paths.h"
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 #include "trainer_test_util.h"
 
 namespace nexus::train {

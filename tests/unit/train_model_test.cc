@@ -1,6 +1,6 @@
 // TrainModel plumbing: export to GGUF and reload through the inference path (same logits), import
 // of F16 weights, random init, config validation, and the optimizer's clipping and LR schedules.
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/context.h"
 #include "test_paths.h"
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 
 namespace nexus::train {
 namespace {

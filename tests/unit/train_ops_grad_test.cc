@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "ops/rope.h"
-#include "train/train_ops.h"
+#include "nexus/train/train_ops.h"
 #include "unit/train_grad_util.h"
 
 namespace nexus::train {

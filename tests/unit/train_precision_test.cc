@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "test_paths.h"
-#include "train/train_model.h"
+#include "nexus/train/train_model.h"
 #include "trainer_test_util.h"
 
 namespace nexus::train {

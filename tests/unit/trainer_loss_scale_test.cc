@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 #include "trainer_test_util.h"
 
 namespace nexus::train {

@@ -1,6 +1,6 @@
 // Trainer: gradient accumulation equals one big batch, and a run resumed from a checkpoint is
 // bit-identical to an uninterrupted one.
-#include "train/trainer.h"
+#include "nexus/train/trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "train/checkpoint.h"
+#include "nexus/train/checkpoint.h"
 #include "trainer_test_util.h"
 
 namespace nexus::train {

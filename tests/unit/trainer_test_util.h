@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "test_paths.h"
-#include "train/token_file.h"
-#include "train/train_model.h"
-#include "train/trainer.h"
+#include "nexus/train/token_file.h"
+#include "nexus/train/train_model.h"
+#include "nexus/train/trainer.h"
 
 namespace nexus::train::test {
 

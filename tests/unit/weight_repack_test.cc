@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "backends/cpu/repack.h"
-#include "io/gguf.h"
-#include "io/mapped_file.h"
+#include "nexus/io/gguf.h"
+#include "nexus/io/mapped_file.h"
 #include "harness/random_model.h"
 #include "nexus/context.h"
 #include "nexus/model.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "nexus/status.h"
-#include "train/metrics.h"
+#include "nexus/train/metrics.h"
 
 namespace nexus::plot {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "nexus/status.h"
 
 namespace nexus {

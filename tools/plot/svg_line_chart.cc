@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "io/mapped_file.h"
+#include "nexus/io/mapped_file.h"
 #include "plot/svg_chart.h"
 
 namespace nexus {

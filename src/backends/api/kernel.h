@@ -7,7 +7,7 @@
 
 #include <span>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/status.h"
 
 namespace nexus {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kv_cache.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus {
 

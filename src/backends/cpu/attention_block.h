@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 #include "backends/cpu/attention.h"
 #include "backends/cpu/kv_cache.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/quant.h"
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus::cpu {
 

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "backends/cpu/quant.h"
-#include "core/allocator.h"
+#include "nexus/core/allocator.h"
 #include "profile/memory.h"
 
 namespace nexus {

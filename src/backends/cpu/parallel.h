@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/thread_pool.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus::cpu::par {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nexus/status.h"
-#include "core/rng.h"
+#include "nexus/core/rng.h"
 
 namespace nexus {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.h"
-#include "train/train_model.h"
+#include "nexus/core/thread_pool.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "nexus/status.h"
-#include "core/rng.h"
-#include "train/token_file.h"
+#include "nexus/core/rng.h"
+#include "nexus/train/token_file.h"
 
 namespace nexus {
 

@@ -8,10 +8,10 @@
 #include <optional>
 
 #include "nexus/status.h"
-#include "train/data_loader.h"
-#include "train/optimizer.h"
-#include "train/precision.h"
-#include "train/train_model.h"
+#include "nexus/train/data_loader.h"
+#include "nexus/train/optimizer.h"
+#include "nexus/train/precision.h"
+#include "nexus/train/train_model.h"
 
 namespace nexus::train {
 

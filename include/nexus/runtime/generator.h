@@ -11,7 +11,7 @@
 #include "nexus/context.h"
 #include "nexus/status.h"
 #include "nexus/tokenizer.h"
-#include "runtime/sampler.h"
+#include "nexus/runtime/sampler.h"
 
 namespace nexus {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/format_bytes.h"
+#include "nexus/core/format_bytes.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
 

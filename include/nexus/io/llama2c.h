@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/status.h"
 
 namespace nexus {

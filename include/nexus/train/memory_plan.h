@@ -7,7 +7,7 @@
 
 #include "nexus/model.h"
 #include "nexus/status.h"
-#include "train/optimizer.h"
+#include "nexus/train/optimizer.h"
 
 namespace nexus::train {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "io/gguf.h"
+#include "nexus/io/gguf.h"
 #include "nexus/dtype.h"
 #include "nexus/status.h"
 
@@ -19,6 +19,10 @@ namespace nexus {
 DType fallback_type(DType target, int64_t cols);
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
                    std::vector<float>& scratch);
+
+// True when `t` is a weight type convert_gguf can write (it has CPU kernels and is not an
+// activation-only type such as Q8_K or Q8_1).
+bool is_weight_target(DType t);
 
 // llama.cpp's general.file_type (LLAMA_FTYPE_*) for a file whose weights are mostly `t`.
 std::optional<uint32_t> file_type_for(DType t);

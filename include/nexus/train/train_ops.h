@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "nexus/model.h"
-#include "train/precision.h"
+#include "nexus/train/precision.h"
 
 namespace nexus {
 class ThreadPool;

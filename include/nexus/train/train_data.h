@@ -7,7 +7,7 @@
 
 #include "nexus/status.h"
 #include "nexus/tokenizer.h"
-#include "train/token_file.h"
+#include "nexus/train/token_file.h"
 
 namespace nexus::train {
 
