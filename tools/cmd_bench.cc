@@ -107,6 +107,8 @@ int bench_main(int argc, char** argv) {
   app.add_option("-r,--repetitions", reps_raw, "timed runs per test (after one warm-up run)");
   app.add_option("-o,--output", output, "md | json | csv");
   app.add_option("--kv-type", kv_name, "KV cache type: f32 | f16 | q8_0");
+  int64_t kv_block = 0;
+  app.add_option("--kv-block", kv_block, "KV cache block size in positions (0: the context)");
   app.add_option("--bandwidth", bandwidth,
                  "memory read bandwidth in GB/s (e.g. from nexus_membw): report tg's bound");
   app.add_option("--seed", seed, "seed for the random token ids");
@@ -164,6 +166,7 @@ int bench_main(int argc, char** argv) {
   BenchOptions opts;
   opts.repetitions = reps.value()[0];
   opts.kv_type = *kv;
+  opts.kv_block = kv_block;
   opts.bandwidth_gbps = bandwidth;
   opts.seed = seed;
   const BenchEnv env{NEXUS_BUILD_COMMIT, cpu_model_name()};

@@ -30,6 +30,9 @@ int perplexity_main(int argc, char** argv) {
   app.add_option("--chunks", chunks, "chunks to evaluate (-1: all)")->capture_default_str();
   app.add_option("-t,--threads", threads, "threads")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  int64_t kv_block = 0;
+  app.add_option("--kv-block", kv_block, "KV cache block size in positions (0: the context)")
+      ->capture_default_str();
   app.add_flag("--no-bos", no_bos,
                "keep each chunk's first token (default: BOS replaces it when "
                "the model adds BOS)");
@@ -63,6 +66,7 @@ int perplexity_main(int argc, char** argv) {
   ContextOptions co;
   co.n_ctx = n_ctx;
   co.kv_type = *kv;
+  co.kv_block = kv_block;
   co.n_threads = threads;
   co.max_batch = std::min(n_batch, n_ctx);
   auto ctx = Context::create(**model, co);

@@ -134,6 +134,7 @@ Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& inf
   ContextOptions co;
   co.n_threads = test.n_threads;
   co.kv_type = opts.kv_type;
+  co.kv_block = opts.kv_block;
   co.n_seq = n_seq;
   co.n_ctx = depth + (pp ? test.n_prompt : test.n_gen);
   co.max_batch = std::max(timed_batch, fill_batch);

@@ -31,6 +31,7 @@ inline constexpr int kBenchDepthBatch = 512;
 struct BenchOptions {
   int repetitions = 5;  // timed runs after the warm-up run
   DType kv_type = DType::kF16;
+  int64_t kv_block = 0;       // KV cache block size in positions (0: one block per sequence)
   double bandwidth_gbps = 0;  // > 0: report tg's bandwidth bound and the fraction reached
   uint64_t seed = 1234;       // random token ids
   // Called before the warm-up and each timed run ("warm-up", "run 2/5"); may be empty.

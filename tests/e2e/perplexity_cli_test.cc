@@ -60,6 +60,19 @@ TEST(PerplexityCli, PrintsEachChunkAndTheFinalEstimate) {
   EXPECT_NEAR(final_ppl(one.out), std::stod(m[1]), 2e-4 * std::stod(m[1])) << one.out;
 }
 
+// A cache paged in blocks of 16 positions (each 64-token chunk over four blocks, given back and
+// taken again from chunk to chunk) scores the text as the contiguous cache does.
+TEST(PerplexityCli, PagedKvCacheGivesTheSamePerplexity) {
+  const std::string args = "perplexity -m " + quoted(kModel) + " -f " + quoted(text_file()) +
+                           " -c 64 --chunks 4 -t 2";
+  CliResult plain = run_cli(args);
+  CliResult paged = run_cli(args + " --kv-block 16");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(paged.code, 0) << paged.err;
+  EXPECT_NEAR(final_ppl(paged.out), final_ppl(plain.out), 1e-4 * final_ppl(plain.out))
+      << paged.out;
+}
+
 TEST(PerplexityCli, BadInputIsAClearError) {
   const std::string base = "perplexity -m " + quoted(kModel) + " ";
   struct Case {
