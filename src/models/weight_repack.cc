@@ -28,11 +28,10 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // The decision. Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices of at least one group of rows are repacked
 // to Q4_0x8, Q5_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8. In a model loaded from a file mapping every other
-// matrix (and the norms' and biases' vectors) is copied as it is into the same huge pages: on this
-// VM the file mapping's 4 KiB pages cost a TLB miss per page walked (tg64 with and without the
-// copy, alternating: Q06B F32 7.7-7.9 -> 12.6-12.7 t/s, F16 19.0-19.2 -> 24.1-24.2, Q8_0 37.2-37.9
-// -> 43.7-44.1; L110M F16 +5%). The token table alone (untied) is read a few rows per token and
-// stays a view of the file. Null: not repacked.
+// matrix (and the norms' and biases' vectors) is copied as it is into the same huge pages: the file
+// mapping's 4 KiB pages cost a TLB miss per page walked (decode 5-60% faster from the copy;
+// docs/KERNELS.md). The token table alone (untied) is read a few rows per token and stays a view
+// of the file. Null: not repacked.
 const cpu::RepackedLayout* repack_layout(const Tensor& t) {
   if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return nullptr;
   return cpu::layout_of_base(t.dtype());

@@ -31,9 +31,9 @@ struct MappedSource {
 // (embed_rows reads the repacked layouts, so a tied token table is repacked once and shared). With
 // a `source` (the weights are views of that file's mapping) every other matrix, and every norm and
 // bias vector, is copied unchanged too, and the bytes are read from the file with pread in 4 MiB
-// chunks rather than through the mapping (no 4 KiB page faults on the source: Q06B F32 `nexus run
-// -n 1` 0.98 -> 0.56-0.59 s; a chunk whose ends differ from the mapping's, a file replaced since it
-// was mapped, is taken from the mapping), then the mapping's pages of each chunk are dropped
+// chunks rather than through the mapping (no 4 KiB page faults on the source, which made loading
+// Q06B F32 take 1.7x as long; a chunk whose ends differ from the mapping's, a file replaced since
+// it was mapped, is taken from the mapping), then the mapping's pages of each chunk are dropped
 // (madvise MADV_DONTNEED; they would be read again from the file if touched), so resident memory
 // does not double, and once more for every copied tensor at the end: afterwards nothing but an
 // untied token table (lookups read a few rows) is read through the mapping, and no page of it stays

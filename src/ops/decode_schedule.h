@@ -17,8 +17,8 @@ namespace nexus {
 
 class DecodeSchedule {
  public:
-  // Bytes of its next share a worker prefetches: half of this host's 512 KiB L2 (64 KiB to
-  // 4 MiB measured alike, docs/PERFORMANCE.md).
+  // Bytes of its next share a worker prefetches: half of a 512 KiB L2 (sizes from 64 KiB to 4 MiB
+  // measured alike).
   static constexpr size_t kPrefetchBytes = 256 * 1024;
   // Batches of at most this many tokens are decode steps (larger ones are prefill, compute-bound).
   static constexpr int64_t kMaxTokens = 8;

@@ -76,20 +76,9 @@ void run_rows(const cpu::GemmProblem& p, int64_t r0, int64_t r1) {
 }
 
 // Weight bytes a thread claims at a time on its share, per token (ThreadPool::steal_for): each
-// thread walks one unbroken stream and only the end of a matmul is rebalanced. The split before it
-// (75% of the units in one share per thread, the rest in 8 chunks claimed in turn) restarted a
-// stream at each chunk, about 1 us each. Measured on the Intel host, 2 threads:
-// - 112 back-to-back Q4_0x8 matmuls of Q06B's layer shapes in one buffer (a standalone program,
-//   since then BM_DecodeLayerMatmuls in bench/micro/quant_bench.cc):
-//   6.86-7.08 ms -> 6.54-6.65 (static halves 6.36-6.51; 16 KiB pieces 6.54, 64 KiB 6.48);
-// - Q06B tg64, two binaries alternating: Q4_0 84.8 -> 84.9 t/s, Q4_K_M 79.7 -> 79.3, Q8_0 53.1 ->
-//   53.1 (in an earlier window, with an environment switch: Q4_0 81.5 -> 83.9, Q8_0 52.4 -> 54.8);
-//   L15M Q4_0 tg128 3,041 -> 3,385 (medians of 5, noisy);
-// - batched decode (-b 8), where each piece re-reads 8 tokens' activations: 32 KiB pieces lost 5%
-//   (272 against 280-292 t/s), 32 KiB per token measure 283-297 against 280-290 (Q4_0) and 271-273
-//   against 270-271 (Q4_K_M).
-// Static halves measured like stealing. With a busy process (`yes`) sharing the cores, the old
-// split and stealing decode alike (Q06B Q4_0 tg64 45.8-48.4 against 45.1-46.6 t/s).
+// thread walks one unbroken stream (chunks claimed in turn restarted it each time) and only a
+// matmul's end is rebalanced. Per token: a batch re-reads its activations for every piece
+// (measured: docs/KERNELS.md).
 constexpr int64_t kStealBytes = 32 * 1024;
 
 int64_t units_of(const Tensor& w) { return (w.dim(0) + kUnitRows - 1) / kUnitRows; }

@@ -56,9 +56,8 @@ void matmul_group_prefetch(const Tensor* const* w, int count, int64_t n_tokens, 
 // OpenBLAS sgemm on weights expanded to f32 panels): from cpu::kBlasMinTokens tokens on, except for
 // the repacked layouts (Q4_0x8, Q8_0x8, Q5_0x8, Q4_Kx8, Q6_Kx8). Otherwise it runs the type's dot
 // kernels on activations converted to cpu::vec_dot_type (8-bit for the block types), at any token
-// count: the repacked layouts' integer kernels beat sgemm on f32 panels at prefill too (AMD host,
-// Q06B pp512: 190 -> 433 t/s for Q4_0; PERFORMANCE.md), while the other block types' dot loops do
-// not.
+// count: the repacked layouts' integer kernels beat sgemm on f32 panels at prefill too (over 2x for
+// Q4_0; docs/KERNELS.md), while the other block types' dot loops do not.
 bool matmul_on_blas(DType w, int64_t n_tokens);
 
 // Bytes matmul takes from the scratch arena for this weight and token count (before alignment).

@@ -261,8 +261,8 @@ int64_t padded(int64_t t) {
 }
 
 // yt[d][j] = y[j][d] for d < hd, j < t; zeros for j in [t, padded(t)). In blocks of 16 rows of
-// y, whose cache lines stay in L1 while every d walks them (a plain walk down each column took
-// 15.7 us instead of 3.4 at t 256, head 64: its 1536-byte stride maps the rows onto few L1 sets).
+// y, whose cache lines stay in L1 while every d walks them (a plain walk down each column took 4-5
+// times as long at t 256, head 64: its 1536-byte stride maps the rows onto few L1 sets).
 template <class V>
 void transpose(float* yt, const float* y, int64_t ldy, int64_t t, int64_t hd) {
   const int64_t tp = padded<V>(t);

@@ -37,28 +37,21 @@ void zero(float* p, int64_t n, ThreadPool* pool, void (*clear)(float*, int64_t) 
   pool->parallel_for(n, [&](int64_t i0, int64_t i1) { clear(p + i0, i1 - i0); }, 1 << 17);
 }
 
-// Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary).
-// BM_TrainOutputHead (bench/micro/train_bench.cc) at L15M, CPU time of the head over 2048 rows:
-// blocks of 64 / 131 / 256 / 512 / 2048 rows cost 1.20 / 1.12 / 1.02 / 1.00 / 1.00 of the full
-// GEMMs: below ~256 rows the weight-gradient GEMM (k = rows) re-reads its 37 MB output too often.
+// Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary):
+// below ~256 rows the weight-gradient GEMM (k = rows) re-reads its 37 MB output too often
+// (BM_TrainOutputHead; docs/KERNELS.md).
 constexpr int64_t kHeadBlockFloats = int64_t{1} << 23;
 // ... but never fewer rows than this (the batch permitting): with GPT-2's 50k vocabulary 8 Mi
-// logits are 166 rows, and BM_TrainOutputHead/ROWS/1 (GPT-2's head over 1024 rows, two threads)
-// costs 804 / 759 / 684 / 667 ms in blocks of 166 / 256 / 512 / 1024 rows; 512 rows of 50k
-// logits are 98 MiB.
+// logits are 166 rows, for which its head runs about 17% slower than in blocks of 512 (98 MiB).
 constexpr int64_t kMinHeadRows = 512;
 // With the tied embedding's rows deferred (TrainOptions::row_updates) the logits share memory with
-// the embedding's dense gradient, so fewer rows at a time: GPT-2's 256 rows are 49 MiB against
-// 98 at 512. On the Zen 3 host (AVX2) BM_TrainOutputHead/ROWS/1 takes 1,765 / 1,824 / 2,080 ms
-// at 512 / 256 / 166 rows: 256 rows cost under 1% of a GPT-2 step against 512 and keep its peak
-// RSS 26 MiB under 384 rows' (1,712 -> 1,686 MiB, --grad-checkpoint --optimizer-in-backward).
+// the embedding's dense gradient, so fewer rows at a time: GPT-2's 256 rows are 49 MiB against 98
+// at 512, for under 1% of a step and a lower peak RSS (docs/KERNELS.md).
 constexpr int64_t kDeferredHeadRows = 256;
 // With no memory-saving mode set, as many rows at a time as 64 Mi logits hold (256 MiB): the whole
 // batch for L15M (2048 x 32000) and GPT-2 124M (1024 x 50257) at their benchmark shapes. The head's
-// weight is then packed once a step and its gradient read and written once. GPT-2:
-// BM_TrainOutputHead over 1024 rows 669 ms in blocks of 512 rows, 618 in one; step 2.28-2.34 ->
-// 2.24 s for 103 MiB more peak RSS. L15M (batch 8 x 256): step 0.623-0.625 -> 0.612-0.613 s
-// against blocks of 512, for 196 MiB more (640 -> 836 MiB).
+// weight is then packed once a step and its gradient read and written once: a few percent of a
+// step for 100-200 MiB more peak RSS (docs/KERNELS.md).
 constexpr int64_t kPlainHeadLogits = int64_t{1} << 26;
 
 }  // namespace
@@ -479,11 +472,9 @@ std::span<const float> TrainModel::grads() const {
   return const_cast<TrainModel*>(this)->grads();
 }
 
-// Split over the pool: one thread's memset of GPT-2 124M's 497 MB of gradients took ~45 ms a step
-// (the step's own time in --profile-summary), two threads about half.
-// With streaming stores where the CPU has AVX2: a plain memset first reads every line it clears
-// (GPT-2 124M's 497 MB on two threads, standalone: 25.5 ms with memset, 12.5 with streaming
-// stores), and the gradients are not read again until their backward GEMM.
+// Split over the pool (one thread's memset of GPT-2's gradients was a visible part of a step),
+// with streaming stores where the CPU has AVX2: a plain memset first reads every line it clears
+// (twice the time), and the gradients are not read again until their backward GEMM.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
   zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(), clear_stream);

@@ -41,7 +41,7 @@ namespace {
 // GEMMs below run each share on its own thread (TrainModel keeps OpenBLAS, where it is used, at
 // one thread): threaded OpenBLAS left a worker spinning for up to 2^28 cycles after every call,
 // which on a two-core machine took half the CPU from the pool's element-wise ops between the
-// GEMMs (GPT-2 124M: attention forward 10.3 -> 6.8 ms, GELU 5.9 -> 3.0 ms per call).
+// GEMMs.
 constexpr int64_t kShareAlign = 16;  // share sizes a multiple of the GEMM kernels' widths
 // With our GEMM (cpu/gemm_f32.h) a share computes every element in the order the whole GEMM does.
 // OpenBLAS does not (NEXUS_NO_F32_GEMM=1): on AVX-512 builds its small-matrix kernels (products of
@@ -91,13 +91,13 @@ bool use_amx(bool bf16_operands, int64_t m, int64_t n, int64_t k) {
 // C[m x n] (+)= op(A) op(B) on AMX tiles (cpu::gemm_bf16_amx_rows): op(A) is converted to bf16
 // once, its rows split over the pool, into the calling thread's buffer; then each thread takes a
 // share of C's columns and packs only its own columns of op(B). (Each thread converting op(A)
-// itself cost GPT-2's bf16 step 7%: 536-538 -> 572-579 tokens/s.)
+// itself cost GPT-2's bf16 step 7%.)
 void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               const float* a, int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
               int64_t ldc) {
   // A tall C (the head's d weight: 32000 x 288 for L15M) goes in shares of rows instead: each
   // thread converts only its own rows, and the small op(B) packed by both costs less than both
-  // threads streaming all of op(A) (L15M bf16: 2,871-2,909 tokens/s by columns, 3,081-3,095 so).
+  // threads streaming all of op(A) (the L15M bf16 step 7% faster than by columns).
   if (pool != nullptr && pool->size() > 1 && m > 4 * n) {
     pool->run([&](int t, int nt) {
       const int64_t share = ((m + nt - 1) / nt + 31) / 32 * 32;
@@ -144,9 +144,8 @@ void amx_gemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n
 // Shares of dinp's 144 or 384 columns made every thread pack all of dout (512 x 32000 floats for
 // L15M's head block); chunks of oc read each element of dout and w once. Every chunk goes to the
 // calling thread's buffer, and the chunks are added to dinp in chunk order, so the result does not
-// depend on the thread count (the chunks depend on the shape only).
-// Standalone, 2 threads, ms per head block of 512 rows: L15M 31.2-31.6 -> 28.4-28.7 (+10%),
-// GPT-2 122.2-122.5 -> 115.0-115.2 (+6%).
+// depend on the thread count (the chunks depend on the shape only). 6-10% faster per head block
+// than the column shares (docs/KERNELS.md).
 constexpr int64_t kSplitKRatio = 16;     // oc >= this many times c
 constexpr int64_t kSplitKChunk = 16384;  // at most this many of oc per chunk
 
@@ -154,12 +153,10 @@ bool split_k(int64_t c, int64_t oc) { return oc >= kSplitKRatio * c && oc > kSpl
 
 // Rows of d weight per GEMM call. OpenBLAS packs op(A) of dw += dout^T inp, up to 448 x ~18k
 // floats, into its per-thread buffer, so one call over GPT-2's head share (25k vocabulary rows)
-// touched ~25 MiB of it on each thread, for as long as the process lives. Calls of 2048 rows touch
-// 2.7 MiB and run as fast (one thread, 512 x 768 inputs: 100.4 ms whole, 100.7 in 2048-row calls).
-// Our GEMM packs all of a call's op(A) (rows x up to 768 floats per thread): calls of 1024 rows
-// keep that at 3 MiB and run as fast as 2048 (two threads, 768 x 512 inputs: 401-406 GFLOP/s
-// both). Each element sums over the same inner index in the same order whatever the calls' rows,
-// so the bits are those of one call (MatmulWeightGradInRowCallsIsOneCall).
+// touched ~25 MiB of it on each thread, for as long as the process lives; our GEMM packs all of a
+// call's op(A). Calls of 1024 rows keep either under 3 MiB and run as fast as larger ones
+// (docs/KERNELS.md). Each element sums over the same inner index in the same order whatever the
+// calls' rows, so the bits are those of one call (MatmulWeightGradInRowCallsIsOneCall).
 constexpr int64_t kDwRows = 1024;
 
 void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float* w, int64_t n,
@@ -167,12 +164,10 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
   const int64_t chunks = (oc + kSplitKChunk - 1) / kSplitKChunk;
   const int64_t part = n * c;
   // Chunk j on OpenBLAS: partial_j [c x n] = (dout[:, chunk] w[chunk, :])^T, as w^T dout^T: it
-  // runs the transposed product 4-7% faster on these shapes (one thread, 512 tokens: L15M's
-  // 288 x 16000 chunk 31.1 -> 29.1 ms, GPT-2's 768 x 12564 59.4 -> 55.2; medians of 12).
-  // Our GEMM (cpu/gemm_f32.h) takes the chunk as it comes, dout[:, chunk] w[chunk, :]: 8-9% faster
-  // than OpenBLAS's on that form, 2-5% than its transposed one. Then chunk 0 adds straight into
-  // dinp (only its GEMM writes dinp until the partials are added), and partial_j [n x c] holds
-  // chunk j >= 1: one partial less to store and add.
+  // runs the transposed product 4-7% faster on these shapes. Our GEMM (cpu/gemm_f32.h) takes the
+  // chunk as it comes, dout[:, chunk] w[chunk, :], faster than either OpenBLAS form. Then chunk 0
+  // adds straight into dinp (only its GEMM writes dinp until the partials are added), and
+  // partial_j [n x c] holds chunk j >= 1: one partial less to store and add.
   const bool ours = cpu::gemm_f32_active();
   const int64_t first = ours ? 1 : 0;      // the first chunk that goes to a partial
   thread_local std::vector<float> buffer;  // the calling thread's (see amx_gemm)
@@ -222,22 +217,19 @@ void dinp_split_k(ThreadPool* pool, float* dinp, const float* dout, const float*
 
 // Whether a forward or d-input GEMM [n x ...] splits its rows (tokens) over the pool instead of its
 // output columns. Each share is then a full-width GEMM over fewer tokens and packs the whole
-// weight, where a column share packs every token's input. Measured (two threads, one OpenBLAS
-// thread each, GFLOP/s, columns -> rows; GPT-2 124M and L15M's block GEMMs at 1024 / 2048
-// tokens): forward 1024x768x3072 384 -> 399, 1024x3072x768 363 -> 383, 1024x768x768 352 -> 388,
-// 2048x288x768 337 -> 389, 2048x768x288 320 -> 367; d input 1024x768x3072 363 -> 382, L15M's
-// 325 -> 362 and 371 -> 403. Columns stay for the output head's forward (oc >= 16 c: 371 against
-// 350-357 at GPT-2's), the d input when c >= 4 oc (GPT-2's down projection: 398 against 389) and
-// short batches (256 tokens: about equal). The shares still compute every element as the whole
-// GEMM does (the same bits for any thread count).
+// weight, where a column share packs every token's input: 4-15% faster on GPT-2 124M's and L15M's
+// block GEMMs (docs/KERNELS.md). Columns stay where they measured as fast or faster: the output
+// head's forward (oc >= 16 c), the d input when c >= 4 oc (GPT-2's down projection) and short
+// batches. The shares still compute every element as the whole GEMM does (the same bits for any
+// thread count).
 bool split_rows(ThreadPool* pool, int64_t n, bool shape_ok) {
   return pool != nullptr && pool->size() > 1 && shape_ok && n >= 256 * pool->size();
 }
 
 // C[m x n] (+)= op(A)[m x k] op(B) on the calling thread (alpha 1, beta 0 or 1): our f32 GEMM
 // (backends/cpu/gemm_f32.h: AVX-512 or AVX2) where it is active, else OpenBLAS. On AVX-512 ours
-// runs the step's shapes faster than sgemm (PERFORMANCE.md, "Our own f32 GEMM"); on AVX2 the L15M
-// step measured 0.90-0.97x of OpenBLAS's speed, and ours is kept there because its results do not
+// runs the step's shapes faster than sgemm (docs/KERNELS.md, "Training f32 GEMM"); on AVX2 it runs
+// the L15M step up to 10% slower than OpenBLAS, and is kept there because its results do not
 // depend on the split (OpenBLAS's do). row_sums (A^T's row sums, our GEMM only: the caller passes
 // it only when gemm_f32_active()) as in gemm_f32.
 void gemm_on_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
@@ -352,9 +344,7 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   // d logits it claims, into one [n x c] output, where the chunks of oc had each thread pack all n
   // rows of its chunk into a partial of its own, then added (per-thread working set 3.1 MB of
   // packed d logits + 2.4 MB of output at L15M's 2048 rows, against 1.5 + 1.2 MB). The same bits
-  // for any thread count either way. Two threads, medians of 5 in one process, alternating:
-  // L15M's head d input over 2048 rows 334 -> 291 ms, GPT-2's over 1024 rows 664 -> 591, over
-  // 512 rows 308 -> 304 (docs/PERFORMANCE.md).
+  // for any thread count either way; the row blocks measured up to 13% faster (docs/KERNELS.md).
   if (dinp && use_amx(bf16_operands, n, c, oc))
     amx_gemm(pool, false, false, n, c, oc, dout, oc, w, c, true, dinp, c);
   else if (dinp && split_k(c, oc) && use_pooled())
@@ -387,9 +377,8 @@ void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp
   else if (ours && !dbias && oc >= kSplitKRatio * c)
     // The output head's: as dw^T [c, oc] += inp^T dout, stored transposed straight into dw. Its
     // op(B), dout, is packed by plain copies of row pieces where dout^T needs a gather of 12
-    // floats from every row (L15M's head d weight over 2048 tokens, two threads: 118-119 -> 107-111
-    // ms; GPT-2's over two blocks of 1024: 424-444 -> 414-416 ms). The same bits: each element
-    // sums the same products in the same order.
+    // floats from every row (2-9% faster; docs/KERNELS.md). The same bits: each element sums the
+    // same products in the same order.
     gemm_shares(pool, oc, n * c, [&](int64_t o0, int64_t o1) {
       cpu::gemm_f32(true, false, c, o1 - o0, n, inp, c, dout + o0, oc, true, dw + o0 * c, c,
                     nullptr, true);

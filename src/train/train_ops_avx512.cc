@@ -81,7 +81,7 @@ inline void zero_range(float* p, int64_t b, int64_t e) {
 
 // Only whole 16-value vectors are stored and read back: the last 1-15 values stay in a register
 // from their exp to their store, because a load that overlaps a masked store cannot take its value
-// from the store buffer (it waits for the store: ~6 us of the 26 per GPT-2 head, 256 rows).
+// from the store buffer (it waits for the store: about a quarter of a GPT-2 head's time).
 void softmax_causal_row_avx512(float* p, int64_t cnt, int64_t t) {
   const float mx = row_max(p, cnt);
   const __m512 m = _mm512_set1_ps(mx);

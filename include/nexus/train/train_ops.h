@@ -32,7 +32,7 @@ void matmul_forward(float* out, const float* inp, const float* w, int64_t n, int
 // over the pool like matmul_forward; a d input whose inner size oc is the vocabulary (oc >= 16 c)
 // is summed in fixed chunks of oc instead, added in chunk order (the same for any thread count).
 // With dbias not null it also does bias_backward(dbias, dout, n, oc): where our f32 GEMM computes
-// dw, summed as it packs dout (GPT-2: the 17 ms a step of separate passes over dout), else after.
+// dw, summed as it packs dout (no separate pass over dout), else after.
 void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                      int64_t n, int64_t c, int64_t oc, ThreadPool* pool = nullptr,
                      bool bf16_operands = false, float* dbias = nullptr);

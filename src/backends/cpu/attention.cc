@@ -21,9 +21,8 @@ constexpr int32_t kTile = 64;
 // of one call per row and head: the call overhead would dominate such small heads.
 constexpr int64_t kNarrowHead = 32;
 // One token over at least this many keys on more than one thread: each thread computes every head
-// over its share of the keys, then the shares are joined (below). Cold Q06B heads on two threads
-// (F16, alternating): 256 keys 77 -> 68 us, 384 keys 102 -> 99 us; L110M's and L15M's about the
-// same at 256 keys, 4-9% faster from 512.
+// over its share of the keys, then the shares are joined (below). From 256 keys that beats the
+// split by heads on cold caches (docs/KERNELS.md).
 constexpr int32_t kSplitKeysMin = 256;
 
 // Scratch of a thread's share of split keys: the kernel's, then its joinable result, then room
@@ -172,9 +171,9 @@ void attention(const float* q, const KvCache& kv, int64_t layer, const int32_t* 
   }
   // One token over a long context: each thread takes every head over its share of the keys, so
   // it reads whole cache rows in order, not its heads' part of every row, and the shares are
-  // joined. Cold 4096-key caches (F16, two threads, alternating): Q06B heads 1,014 -> 963 us,
-  // L110M's 681 -> 624 us. The bits now depend on the thread count (they did not with the split
-  // by heads); each share and the join are within the parity tests' 1e-5 of the reference.
+  // joined (5-9% faster than the split by heads on cold caches). The bits now depend on the thread
+  // count (they did not with the split by heads); each share and the join are within the parity
+  // tests' 1e-5 of the reference.
   const int64_t heads = p.n_heads;
   pool.run([&](int ti, int nt) {
     const int32_t a = lo0 + static_cast<int32_t>(int64_t{cnt} * ti / nt);

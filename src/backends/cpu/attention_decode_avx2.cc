@@ -48,8 +48,7 @@ struct Q8Row {
 // over its multiply-adds instead of issued in one burst, which stalled on the core's few
 // outstanding misses before any FMA ran. finish() issues what is left at once (alone: the whole
 // walk as one burst). The bases share one position, so a step costs little more than its
-// prefetches: with three walks of their own, cold Q06B heads at 4096 keys took 1,288-1,427 us on
-// one thread against 1,114-1,266 with one (AMD host, alternating), two threads 3-4% more.
+// prefetches (a walk per base ran cold heads about 13% slower).
 template <int... kHints>
 class PrefetchWalk {
  public:
@@ -84,13 +83,9 @@ class PrefetchWalk {
 // value pass reads them after the chunk's scores).
 using BlockPrefetch = PrefetchWalk<_MM_HINT_T0, _MM_HINT_T1, _MM_HINT_T1>;
 
-// Prefetch distances in cache rows. With L1 prefetches alone (16 rows ahead, an earlier
-// version) one thread read a cold cache at ~8.5 GB/s on the AMD host; likely because an L1
-// prefetch that misses to DRAM holds one of the core's few miss buffers for the whole trip, where
-// with the far L2 walk the L1 ones find their lines in L2. Cold Q06B heads, 4096 keys (F16, 1 GiB
-// rotated, one thread reading whole rows): 2,100 -> 1,140-1,330 us; far 16-128 and near 0-8 all
-// within 10% of this pair. (On the Intel host an L2 walk 48-128 rows ahead beside the L1 one 16
-// ahead changed nothing.)
+// Prefetch distances in cache rows. An L1 prefetch that misses to DRAM likely holds one of the
+// core's few miss buffers for the whole trip; with the far L2 walk the L1 ones find their lines in
+// L2 (cold heads nearly 2x faster; far 16-128 and near 0-8 within 10%: docs/KERNELS.md).
 constexpr int kNearKeys = 4;
 constexpr int kFarKeys = 32;
 
@@ -195,10 +190,8 @@ void decode(const AttnDecode& a) {
     const uint8_t* v = a.v + c0 * rb;
     // Scores, 8 keys at a time for every head of the range (the block's rows are read whole),
     // with the block's prefetch walks (BlockPrefetch) spread over them: the cache is usually
-    // cold, the weights streamed through since the last token. Q06B Q4_0 tg128, 2 threads:
-    // 17.8-18.9 us per call with the keys 8 ahead and no value prefetch, 15.6-15.7 with keys and
-    // values in bursts before the block; spread, the cold 512-key micro-benchmark went from
-    // 87-99 to 79-85 us (two threads) and 222-260 to 155-193 (one). The far walk runs on into
+    // cold, the weights streamed through since the last token, and the same prefetches issued in
+    // bursts before the block ran slower (docs/KERNELS.md). The far walk runs on into
     // the next chunk (up to the call's last key), so only the first chunk starts with its first
     // kFarKeys rows not yet on their way.
     const int32_t left = a.cnt - c0;

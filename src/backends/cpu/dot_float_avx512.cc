@@ -1,15 +1,13 @@
 // AVX-512 versions of the F32 decode dot product (vec_dot and vec_dot_wrows) and of the F16 rows
-// (vec_dot_wrows), bit-identical to the AVX2 ones (quant_avx2.cc, dot_float_rows_avx2.cc): a 512-bit register holds two of the AVX2
-// kernel's 256-bit accumulators side by side (lanes 0-7 the first, 8-15 the second), so every lane
-// sees the same products in the same order, and the final reduction splits them back and sums
-// them as the AVX2 code does. What changes is the instruction count: one load
-// and one FMA per 64 bytes of F32 weights instead of two. Decode streams the weights, and each
-// core keeps only so many loads in flight: with the activation loads and FMAs removed (timing
-// only) Q06B F32 decoded 13.3 -> 14.2 t/s, so fewer instructions per weight byte buy speed; this
-// kernel: 13.13 -> 13.57 t/s. F16 rows likewise (vec_dot_wrows only: one 512-bit conversion and
-// FMA per 16 values, lanes 0-7 and 8-15 the AVX2 row's two accumulators): L110M F16 122.9 ->
-// 127.0 t/s, whose weights sit in the L3; Q06B F16, from memory, equal (26.25 vs 26.14; 26.50 ->
-// 26.18 in an earlier try).
+// (vec_dot_wrows), bit-identical to the AVX2 ones (quant_avx2.cc, dot_float_rows_avx2.cc): a
+// 512-bit register holds two of the AVX2 kernel's 256-bit accumulators side by side (lanes 0-7 the
+// first, 8-15 the second), so every lane sees the same products in the same order, and the final
+// reduction splits them back and sums them as the AVX2 code does. What changes is the instruction
+// count: one load and one FMA per 64 bytes of F32 weights instead of two. Decode streams the
+// weights, and each core keeps only so many loads in flight, so fewer instructions per weight byte
+// buy speed (Q06B F32 about 3%). F16 rows likewise (vec_dot_wrows only: one 512-bit conversion and
+// FMA per 16 values, lanes 0-7 and 8-15 the AVX2 row's two accumulators): faster where the weights
+// sit in the L3, equal from memory.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,11 +1,10 @@
 // Decode with F16 and F32 weights (vec_dot_wrows; F32 is described at its function). F16: up
 // to eight weight rows against one f32 activation row, one row after the other, each with software
 // prefetches 1 KiB (into L1) and 8 KiB (into L2) ahead in the weight stream (quant_impl.h).
-// Measured on L110M F16 tg64 (alternating runs, 2 threads): one row at a time beats passes of
-// four rows that share the activation loads (117.6 vs 102.1 t/s, medians of 5; the four short
-// interleaved streams defeat the hardware prefetcher even with the next four rows prefetched),
-// and 1 KiB ahead beat 0.5, 2, 4 and 8 KiB. Per row, the accumulators, their order and the tail
-// are those of vec_dot_f16_avx2 (quant_avx2.cc), so every result is bit-identical to it.
+// One row at a time beats passes of four rows that share the activation loads (15% on L110M F16):
+// four short interleaved streams defeat the hardware prefetcher even with the next rows prefetched.
+// Per row, the accumulators, their order and the tail are those of vec_dot_f16_avx2
+// (quant_avx2.cc), so every result is bit-identical to it.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -53,13 +52,8 @@ void vec_dot_wrows_f16_avx2(int64_t n, const void* w, size_t ws, const void* x, 
 // F32: rows of at least kShortF32Row values one at a time through vec_dot_f32_avx2 (bit-identical
 // to it), whose own prefetches (1 KiB and 16 KiB ahead, quant_impl.h) run into the following
 // rows; tiny rows eight, then four at a time (dot8_f32_avx2, dot4_f32_avx2: one accumulator per
-// row, so equal to vec_dot only to f32 rounding; either pass gives a row the same bits). Measured,
-// tg alternating: once vec_dot_f32_avx2 kept its accumulators in registers (it had kept them on
-// the stack), one row at a time beat four-row passes with the next rows' starts prefetched on
-// the Intel host: L110M F32 64.4-66.4 -> 70.9-71.6 t/s, Q06B F32 12.7-13.1 -> 12.7-12.8; a
-// stream of 16 MB F32 matrices on two threads 30.5 -> 32.0 GB/s. Earlier, on the AMD host:
-// L15M F32 (k = 288) four-row passes 544, one row at a time 650 t/s; stories260K (k = 64, 172;
-// all in cache) 17.3k t/s one row at a time against ~29k in passes.
+// row, so equal to vec_dot only to f32 rounding; either pass gives a row the same bits). Longer
+// rows stream faster one at a time; tiny ones, all in cache, in passes (docs/KERNELS.md).
 void vec_dot_wrows_f32_avx2(int64_t n, const void* w, size_t ws, const void* x, int nr,
                             float* out) {
   const auto* wb = static_cast<const uint8_t*>(w);

@@ -34,14 +34,8 @@ namespace {
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ4_K);  // 1152
 // Prefetch distances (fetch_column): two columns ahead into L1 and eight into L2 (2,304 / 9,216
 // bytes, about the other layouts' 2 / 8 KiB in x8_kernel_local.h; the AVX2 builds' far one is
-// 16 KiB, x8_far there). On the AMD host
-// (alternating) one thread streams a 64 MiB matrix at 21-25 GB/s against 15-16 with one
-// and four columns (1,152 / 4,608, chosen on the Intel host, where 2048 /
-// 8192 measured 3-5% under it: ffn_gate_up / attn_output 33.0-33.5 / 29.6-30.3 GB/s against
-// 34.0-35.5 / 31.0-32.1); two and sixteen, four and sixteen: within the noise of two and eight.
-// Q06B Q4_K_M tg64 on two threads, in the fast windows: the Q4_K matmuls 33-34 -> 38-39 GB/s,
-// 83.8-85.6 -> 91.2-91.7 t/s. Prefetching each quarter of the lines beside the matching quarter of
-// the work instead of all at the column's start was slower (Intel host).
+// 16 KiB, x8_far there): faster than one and four columns and than 2 / 8 KiB, wider pairs within
+// the noise; all at the column's start, not spread over its work (docs/KERNELS.md).
 constexpr size_t kPrefetchAhead = 2 * kColumnBytes, kPrefetchFar = x8_far(8 * kColumnBytes);
 
 // Byte j (0..3) of each 32-bit lane of v as the low int16 of that lane and, when kBoth, the high

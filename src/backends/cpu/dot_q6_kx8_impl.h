@@ -32,12 +32,8 @@ namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ6_K);  // 1680
 constexpr size_t kLowOffset = 144, kHighOffset = 1168;
-// Prefetch distances (fetch_column): the far one half the other layouts' (x8_kernel_local.h); in
-// the AVX2 builds 16 KiB (x8_far).
-// Q06B Q4_0 tg64, the Q6_K head's read rate in the profile, 2 runs each (AVX-512 kernel, 2
-// threads): far 8192 30.5-31.1 GB/s, 6720 32.2-32.5, 5040 32.3-33.6, 4096 33.3-34.2, 3072
-// 33.3-34.1, 2048 32.2-32.5 (near 2048; near 1024, 3072-5040 no better). The Q4_Kx8 kernel
-// measured the same at far 3072-8192.
+// Prefetch distances (fetch_column): the far one half the other layouts' (x8_kernel_local.h), where
+// the Q6_K head read fastest; in the AVX2 builds 16 KiB (x8_far). Measured: docs/KERNELS.md.
 constexpr size_t kPrefetchAhead = 2048, kPrefetchFar = x8_far(4096);
 
 // In-lane shuffle of a widened scale pair vector (int16 2r + e = scale of row r, group 2q + e;

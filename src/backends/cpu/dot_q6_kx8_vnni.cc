@@ -4,9 +4,8 @@
 // adjacent in the column, repack.h), so a 64-byte load, one shift, one mask and one vpternlogd
 // (nibble | (high bits & 0x30)) build 64 codes, where the 256-bit kernel spends an and and an or
 // per 32. The pair sums, the -32 offset and the per-super-block FMA are the same exact integers
-// and the same FMA: bit-identical to gemm_q6_kx8_ref and the AVX2 kernel.
-// BM_DecodeRows/14/3 (one thread) against the 256-bit loop: in L2 34.4 -> 38.9-39.2 GB/s, out of
-// cache 23.4 -> 24.9-25.8.
+// and the same FMA: bit-identical to gemm_q6_kx8_ref and the AVX2 kernel. Faster than the 256-bit
+// loop both in L2 and from memory (BM_DecodeRows/14/3).
 #include "backends/cpu/dot_q6_kx8_impl.h"
 
 namespace nexus::cpu {

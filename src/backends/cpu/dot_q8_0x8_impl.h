@@ -24,13 +24,8 @@ namespace nexus::cpu {
 namespace {
 
 constexpr size_t kColumnBytes = kRepackRows * sizeof(BlockQ8_0);  // 272
-// L2 prefetch 4 KiB ahead, half the Q4_0x8 kernel's (x8_kernel_local.h). tg64 alternating
-// (2 threads, `-r 2`, two rounds), far 8192 -> 4096: Q06B Q8_0 (604 MiB, streamed from DRAM)
-// 51.0-51.2 -> 53.1-54.2 t/s; L110M Q8_0 (130 MiB, largely served by this VM's 480 MiB L3)
-// 450-455 -> 423-427. 6144 sits between (51.3 and 441), near 1024 or 4096 is no better, a third
-// prefetch (T2, 8 or 12 KiB ahead) costs 5-10% on Q06B. The DRAM-bound case is the one a machine
-// with an ordinary L3 sees for both models, so it sets the distance. Q4_0x8 measured 34.8-35.2
-// GB/s at 4096 against 36.5-36.9 at 8192 and keeps 8192.
+// L2 prefetch 4 KiB ahead, half the Q4_0x8 kernel's (x8_kernel_local.h): faster than 8 KiB when
+// the weights stream from DRAM, the case an ordinary L3 sees for every model (docs/KERNELS.md).
 constexpr size_t kPrefetchFar = 4096;
 
 // One group (8 rows) against NX tokens; out[t * out_stride + r]. Pairs::Column prepare(codes)

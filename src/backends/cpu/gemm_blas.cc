@@ -31,9 +31,8 @@ void pin_blas_to_one_thread() {
 // F32, F16 and BF16 weights go to our AVX2 GEMM where it is the active f32 GEMM (not on AVX-512
 // hosts, where OpenBLAS's wider kernel was not measured against it; NEXUS_NO_F32_GEMM=1 turns it
 // off): it converts F16 and BF16 rows as it packs them, and skips sgemm's zeroing of C and its
-// packing of the activations again for each panel. pp512 on the Zen 3 host, the two paths
-// alternating run by run in one process: F16 L110M 1.10-1.14x, Q06B 1.11x; F32 L110M 1.05x,
-// Q06B 1.07x, L15M 1.07x (docs/PERFORMANCE.md).
+// packing of the activations again for each panel: 5-14% faster prefill than sgemm
+// (docs/KERNELS.md).
 bool prefill_on_our_gemm(DType w) {
   static const bool on = gemm_f32_active() && !avx512_active();
   return on && (w == DType::kF32 || w == DType::kF16 || w == DType::kBF16);

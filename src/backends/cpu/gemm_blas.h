@@ -16,7 +16,7 @@ constexpr int64_t kBlasMinTokens = 16;
 
 // Sets OpenBLAS to one thread, once per process. Every inference-side caller of sgemm runs on our
 // ThreadPool's threads and calls this first: with OpenBLAS's own threads as well the two cores are
-// oversubscribed (prefill attention 471 -> 8,357 ms on Q06B pp512 when nothing else had pinned it).
+// oversubscribed (Q06B's prefill attention took over 15 times as long when nothing had pinned it).
 void pin_blas_to_one_thread();
 
 // Whether gemm_rows_blas multiplies weights of this type with our AVX2 GEMM (F32; F16 and BF16

@@ -43,7 +43,7 @@ inline __m256 load_first(const float* p, int64_t count) {
 }
 
 // The 6 floats at p (a row of C^T), zeros after them: a 16-byte and an 8-byte load, which the
-// head's d weight (L15M, two threads) ran 5% faster than vmaskmovps (306 -> 290 ms, medians of 7).
+// head's d weight ran 5% faster than vmaskmovps.
 // The 8-byte load is movq through _mm_loadl_epi64, whose operand may be unaligned (p + 4 is only
 // 4-byte aligned; _mm_load_sd dereferences a double, which UBSan reports there).
 inline __m256 load_six(const float* p) {
@@ -87,9 +87,8 @@ inline void fetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM
 
 // C[mr x nr] (+)= sum over k < kp of Apanel(k, r) Bpanel(k, j): both panels k-major, 6 floats a
 // k of op(A), 16 of op(B). Not inlined, and the 12 accumulators are named variables: as arrays
-// (the AVX-512 file's form) GCC kept them on the stack here, and the tile alone ran at 31 GFLOP/s
-// against 78-88 (one Zen 3 core, whose FMA peak is 92). kTransC: C held transposed, 6 floats in
-// each of nr rows.
+// (the AVX-512 file's form) GCC kept them on the stack here, and the tile alone ran at well under
+// half the speed. kTransC: C held transposed, 6 floats in each of nr rows.
 template <bool kTransC>
 __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
                                     const float* __restrict b, float* c, int64_t ldc,
@@ -106,11 +105,8 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
     }
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
          a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
-  // Unrolled (kp is a multiple of 8): the same FMAs in the same order, so the same bits. In one
-  // process, alternating with the plain loop (15 rounds, one Zen 3 core, medians, GFLOP/s): 62.6
-  // -> 70.1 at 1024 x 1536 x 768, 54-58 -> 60-65 on L15M's layer shapes, 60-67 -> 65-71 on its
-  // head's three GEMMs; the best rounds alike (73-82), so it is in the busy host's moments that the
-  // plain loop lost. Unrolled 2 or 4 measured within 2% of 8.
+  // Unrolled (kp is a multiple of 8): the same FMAs in the same order, so the same bits. Faster
+  // than the plain loop on a busy machine (docs/KERNELS.md); 2 or 4 measured within 2% of 8.
 #pragma GCC unroll 8
   for (int64_t k = 0; k < kp; ++k) {
     const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);

@@ -9,10 +9,9 @@
 //     for each 12-row panel of op(A) (its 36 KiB stay in L1 across the block):
 //       for each 32-column panel of op(B): one call of the register tile.
 // (With C transposed the last two loops swap, so one column panel's 32 rows of C^T are finished
-// before the next: L15M's head d weight 116-118 -> 108-110 ms with the fetch of C, one thread.)
-// The tile runs at 95.6% of one core's FMA peak with both panels in cache (96% with op(B) in L1,
-// about the same from L2), against 90% broadcasting from rows of A 784 floats apart and 75% from
-// A's own rows 3 KiB apart (GPT-2's shapes).
+// before the next, and C can be fetched ahead: L15M's head d weight 7% faster.)
+// The tile runs near one core's FMA peak from k-major panels in cache, well above broadcasting
+// from rows of A (docs/KERNELS.md).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -82,8 +81,7 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
     c0[r] = _mm512_setzero_ps();
     c1[r] = _mm512_setzero_ps();
   }
-  // C is read at the end: fetch it now (BM_TrainBlockGemms/1, backward GEMMs that accumulate:
-  // 375-378 GFLOP/s without, 378-381 with).
+  // C is read at the end: fetch it now (about 1% on the backward GEMMs that accumulate).
   if (accumulate && !kTransC)
     for (int r = 0; r < mr; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -191,8 +189,8 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
 // Rows [0, m) of op(A), k in [p0, p0 + kc), into 12-row panels, panel q at dst + q * kp * 12,
 // k-major (12 floats a k). Rows from kc to kp and panel rows past m are zero. Done once a pass
 // for every row of C, then read by every block of columns. (The tile broadcasting from a copy of
-// 12 rows of A, 784 floats apart, ran at 90% of the FMA peak against 95.6% from k-major panels;
-// and 12-row copies made inside the column blocks read A again for every block.)
+// 12 rows of A, 784 floats apart, ran about 5% slower than from k-major panels; and 12-row copies
+// made inside the column blocks read A again for every block.)
 void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, int64_t kc,
             int64_t kp, float* dst, float* sums) {
   if (!trans_a) {  // A(i, k) = a[i * lda + k]: 12 rows x 16 k transposed in registers

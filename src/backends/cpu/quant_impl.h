@@ -11,20 +11,12 @@ namespace nexus::cpu {
 // Prefetch distances of the F16 decode rows (vec_dot_wrows_f16_avx2 and _avx512), one prefetch
 // per 64-byte line of weights: kF16AheadBytes ahead into L1 (1 KiB beat 0.5, 2, 4 and 8 KiB), and
 // kF16FarBytes ahead into L2 only (prefetcht1), which keeps more lines in flight than the near
-// prefetch and the out-of-order window do when two threads stream. Measured, tg alternating
-// (Intel host, 2 threads, near prefetch alone -> with the far one at 8 KiB): Q06B F16 24.9-25.5
-// -> 28.0-28.5 t/s, L110M F16 124 -> 183 (its 221 MB of weights partly in the L3).
+// prefetch and the out-of-order window do when two threads stream (measured: docs/KERNELS.md).
 constexpr int64_t kF16AheadBytes = 1024;
 constexpr int64_t kF16FarBytes = 8192;
-// The same for the F32 dot products (vec_dot_f32_avx2 and _avx512), whose best distances are
-// shorter: with the far one at 8 KiB Q06B F32 was slower (13.5 -> 12.2-12.4 t/s); near 2 KiB
-// alone -> near 1 KiB and far 4 KiB: Q06B F32 13.35-13.79 -> 14.35-14.45 t/s, L110M F32
-// 76.0-78.5 -> 81.2-84.1 (tg alternating; 5 and 6 KiB far measured like 4 KiB or lower). That is
-// the AVX-512 builds' distance (the Intel host). The AVX2 builds prefetch 16 KiB ahead: on the
-// Zen 3 host (tg alternating, 2 threads, paired medians of 4 and 5) 4 -> 16 KiB
-// gave L110M F32 1.08x, 1.10x and 1.03x, Q06B F32 1.15x, 1.05x and 1.04x, L15M F32 0.97x and
-// 1.03x; 8 KiB: L110M 1.08x and 1.03x, Q06B 0.97x and 1.03x. (F16's far prefetch at 16 KiB
-// there: L110M 0.82x, Q06B 1.08x; it keeps 8 KiB.)
+// The same for the F32 dot products (vec_dot_f32_avx2 and _avx512): far 4 KiB in the AVX-512
+// builds (8 KiB was slower), 16 KiB in the AVX2 ones, each the best where it was measured
+// (docs/KERNELS.md).
 constexpr int64_t kF32AheadBytes = 1024;
 #if defined(__AVX512F__)
 constexpr int64_t kF32FarBytes = 4096;
@@ -35,11 +27,8 @@ constexpr int64_t kF32FarBytes = 16384;
 // The prefetches of one step of those loops: the F16 rows' for the 64-byte line at `line`, the
 // F32 dots' for the two lines (128 bytes) at `step`. Locality 3 is prefetcht0, 2 prefetcht1.
 // Internal linkage (static), so the copy compiled into the AVX-512 file is never shared.
-// The F16 pair goes far first in the AVX2 builds: on the Zen 3 host (tg
-// alternating, 2 threads, paired medians of 5) near-then-far -> far-then-near gave L110M F16
-// 1.10x (5 of 5 pairs faster), Q06B F16 1.06x (5 of 5), L15M F16 1.03x. The F32 step's four
-// went the other way (far first: 0.91-0.93x on L15M, L110M and Q06B F32 at 16 KiB, 0.97x and
-// 1.02x at 4 KiB) and keep near first. The AVX-512 builds keep the order measured on their hosts.
+// The F16 pair goes far first in the AVX2 builds (3-10% faster there); the F32 step's four keep
+// near first (far first was slower), as do the AVX-512 builds (docs/KERNELS.md).
 static inline void prefetch_f16_line(const char* line) {
 #if defined(__AVX512F__)
   __builtin_prefetch(line + kF16AheadBytes, 0, 3);

@@ -14,13 +14,11 @@ namespace nexus::cpu {
 namespace {
 
 // Bytes ahead of the current block column that the kernels prefetch: a thread's groups of rows are
-// one sequential stream. Q06B Q4_0 tg64, 2 threads, quiet moment: 1024 and 2048 ahead 59-60 t/s,
-// no prefetch 25 t/s.
+// one sequential stream, which decoded at under half the speed without it (1 and 2 KiB alike).
 constexpr size_t kX8PrefetchAhead = 2048;
 // The far (L2) prefetch distance of a super-block layout (Q4_Kx8, Q6_Kx8: columns of 1-2 KiB):
-// its own (`measured`, chosen where the AVX-512 builds of these kernels run: the Intel and Zen 4
-// hosts) in an AVX-512 build, 16 KiB in the AVX2 builds (fetch_column says what was measured on the
-// Zen 3 host).
+// its own (`measured`, chosen where the AVX-512 builds of these kernels run) in an AVX-512 build,
+// 16 KiB in the AVX2 builds (fetch_column says why).
 constexpr size_t x8_far([[maybe_unused]] size_t measured) {
 #if defined(__AVX512F__)
   return measured;
@@ -30,11 +28,8 @@ constexpr size_t x8_far([[maybe_unused]] size_t measured) {
 }
 
 // And further ahead into L2 only (prefetcht1): with two threads streaming, the loaded memory's
-// latency needs more lines in flight than the near prefetch and the out-of-order window keep.
-// Measured, tg64 alternating (Intel host, 2 threads; 2 KiB near prefetch alone -> with this one
-// 8 KiB ahead): Q06B Q4_0 75.3-75.9 -> 86.6-87.4 t/s, Q4_K_M 71.7-72.0 -> 78.9-79.8, Q8_0
-// 49.6-50.2 -> 49.9-51.0; L110M Q8_0 399-402 -> 451-452, Q4_0 672-702 -> 723-739, Q4_K_M 689-690
-// -> 670-672. 16 KiB ahead measured the same as 8 KiB; 4 or 8 KiB as the near distance was slower.
+// latency needs more lines in flight than the near prefetch and the out-of-order window keep (up
+// to 15% faster decode; 16 KiB measured like 8: docs/KERNELS.md).
 constexpr size_t kX8PrefetchFar = 8192;
 
 // Columns of at least this many bytes (the super-block layouts) have their near and far lines
@@ -43,23 +38,9 @@ constexpr size_t kSplitPrefetchBytes = 1024;
 
 // Column i of a group (kBytes each), after prefetching the kBytes that start kAhead past it into L1
 // and those kFar past it into L2: in one loop that interleaves them, or, for the AVX2 builds'
-// super-block columns, the near lines, then the far ones, in two loops. On the Zen 3 host (AVX2
-// only, 32 MiB L3, a busy memory), decode on two threads, tg32 alternating,
-// medians of 5-10 runs (t/s):
-// - Q4_Kx8 and Q6_Kx8, one loop at their own distances (9 and 4 KiB far) -> two loops at 16 KiB:
-//   L110M Q4_K_M 228 -> 281, Q06B Q4_0 (its Q6_K head) 47.1 -> 52.0. Two loops at the own
-//   distances: 247-271 and 51.6-52.4. One loop at 16 KiB: no faster than at the own distances
-//   (L110M Q4_K_M 213-238 against 219-256), though one thread's matrix stream (BM_DecodeRows) went
-//   from 9-10 to 11-16 GB/s through Q4_Kx8 with it. The one loop with the far prefetch first, or
-//   with a never-taken branch between the two prefetches, measured like two loops (326-330 against
-//   260 in one window): on this core, 18-27 pairs of prefetches back to back, near then far, stall
-//   the kernel. 32 KiB far, and 4 KiB near, measured 2% under 16 KiB (8 pairs).
-// - The small columns (Q4_0x8 144 bytes, Q8_0x8 272) keep one loop at their own distances: with
-//   both changes they measured 0.86x (L110M Q4_0) and 0.93x (Q06B Q8_0) in one window, one loop
-//   at 16 KiB 1.06x and 1.02x (L110M) in another (paired medians of 5 and 10).
-// - This split as committed, against the code before (paired medians of 5-8): L110M Q4_K_M 1.07x,
-//   Q4_0 1.10x (its Q6_K head: 14.4-14.8 -> 17.2-17.6 GB/s in the profile), Q8_0 0.97x; Q06B
-//   Q4_0 1.09x, Q4_K_M 1.11x, Q8_0 0.97x.
+// super-block columns, the near lines, then the far ones, in two loops: on Zen 3, 18-27 near/far
+// pairs back to back stall the kernel. The small columns (Q4_0x8, Q8_0x8) keep one loop at their
+// own distances, which measured faster for them (docs/KERNELS.md).
 template <size_t kBytes, size_t kAhead = kX8PrefetchAhead, size_t kFar = kX8PrefetchFar>
 inline const uint8_t* fetch_column(const uint8_t* w, int64_t i) {
   const uint8_t* col = w + static_cast<size_t>(i) * kBytes;
