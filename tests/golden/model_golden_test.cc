@@ -114,12 +114,15 @@ class GoldenModel {
   const Reference& ref() const { return ref_; }
   const std::string& name() const { return name_; }
 
-  std::unique_ptr<Context> context(DType kv, int threads, std::string* err) const {
+  // kv_block > 0: a paged cache of blocks that small (sequences take them in turns).
+  std::unique_ptr<Context> context(DType kv, int threads, std::string* err,
+                                   int64_t kv_block = 0) const {
     ContextOptions o;
     o.n_ctx = 64;
     o.n_seq = 2;
     o.kv_type = kv;
     o.n_threads = threads;
+    o.kv_block = kv_block;
     auto c = Context::create(*model_, o);
     if (!c) {
       *err = c.status().message();
@@ -139,9 +142,9 @@ class GoldenModel {
   ASSERT_TRUE(var.error().empty()) << var.error(); \
   ASSERT_EQ(var.model().config().n_vocab, var.ref().n_vocab)
 
-#define NEXUS_MAKE_CONTEXT(var, golden, kv, threads)                        \
-  std::string var##_err;                                                    \
-  std::unique_ptr<Context> var = (golden).context(kv, threads, &var##_err); \
+#define NEXUS_MAKE_CONTEXT(var, golden, kv, threads, ...)                                \
+  std::string var##_err;                                                                \
+  std::unique_ptr<Context> var = (golden).context(kv, threads, &var##_err, ##__VA_ARGS__); \
   ASSERT_NE(var, nullptr) << var##_err
 
 #define NEXUS_DECODE(ctx, batch, logits)         \
@@ -153,8 +156,8 @@ class GoldenModel {
 // Scenario shared by the split-prompt test and the KV type x thread count sweep: sequence 0's
 // first 5 tokens and sequence 1's first 8 in one batch, then one token of each unfinished
 // sequence per decode call (so one batch holds two sequences at different positions).
-void run_split_prompt(const GoldenModel& g, DType kv, int threads) {
-  NEXUS_MAKE_CONTEXT(ctx, g, kv, threads);
+void run_split_prompt(const GoldenModel& g, DType kv, int threads, int64_t kv_block = 0) {
+  NEXUS_MAKE_CONTEXT(ctx, g, kv, threads, kv_block);
   const Reference& ref = g.ref();
   const Tolerance tol = tolerance_for(kv, ref);
   const std::array<int, 2> prompt = {5, 8};
@@ -306,6 +309,44 @@ TEST_P(ModelGolden, TokenByToken) {
 TEST_P(ModelGolden, SplitPrompt) {
   NEXUS_LOAD_GOLDEN(g, GetParam());
   run_split_prompt(g, DType::kF32, 1);
+}
+
+// The same on a cache paged in blocks of 4 positions: the two sequences take blocks in turns, so
+// attention reads every sequence over several runs of the pool.
+TEST_P(ModelGolden, SplitPromptOnPagedCache) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  run_split_prompt(g, DType::kF32, 2, 4);
+}
+
+// A sequence forked from another's first 6 positions (share_prefix: one full block of 4 shared,
+// the partial one copied) continues exactly as the original would, and so does the original (its
+// writes into the shared prefix's partial block go to its own copy).
+TEST_P(ModelGolden, SharedPrefixContinuesBothSequences) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1, 4);
+  const Reference& ref = g.ref();
+  const std::vector<int32_t>& s0 = ref.tokens[0];
+  const int n0 = static_cast<int>(s0.size()), k = 6;
+  ASSERT_GT(n0, k + 1);
+  Batch b;
+  for (int p = 0; p < k; ++p) b.add(s0[p], p, 0, false);
+  b.want_logits.back() = 1;
+  std::vector<float> logits;
+  NEXUS_DECODE(*ctx, b, logits);
+  const Context::KvUsage before = ctx->kv_usage();
+  ASSERT_TRUE(ctx->share_prefix(0, 1, k).is_ok());
+  EXPECT_EQ(ctx->seq_len(1), k);
+  EXPECT_EQ(ctx->kv_usage().blocks_used, before.blocks_used + 1);  // only the partial block
+  EXPECT_FALSE(ctx->share_prefix(0, 1, k).is_ok());                 // slot 1 is not empty
+  // Both slots continue with sequence 0's tokens, in one batch each step.
+  for (int p = k; p < n0; ++p) {
+    b.clear();
+    b.add(s0[p], p, 0, true);
+    b.add(s0[p], p, 1, true);
+    NEXUS_DECODE(*ctx, b, logits);
+    EXPECT_TRUE(logits_match(logits, {want_row(ref, 0, p), want_row(ref, 0, p)}, {},
+                             g.name() + " fork at " + std::to_string(p)));
+  }
 }
 
 // want_logits left empty returns only the last row; clear_seq(seq, from) truncates a sequence
