@@ -349,6 +349,39 @@ TEST_P(ModelGolden, SharedPrefixContinuesBothSequences) {
   }
 }
 
+// A pool of three 4-position blocks: a batch that needs a fourth is refused with the pool's use
+// named (and takes nothing), and the context serves again once a sequence gives its blocks back.
+TEST_P(ModelGolden, FullKvPoolIsAClearErrorAndRecovers) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.n_seq = 2;
+  o.kv_type = DType::kF32;
+  o.kv_block = 4;
+  o.kv_blocks = 3;
+  auto created = Context::create(g.model(), o);
+  ASSERT_TRUE(created) << created.status().message();
+  Context& ctx = **created;
+  const Reference& ref = g.ref();
+  ASSERT_GE(ref.tokens[0].size(), 8u);
+  Batch b;
+  for (int p = 0; p < 8; ++p) b.add(ref.tokens[0][p], p, 0, p == 7);  // two blocks
+  std::vector<float> logits;
+  NEXUS_DECODE(ctx, b, logits);
+  b.clear();
+  for (int p = 0; p < 5; ++p) b.add(ref.tokens[1][p], p, 1, p == 4);  // two more: one too many
+  const Status full = ctx.decode(b, &logits);
+  ASSERT_FALSE(full);
+  EXPECT_NE(full.message().find("KV cache full"), std::string::npos) << full.message();
+  EXPECT_NE(full.message().find("2 of 3 blocks of 4 positions in use"), std::string::npos)
+      << full.message();
+  EXPECT_EQ(ctx.seq_len(1), 0);
+  EXPECT_EQ(ctx.kv_usage().blocks_used, 2);
+  ctx.clear_seq(0);
+  NEXUS_DECODE(ctx, b, logits);
+  EXPECT_TRUE(logits_match(logits, {want_row(ref, 1, 4)}, {}, g.name() + " after the pool freed"));
+}
+
 // want_logits left empty returns only the last row; clear_seq(seq, from) truncates a sequence
 // so it can be re-decoded from there; a cleared slot takes a new, longer sequence.
 TEST_P(ModelGolden, ClearAndReplay) {
