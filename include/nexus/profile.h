@@ -149,8 +149,8 @@ class Session {
  public:
   explicit Session(SessionOptions opts);
   ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  Session(Session const&) = delete;
+  Session& operator=(Session const&) = delete;
 
   // Stops, writes and prints; returns the error of writing the trace. Later calls return ok.
   Status finish();

@@ -17,16 +17,22 @@ void check_ids(const char* op, const int32_t* ids, int64_t n, int64_t vocab) {
                   std::to_string(i) + " is out of range for vocab size " + std::to_string(vocab));
 }
 
+// The checks of the forward, with `op` naming the caller in errors, then the kernel.
+void checked_embedding(const char* op, const EmbeddingArgs& a, ThreadPool* pool, Device device) {
+  NEXUS_CHECK(cpu::has_kernels(a.dtype) || cpu::is_repacked(a.dtype),
+              std::string("[") + op + "] unsupported table dtype " +
+                  std::string(dtype_name(a.dtype)));
+  NEXUS_CHECK(a.vocab >= 1 && a.dim >= 1 && a.n >= 0,
+              std::string("[") + op + "] bad shape: vocab " + std::to_string(a.vocab) +
+                  ", dim " + std::to_string(a.dim));
+  check_ids(op, a.ids, a.n, a.vocab);
+  run_op(a, pool, device);
+}
+
 }  // namespace
 
 void embedding(const EmbeddingArgs& a, ThreadPool* pool, Device device) {
-  NEXUS_CHECK(cpu::has_kernels(a.dtype) || cpu::is_repacked(a.dtype),
-              "[embedding] unsupported table dtype " + std::string(dtype_name(a.dtype)));
-  NEXUS_CHECK(
-      a.vocab >= 1 && a.dim >= 1 && a.n >= 0,
-      "[embedding] bad shape: vocab " + std::to_string(a.vocab) + ", dim " + std::to_string(a.dim));
-  check_ids("embedding", a.ids, a.n, a.vocab);
-  run_op(a, pool, device);
+  checked_embedding("embedding", a, pool, device);
 }
 
 void embedding_backward(const EmbeddingBackwardArgs& a, ThreadPool* pool, Device device) {
@@ -38,10 +44,11 @@ void embedding_backward(const EmbeddingBackwardArgs& a, ThreadPool* pool, Device
 void embed_rows(const Tensor& table, std::span<const int32_t> ids, float* out) {
   NEXUS_CHECK(table.rank() == 2,
               "[embed_rows] table must be 2-D {vocab, dim}, got " + table.shape_str());
-  // The same message as before the op existed: callers and tests name embed_rows.
-  check_ids("embed_rows", ids.data(), static_cast<int64_t>(ids.size()), table.dim(0));
-  embedding(EmbeddingArgs{table.data(), table.dtype(), table.dim(0), table.dim(1), ids.data(),
-                          static_cast<int64_t>(ids.size()), out});
+  // Errors name embed_rows, the forward pass's entry point; the ids are checked once.
+  checked_embedding("embed_rows",
+                    EmbeddingArgs{table.data(), table.dtype(), table.dim(0), table.dim(1),
+                                  ids.data(), static_cast<int64_t>(ids.size()), out},
+                    nullptr, Device::cpu());
 }
 
 }  // namespace nexus
