@@ -12,14 +12,15 @@
 #include <random>
 #include <vector>
 
+#include "ops/round.h"
 #include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/quant.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/train/precision.h"
 #include "backends/cpu/activation.h"
-#include "train/train_kernels.h"
-#include "nexus/train/train_ops.h"
+#include "backends/cpu/train_kernels.h"
+#include "ops/train_ops.h"
 
 namespace nexus::train {
 namespace {
@@ -64,20 +65,20 @@ void BM_TrainAttentionForward(benchmark::State& state) {
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3);
   std::vector<float> out(n * w), att(kAttn.t * kAttn.t),
-      yt(kern::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
+      yt(cpu::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
   const int64_t kind = state.range(0);
   if (kind == 2) openblas_set_num_threads(1);
   for (auto _ : state) {
     if (kind == 4)
-      kern::attn_forward_head_tiled_avx512(out.data(), att.data(), q.data(), k.data(), v.data(),
+      cpu::attn_forward_head_tiled_avx512(out.data(), att.data(), q.data(), k.data(), v.data(),
                                            kAttn, 0, 0, yt.data());
     else if (kind == 3)
-      kern::attn_forward_head_tiled_avx2(out.data(), att.data(), q.data(), k.data(), v.data(),
+      cpu::attn_forward_head_tiled_avx2(out.data(), att.data(), q.data(), k.data(), v.data(),
                                          kAttn, 0, 0, yt.data());
     else
-      (kind == 2   ? kern::attn_forward_head_blas
-       : kind == 1 ? kern::attn_forward_head_avx2
-                   : kern::attn_forward_head_scalar)(out.data(), att.data(), q.data(), k.data(),
+      (kind == 2   ? cpu::attn_forward_head_blas
+       : kind == 1 ? cpu::attn_forward_head_avx2
+                   : cpu::attn_forward_head_scalar)(out.data(), att.data(), q.data(), k.data(),
                                                      v.data(), kAttn, 0, 0);
   }
   // Causal q k^T and p v: 2 * t (t + 1) / 2 * hd multiply-adds each.
@@ -93,24 +94,24 @@ void BM_TrainAttentionBackward(benchmark::State& state) {
   const int64_t n = kAttn.t, w = kAttn.n_heads * kAttn.head_dim;
   const auto q = randn(n * w, 1), k = randn(n * w, 2), v = randn(n * w, 3), dout = randn(n * w, 4);
   std::vector<float> out(n * w), att(kAttn.n_heads * kAttn.t * kAttn.t),
-      dp(attention_backward_scratch(kAttn.t)), yt(kern::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
+      dp(attention_backward_scratch(kAttn.t)), yt(cpu::attn_tiled_scratch(kAttn.t, kAttn.head_dim));
   std::vector<float> dq(n * w), dk(n * w), dv(n * w);
-  kern::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
+  cpu::attn_forward_head_scalar(out.data(), att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0);
   const int64_t kind = state.range(0);
   if (kind == 2) openblas_set_num_threads(1);
   for (auto _ : state) {
     if (kind == 4)
-      kern::attn_backward_group_tiled_avx512(dq.data(), dk.data(), dv.data(), dout.data(),
+      cpu::attn_backward_group_tiled_avx512(dq.data(), dk.data(), dv.data(), dout.data(),
                                              att.data(), q.data(), k.data(), v.data(), kAttn, 0,
                                              0, dp.data(), yt.data());
     else if (kind == 3)
-      kern::attn_backward_group_tiled_avx2(dq.data(), dk.data(), dv.data(), dout.data(),
+      cpu::attn_backward_group_tiled_avx2(dq.data(), dk.data(), dv.data(), dout.data(),
                                            att.data(), q.data(), k.data(), v.data(), kAttn, 0, 0,
                                            dp.data(), yt.data());
     else
-      (kind == 2   ? kern::attn_backward_group_blas
-       : kind == 1 ? kern::attn_backward_group_avx2
-                   : kern::attn_backward_group_scalar)(dq.data(), dk.data(), dv.data(),
+      (kind == 2   ? cpu::attn_backward_group_blas
+       : kind == 1 ? cpu::attn_backward_group_avx2
+                   : cpu::attn_backward_group_scalar)(dq.data(), dk.data(), dv.data(),
                                                        dout.data(), att.data(), q.data(), k.data(),
                                                        v.data(), kAttn, 0, 0, dp.data());
   }
@@ -225,9 +226,9 @@ void BM_TrainCrossEntropyRow(benchmark::State& state) {
     return;
   }
   // 0 scalar, 1 AVX2, 2 AVX-512 (bit-identical to AVX2).
-  const auto fn = state.range(0) == 2   ? kern::ce_row_avx512
-                  : state.range(0) == 1 ? kern::ce_row_avx2
-                                        : kern::ce_row_scalar;
+  const auto fn = state.range(0) == 2   ? cpu::ce_row_avx512
+                  : state.range(0) == 1 ? cpu::ce_row_avx2
+                                        : cpu::ce_row_scalar;
   for (auto _ : state) {
     state.PauseTiming();
     row = logits;
@@ -279,9 +280,9 @@ void BM_TrainBf16PackUnpack(benchmark::State& state) {
   std::vector<uint16_t> h(n);
   const bool simd = state.range(0) == 1;
   for (auto _ : state) {
-    (simd ? kern::round_pack_avx2 : kern::round_pack_scalar)(Precision::kBF16, x.data(), h.data(),
+    (simd ? cpu::round_pack_avx2 : cpu::round_pack_scalar)(Precision::kBF16, x.data(), h.data(),
                                                              n);
-    (simd ? kern::unpack_avx2 : kern::unpack_scalar)(Precision::kBF16, h.data(), x.data(), n);
+    (simd ? cpu::unpack_avx2 : cpu::unpack_scalar)(Precision::kBF16, h.data(), x.data(), n);
   }
   state.SetBytesProcessed(state.iterations() * n * (4 + 4 + 2 + 2 + 4));
 }

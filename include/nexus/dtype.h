@@ -9,6 +9,10 @@
 
 namespace nexus {
 
+// The precision a value is stored or rounded to: f32 (no rounding), bf16 or IEEE fp16. Mixed
+// precision training keeps its saved activations and weight copies in one of the 16-bit ones.
+enum class Precision { kF32, kBF16, kF16 };
+
 enum class DType : uint32_t {
   kF32 = 0,
   kF16 = 1,

@@ -29,7 +29,7 @@ void run_op(const Args& args, ThreadPool* pool, Device d) {
   const KernelVariants<Args> v = op_kernels<Args>(d);
   if (v.empty())
     throw Error(std::string("[") + OpKernels<Args>::kName + "] no kernel for device " + d.str());
-  best_kernel(v, OpKernels<Args>::kName).run(args, pool);
+  best_kernel(v, OpKernels<Args>::kName, args).run(args, pool);
 }
 
 }  // namespace nexus

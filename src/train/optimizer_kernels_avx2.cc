@@ -3,10 +3,13 @@
 // multiply-add is fused; IEEE sqrt and division are correctly rounded in both.
 #include <immintrin.h>
 
-#include "train/bf16_avx2.h"
+#include "backends/cpu/bf16_avx2.h"
 #include "train/optimizer_kernels.h"
 
 namespace nexus::train::kernels {
+
+using cpu::bf16x8_to_f32;
+using cpu::high_halves;
 
 void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const AdamWCoef& k) {
   const __m256 b1 = _mm256_set1_ps(k.b1), b2 = _mm256_set1_ps(k.b2);

@@ -7,14 +7,16 @@
 #include <cmath>
 #include <cstring>
 
-#include "nexus/core/thread_pool.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/train_kernels.h"
 #include "models/arch.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/profile.h"
+#include "ops/round.h"
 #include "ops/rope.h"
+#include "ops/train_ops.h"
 #include "profile/memory.h"
-#include "train/train_kernels.h"
-#include "nexus/train/train_ops.h"
-#include "train/train_parallel.h"
+#include "train/block_norm.h"
 
 namespace nexus::train {
 namespace {
@@ -26,7 +28,7 @@ void memset_floats(float* p, int64_t n) {
 // Clears with streaming stores where the CPU has AVX2: for buffers not read again soon (a plain
 // memset first reads every line it clears).
 void clear_stream(float* p, int64_t n) {
-  (par::use_avx2() ? kern::zero_stream_avx2 : memset_floats)(p, n);
+  (cpu::avx2_active() ? cpu::zero_stream_avx2 : memset_floats)(p, n);
 }
 
 // `clear` (a memset by default) split over `pool` (one thread's memset runs at about half of what

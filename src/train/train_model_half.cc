@@ -3,7 +3,9 @@
 // activations into the working set before its backward (recomputing the cheap ones).
 #include "nexus/core/thread_pool.h"
 #include "nexus/train/train_model.h"
-#include "nexus/train/train_ops.h"
+#include "ops/round.h"
+#include "ops/train_ops.h"
+#include "train/block_norm.h"
 
 namespace nexus::train {
 

@@ -15,7 +15,7 @@
 #include "nexus/core/thread_pool.h"
 #include "nexus/dtype.h"
 #include "parity/gemm_test_util.h"
-#include "nexus/train/train_ops.h"
+#include "ops/train_ops.h"
 
 namespace nexus {
 namespace {
@@ -84,14 +84,14 @@ TEST(GemmAmx, TrainingGemmsOnAPoolMatchSgemm) {
     return true;
   };
   std::vector<float> y_amx(n * oc), y_ref(n * oc);
-  train::matmul_forward(y_amx.data(), x.data(), w.data(), n, c, oc, &pool, true);
-  train::matmul_forward(y_ref.data(), x.data(), w.data(), n, c, oc, &pool, false);
+  matmul_forward(y_amx.data(), x.data(), w.data(), n, c, oc, &pool, true);
+  matmul_forward(y_ref.data(), x.data(), w.data(), n, c, oc, &pool, false);
   EXPECT_TRUE(close(y_amx, y_ref, c));
   std::vector<float> dx_amx(n * c, 1.0f), dx_ref(n * c, 1.0f), dw_amx(oc * c, 2.0f),
       dw_ref(oc * c, 2.0f);
-  train::matmul_backward(dx_amx.data(), dw_amx.data(), dy.data(), x.data(), w.data(), n, c, oc,
+  matmul_backward(dx_amx.data(), dw_amx.data(), dy.data(), x.data(), w.data(), n, c, oc,
                          &pool, true);
-  train::matmul_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), n, c, oc,
+  matmul_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), n, c, oc,
                          &pool, false);
   EXPECT_TRUE(close(dx_amx, dx_ref, oc));
   EXPECT_TRUE(close(dw_amx, dw_ref, n));

@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/round.h"
+#include "ops/round.h"
 #include "backends/cpu/quant.h"
 #include "test_random.h"
 
@@ -48,12 +50,12 @@ TEST_P(PrecisionParity, Avx2RoundsLikeTheScalarReference) {
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<float> want(n), got(n), xs = x, xa = x;
   std::vector<uint16_t> hs(n), ha(n);
-  kern::round_scalar(p, x.data(), want.data(), n);
-  kern::round_avx2(p, x.data(), got.data(), n);
-  kern::round_pack_scalar(p, xs.data(), hs.data(), n);
-  kern::round_pack_avx2(p, xa.data(), ha.data(), n);
+  cpu::round_scalar(p, x.data(), want.data(), n);
+  cpu::round_avx2(p, x.data(), got.data(), n);
+  cpu::round_pack_scalar(p, xs.data(), hs.data(), n);
+  cpu::round_pack_avx2(p, xa.data(), ha.data(), n);
   std::vector<float> back(n);
-  kern::unpack_avx2(p, ha.data(), back.data(), n);
+  cpu::unpack_avx2(p, ha.data(), back.data(), n);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_TRUE(same(want[i], got[i])) << i << ": " << x[i] << " -> " << want[i] << " vs " << got[i];
     ASSERT_TRUE(same(want[i], xa[i])) << i;

@@ -13,7 +13,8 @@
 #include "backends/cpu/activation.h"
 #include "backends/cpu/norm.h"
 #include "backends/cpu/rope.h"
-#include "train/train_kernels.h"
+#include "backends/cpu/attention_train.h"
+#include "backends/cpu/train_kernels.h"
 #include "test_random.h"
 
 namespace nexus::train {
@@ -50,10 +51,10 @@ TEST(TrainKernelsParity, AttentionForwardAndBackward) {
     for (int64_t t : {1, 3, 4, 9, 33}) {
       const AttnShape s{2, t, 4, 2, hd};
       const int64_t n = s.b * s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
-      ASSERT_TRUE(kern::attn_avx2_supports(hd));
+      ASSERT_TRUE(cpu::attn_avx2_supports(hd));
       const auto q = randn(n * qw, 1 + t, 2.0f), k = randn(n * kvw, 2 + t, 2.0f);
       const auto v = randn(n * kvw, 3 + t), dout = randn(n * qw, 4 + t);
-      std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(attention_backward_scratch(t));
+      std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(cpu::attention_backward_scratch(t));
       for (int simd = 0; simd < 2; ++simd) {
         out[simd].assign(n * qw, 0.0f);
         att[simd].assign(s.b * s.n_heads * t * t, -1.0f);
@@ -62,10 +63,10 @@ TEST(TrainKernelsParity, AttentionForwardAndBackward) {
         dv[simd].assign(n * kvw, 0.5f);
         for (int64_t b = 0; b < s.b; ++b) {
           for (int64_t h = 0; h < s.n_heads; ++h)
-            (simd ? kern::attn_forward_head_avx2 : kern::attn_forward_head_scalar)(
+            (simd ? cpu::attn_forward_head_avx2 : cpu::attn_forward_head_scalar)(
                 out[simd].data(), att[simd].data(), q.data(), k.data(), v.data(), s, b, h);
           for (int64_t kh = 0; kh < s.n_kv_heads; ++kh)
-            (simd ? kern::attn_backward_group_avx2 : kern::attn_backward_group_scalar)(
+            (simd ? cpu::attn_backward_group_avx2 : cpu::attn_backward_group_scalar)(
                 dq[simd].data(), dk[simd].data(), dv[simd].data(), dout.data(), att[0].data(),
                 q.data(), k.data(), v.data(), s, b, kh, dp.data());
         }
@@ -88,20 +89,20 @@ TEST(TrainKernelsParity, AttentionBlas) {
         const int64_t n = s.b * s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
         const auto q = randn(n * qw, 11 + t, 2.0f), k = randn(n * kvw, 12 + t, 2.0f);
         const auto v = randn(n * kvw, 13 + t), dout = randn(n * qw, 14 + t);
-        std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(attention_backward_scratch(t));
+        std::vector<float> out[2], att[2], dq[2], dk[2], dv[2], dp(cpu::attention_backward_scratch(t));
         for (int blas = 0; blas < 2; ++blas) {
           out[blas].assign(n * qw, -3.0f);
           att[blas].assign(s.b * s.n_heads * t * t, -1.0f);
           for (int64_t b = 0; b < s.b; ++b)
             for (int64_t h = 0; h < s.n_heads; ++h)
-              (blas ? kern::attn_forward_head_blas : kern::attn_forward_head_scalar)(
+              (blas ? cpu::attn_forward_head_blas : cpu::attn_forward_head_scalar)(
                   out[blas].data(), att[blas].data(), q.data(), k.data(), v.data(), s, b, h);
           dq[blas].assign(n * qw, 0.5f);  // backward accumulates: start from non-zero values
           dk[blas].assign(n * kvw, -0.25f);
           dv[blas].assign(n * kvw, 0.5f);
           for (int64_t b = 0; b < s.b; ++b)
             for (int64_t kh = 0; kh < s.n_kv_heads; ++kh)
-              (blas ? kern::attn_backward_group_blas : kern::attn_backward_group_scalar)(
+              (blas ? cpu::attn_backward_group_blas : cpu::attn_backward_group_scalar)(
                   dq[blas].data(), dk[blas].data(), dv[blas].data(), dout.data(), att[0].data(),
                   q.data(), k.data(), v.data(), s, b, kh, dp.data());
         }
@@ -127,8 +128,8 @@ TEST(TrainKernelsParity, AttentionTiled) {
         const int64_t n = s.b * s.t, qw = s.n_heads * hd, kvw = s.n_kv_heads * hd;
         const auto q = randn(n * qw, 21 + t, 2.0f), k = randn(n * kvw, 22 + t, 2.0f);
         const auto v = randn(n * kvw, 23 + t), dout = randn(n * qw, 24 + t);
-        std::vector<float> out[3], att[3], dq[3], dk[3], dv[3], dp(attention_backward_scratch(t));
-        std::vector<float> yt(kern::attn_tiled_scratch(t, hd));
+        std::vector<float> out[3], att[3], dq[3], dk[3], dv[3], dp(cpu::attention_backward_scratch(t));
+        std::vector<float> yt(cpu::attn_tiled_scratch(t, hd));
         // 0 scalar, 1 AVX2 tiles, 2 AVX-512 tiles (head sizes that are multiples of 16)
         const int kinds = wide && hd % 16 == 0 ? 3 : 2;
         for (int kind = 0; kind < kinds; ++kind) {
@@ -143,21 +144,21 @@ TEST(TrainKernelsParity, AttentionTiled) {
             for (int64_t h = 0; h < s.n_heads; ++h) {
               float *o = out[kind].data(), *a = att[kind].data();
               if (kind == 0)
-                kern::attn_forward_head_scalar(o, a, q.data(), k.data(), v.data(), s, b, h);
+                cpu::attn_forward_head_scalar(o, a, q.data(), k.data(), v.data(), s, b, h);
               else
-                (kind == 2 ? kern::attn_forward_head_tiled_avx512
-                           : kern::attn_forward_head_tiled_avx2)(o, a, q.data(), k.data(),
+                (kind == 2 ? cpu::attn_forward_head_tiled_avx512
+                           : cpu::attn_forward_head_tiled_avx2)(o, a, q.data(), k.data(),
                                                                  v.data(), s, b, h, yt.data());
             }
           for (int64_t b = 0; b < s.b; ++b)
             for (int64_t kh = 0; kh < s.n_kv_heads; ++kh) {
               float *gq = dq[kind].data(), *gk = dk[kind].data(), *gv = dv[kind].data();
               if (kind == 0)
-                kern::attn_backward_group_scalar(gq, gk, gv, dout.data(), att[0].data(), q.data(),
+                cpu::attn_backward_group_scalar(gq, gk, gv, dout.data(), att[0].data(), q.data(),
                                                  k.data(), v.data(), s, b, kh, dp.data());
               else
-                (kind == 2 ? kern::attn_backward_group_tiled_avx512
-                           : kern::attn_backward_group_tiled_avx2)(
+                (kind == 2 ? cpu::attn_backward_group_tiled_avx512
+                           : cpu::attn_backward_group_tiled_avx2)(
                     gq, gk, gv, dout.data(), att[0].data(), q.data(), k.data(), v.data(), s, b,
                     kh, dp.data(), yt.data());
             }
@@ -186,10 +187,10 @@ TEST(TrainKernelsParity, SoftmaxCausalRow) {
     const int64_t t = cnt + 5;
     const auto scores = randn(t, 60 + cnt, 8.0f), grad = randn(t, 61 + cnt);
     std::vector<float> p[2] = {scores, scores}, d[2] = {grad, grad};
-    kern::softmax_causal_row_scalar(p[0].data(), cnt, t);
-    kern::softmax_causal_row_avx2(p[1].data(), cnt, t);
-    kern::softmax_causal_row_backward_scalar(d[0].data(), p[0].data(), cnt, t, 0.125f);
-    kern::softmax_causal_row_backward_avx2(d[1].data(), p[0].data(), cnt, t, 0.125f);
+    cpu::softmax_causal_row_scalar(p[0].data(), cnt, t);
+    cpu::softmax_causal_row_avx2(p[1].data(), cnt, t);
+    cpu::softmax_causal_row_backward_scalar(d[0].data(), p[0].data(), cnt, t, 0.125f);
+    cpu::softmax_causal_row_backward_avx2(d[1].data(), p[0].data(), cnt, t, 0.125f);
     SCOPED_TRACE("cnt " + std::to_string(cnt));
     EXPECT_LE(rel_diff(p[1], p[0]), 1e-6);
     EXPECT_LE(rel_diff(d[1], d[0]), 1e-6);
@@ -276,7 +277,7 @@ TEST(TrainKernelsParity, ZeroStream) {
   for (int64_t begin : {0, 1, 3, 7, 8, 13}) {
     for (int64_t n : {0, 1, 7, 8, 9, 31, 100, 1000}) {
       std::vector<float> buf(begin + n + 9, 2.5f);
-      kern::zero_stream_avx2(buf.data() + begin, n);
+      cpu::zero_stream_avx2(buf.data() + begin, n);
       for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i)
         ASSERT_EQ(buf[i], i >= begin && i < begin + n ? 0.0f : 2.5f) << begin << " " << n << " " << i;
     }
@@ -290,8 +291,8 @@ TEST(TrainKernelsParity, CrossEntropyRow) {
       const auto logits = randn(v, 40 + v, spread);
       const int32_t target = static_cast<int32_t>(v / 3);
       std::vector<float> a = logits, b = logits;
-      const float la = kern::ce_row_scalar(a.data(), v, target, 0.125f);
-      const float lb = kern::ce_row_avx2(b.data(), v, target, 0.125f);
+      const float la = cpu::ce_row_scalar(a.data(), v, target, 0.125f);
+      const float lb = cpu::ce_row_avx2(b.data(), v, target, 0.125f);
       SCOPED_TRACE("v " + std::to_string(v) + " spread " + std::to_string(spread));
       EXPECT_NEAR(lb, la, 1e-5 * std::max(1.0f, std::abs(la)));
       EXPECT_LE(rel_diff(b, a), 1e-6);
@@ -302,7 +303,7 @@ TEST(TrainKernelsParity, CrossEntropyRow) {
     }
   }
   std::vector<float> ignored(19, 3.0f);
-  EXPECT_EQ(kern::ce_row_avx2(ignored.data(), 19, -1, 1.0f), 0.0f);
+  EXPECT_EQ(cpu::ce_row_avx2(ignored.data(), 19, -1, 1.0f), 0.0f);
   EXPECT_TRUE(std::all_of(ignored.begin(), ignored.end(), [](float x) { return x == 0.0f; }));
 }
 
@@ -318,8 +319,8 @@ TEST(TrainKernelsParity, Avx512RowsAreBitIdenticalToAvx2) {
       const auto x = randn(n, 60 + n, spread);
       std::vector<float> a = x, b = x;
       const int32_t target = static_cast<int32_t>(n / 2);
-      EXPECT_EQ(kern::ce_row_avx512(a.data(), n, target, 0.25f),
-                kern::ce_row_avx2(b.data(), n, target, 0.25f));
+      EXPECT_EQ(cpu::ce_row_avx512(a.data(), n, target, 0.25f),
+                cpu::ce_row_avx2(b.data(), n, target, 0.25f));
       EXPECT_EQ(a, b);
       for (int64_t zeros : {0, 5, 40}) {  // the causal row's zeros after cnt
         const int64_t t = n + zeros;
@@ -327,15 +328,15 @@ TEST(TrainKernelsParity, Avx512RowsAreBitIdenticalToAvx2) {
         b.assign(t, 7.0f);
         std::copy(x.begin(), x.end(), a.begin());
         std::copy(x.begin(), x.end(), b.begin());
-        kern::softmax_causal_row_avx512(a.data(), n, t);
-        kern::softmax_causal_row_avx2(b.data(), n, t);
+        cpu::softmax_causal_row_avx512(a.data(), n, t);
+        cpu::softmax_causal_row_avx2(b.data(), n, t);
         EXPECT_EQ(a, b);
         EXPECT_TRUE(std::all_of(a.begin() + n, a.end(), [](float x) { return x == 0.0f; }));
       }
     }
   }
   std::vector<float> ignored(19, 3.0f);
-  EXPECT_EQ(kern::ce_row_avx512(ignored.data(), 19, -1, 1.0f), 0.0f);
+  EXPECT_EQ(cpu::ce_row_avx512(ignored.data(), 19, -1, 1.0f), 0.0f);
   EXPECT_TRUE(std::all_of(ignored.begin(), ignored.end(), [](float x) { return x == 0.0f; }));
 }
 
@@ -402,7 +403,7 @@ TEST(TrainKernelsParity, BiasBackwardExact) {
     std::vector<float> db[2];
     for (int simd = 0; simd < 2; ++simd) {
       db[simd] = randn(c, 63);
-      (simd ? kern::bias_backward_avx2 : kern::bias_backward_scalar)(db[simd].data(), dout.data(),
+      (simd ? cpu::bias_backward_avx2 : cpu::bias_backward_scalar)(db[simd].data(), dout.data(),
                                                                      n, c, j0, j1);
     }
     EXPECT_EQ(db[1], db[0]) << "columns " << j0 << ".." << j1;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nexus/train/train_ops.h"
+#include "ops/train_ops.h"
 #include "unit/train_grad_util.h"
 
 namespace nexus::train {

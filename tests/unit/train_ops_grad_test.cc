@@ -15,8 +15,10 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "nexus/core/thread_pool.h"
+#include "nexus/train/precision.h"
+#include "ops/round.h"
 #include "ops/rope.h"
-#include "nexus/train/train_ops.h"
+#include "ops/train_ops.h"
 #include "unit/train_grad_util.h"
 
 namespace nexus::train {

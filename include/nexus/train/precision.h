@@ -1,5 +1,5 @@
-// Mixed-precision training: the precision activations are stored in (bf16 or fp16, with f32 math),
-// the rounding kernels behind it, and the dynamic loss scaler fp16 needs.
+// Mixed-precision training: the precision activations are stored in (bf16 or fp16, with f32 math)
+// and the dynamic loss scaler fp16 needs.
 //
 // What a precision means for TrainModel (see TrainOptions::precision): every activation a block
 // saves for its backward is rounded to the precision right after the op that produces it and kept
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "nexus/dtype.h"
 #include "nexus/status.h"
 
 namespace nexus {
@@ -20,22 +21,14 @@ class ThreadPool;
 
 namespace nexus::train {
 
-enum class Precision { kF32, kBF16, kF16 };
+using nexus::Precision;
 
 // "f32", "bf16" or "f16".
 const char* precision_name(Precision p);
 // Accepts f32/fp32, bf16, f16/fp16 (case-insensitive); the error lists the choices.
 Result<Precision> parse_precision(std::string_view name);
 
-// x[i] = x[i] rounded to p (round to nearest even; fp16 overflows to inf, NaN stays NaN). kF32
-// leaves x alone. With a pool the elements are split over its threads (the result is the same).
-void round_to(Precision p, float* x, int64_t n, ThreadPool* pool = nullptr);
-// y[i] = x[i] rounded to p, as f32 (the rounded copy of the weights a pass computes with).
-void round_copy(Precision p, const float* x, float* y, int64_t n, ThreadPool* pool = nullptr);
-// Rounds x in place and writes the 16-bit encodings to h (p is kBF16 or kF16).
-void round_pack(Precision p, float* x, uint16_t* h, int64_t n, ThreadPool* pool = nullptr);
-// x[i] = the value of h[i] (p is kBF16 or kF16): exact.
-void unpack(Precision p, const uint16_t* h, float* x, int64_t n, ThreadPool* pool = nullptr);
+// The rounding itself is an op: ops/round.h (round_to, round_copy, round_pack, unpack).
 
 // Dynamic loss scaling (as torch.cuda.amp.GradScaler): the loss gradient is multiplied by scale()
 // so that small gradients do not flush to zero in fp16. After a step whose gradients are not all
@@ -70,14 +63,5 @@ class LossScaler {
   int64_t good_ = 0, skipped_ = 0;
 };
 
-namespace kern {
-// The per-range kernels behind the functions above (scalar reference and AVX2/F16C).
-void round_scalar(Precision p, const float* x, float* y, int64_t n);
-void round_avx2(Precision p, const float* x, float* y, int64_t n);
-void round_pack_scalar(Precision p, float* x, uint16_t* h, int64_t n);
-void round_pack_avx2(Precision p, float* x, uint16_t* h, int64_t n);
-void unpack_scalar(Precision p, const uint16_t* h, float* x, int64_t n);
-void unpack_avx2(Precision p, const uint16_t* h, float* x, int64_t n);
-}  // namespace kern
 
 }  // namespace nexus::train

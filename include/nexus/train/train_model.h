@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/api/attention.h"
 #include "nexus/core/allocator.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
 #include "nexus/tensor.h"
 #include "nexus/train/precision.h"
-#include "nexus/train/train_ops.h"
 
 namespace nexus {
 class GgufFile;

@@ -18,16 +18,20 @@ struct KernelVariant {
   bool (*available)();
   // With a pool the work is split over its threads; results are the same for any thread count.
   void (*run)(const Args& args, ThreadPool* pool);
+  // Whether the variant takes these arguments (a head size, a window); null: any.
+  bool (*supports)(const Args& args) = nullptr;
+  bool runs(const Args& args) const { return available() && (!supports || supports(args)); }
 };
 
 template <class Args>
 using KernelVariants = std::span<const KernelVariant<Args>>;
 
-// The first variant of `v` this machine runs; throws nexus::Error naming `op` when there is none.
+// The first variant of `v` this machine runs on `args`; throws nexus::Error naming `op` when there
+// is none.
 template <class Args>
-const KernelVariant<Args>& best_kernel(KernelVariants<Args> v, const char* op) {
+const KernelVariant<Args>& best_kernel(KernelVariants<Args> v, const char* op, const Args& args) {
   for (const KernelVariant<Args>& k : v)
-    if (k.available()) return k;
+    if (k.runs(args)) return k;
   throw Error(std::string("[") + op + "] no kernel this machine can run");
 }
 

@@ -79,19 +79,17 @@ void gelu_backward(const GeluBackwardArgs& a, ThreadPool* pool) {
                    [&](int64_t i0, int64_t i1) { fn(a.dx + i0, a.dout + i0, a.x + i0, i1 - i0); });
 }
 
-bool avx2() { return active_isa() == Isa::kAvx2; }
-
 const KernelVariant<SwigluArgs> kSwiglu[] = {
-    {"avx2", avx2, swiglu_forward<swiglu_forward_avx2>},
+    {"avx2", avx2_active, swiglu_forward<swiglu_forward_avx2>},
     {"scalar", always_available, swiglu_forward<swiglu_forward_scalar>}};
 const KernelVariant<SwigluBackwardArgs> kSwigluBack[] = {
-    {"avx2", avx2, swiglu_backward<swiglu_backward_avx2>},
+    {"avx2", avx2_active, swiglu_backward<swiglu_backward_avx2>},
     {"scalar", always_available, swiglu_backward<swiglu_backward_scalar>}};
 const KernelVariant<GeluArgs> kGelu[] = {
-    {"avx2", avx2, gelu_forward<gelu_forward_avx2>},
+    {"avx2", avx2_active, gelu_forward<gelu_forward_avx2>},
     {"scalar", always_available, gelu_forward<gelu_forward_scalar>}};
 const KernelVariant<GeluBackwardArgs> kGeluBack[] = {
-    {"avx2", avx2, gelu_backward<gelu_backward_avx2>},
+    {"avx2", avx2_active, gelu_backward<gelu_backward_avx2>},
     {"scalar", always_available, gelu_backward<gelu_backward_scalar>}};
 
 }  // namespace

@@ -129,19 +129,17 @@ void ln_backward(const LayerNormBackwardArgs& a, ThreadPool* pool) {
     }
 }
 
-bool avx2() { return active_isa() == Isa::kAvx2; }
-
 const KernelVariant<RmsNormArgs> kRms[] = {
-    {"avx2", avx2, rms_forward<rmsnorm_forward_row_avx2>},
+    {"avx2", avx2_active, rms_forward<rmsnorm_forward_row_avx2>},
     {"scalar", always_available, rms_forward<rmsnorm_forward_row_scalar>}};
 const KernelVariant<RmsNormBackwardArgs> kRmsBack[] = {
-    {"avx2", avx2, rms_backward<rmsnorm_backward_row_avx2>},
+    {"avx2", avx2_active, rms_backward<rmsnorm_backward_row_avx2>},
     {"scalar", always_available, rms_backward<rmsnorm_backward_row_scalar>}};
 const KernelVariant<LayerNormArgs> kLn[] = {
-    {"avx2", avx2, ln_forward<layernorm_forward_row_avx2>},
+    {"avx2", avx2_active, ln_forward<layernorm_forward_row_avx2>},
     {"scalar", always_available, ln_forward<layernorm_forward_row_scalar>}};
 const KernelVariant<LayerNormBackwardArgs> kLnBack[] = {
-    {"avx2", avx2, ln_backward<layernorm_backward_row_avx2>},
+    {"avx2", avx2_active, ln_backward<layernorm_backward_row_avx2>},
     {"scalar", always_available, ln_backward<layernorm_backward_row_scalar>}};
 
 }  // namespace

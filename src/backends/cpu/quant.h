@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/isa.h"
 #include "nexus/dtype.h"
 
 namespace nexus::cpu {
@@ -26,8 +27,6 @@ float vec_dot(DType t, int64_t n, const void* w, const void* x);
 // True when t has CPU kernels (quantize, dequantize and vec_dot).
 bool has_kernels(DType t);
 
-// Instruction-set variants of the kernels. The parity tests call each explicitly.
-enum class Isa { kScalar, kAvx2 };
 
 using QuantizeFn = void (*)(const float* x, void* y, int64_t n);
 using DequantizeFn = void (*)(const void* x, float* y, int64_t n);
@@ -67,18 +66,6 @@ struct TypeKernels {
   VecDotTileFn vec_dot_tile;    // null where no rows x tokens kernel exists
 };
 
-// True when this CPU can run `isa` (kScalar always).
-bool isa_supported(Isa isa);
-// The ISA the dispatching entry points use (decided once, at first use).
-Isa active_isa();
-// AVX-512 F/VL/BW/VNNI reported by the CPU and its state saved by the OS. The few AVX-512 kernels
-// (the F32 decode dot, the F16 decode rows, the Q4_0x8/Q5_0x8/Q8_0x8/Q4_Kx8/Q6_Kx8 VNNI kernels)
-// are bit-identical to their AVX2 versions and replace them when avx512_active(): the AVX2 kernels
-// are active and the environment does not have NEXUS_NO_AVX512=1.
-bool avx512_supported();
-bool avx512_active();
-// Whether the environment variable `name` is set to "1" (the NEXUS_NO_* / NEXUS_FORCE_* switches).
-bool env_is_one(const char* name);
 // Kernels of t for `isa`; throws nexus::Error when t has none or the CPU cannot run `isa`.
 const TypeKernels& kernels(DType t, Isa isa);
 // Kernels of t for active_isa().

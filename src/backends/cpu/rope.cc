@@ -56,9 +56,7 @@ void rope(const RopeArgs& a, ThreadPool* pool) {
   });
 }
 
-bool avx2() { return active_isa() == Isa::kAvx2; }
-
-const KernelVariant<RopeArgs> kRope[] = {{"avx2", avx2, rope<rope_rotate_row_avx2>},
+const KernelVariant<RopeArgs> kRope[] = {{"avx2", avx2_active, rope<rope_rotate_row_avx2>},
                                          {"scalar", always_available, rope<rope_rotate_row_scalar>}};
 
 }  // namespace

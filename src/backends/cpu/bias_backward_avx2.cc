@@ -1,9 +1,9 @@
 // AVX2 bias gradient of the training ops.
 #include <immintrin.h>
 
-#include "train/train_kernels.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 
 // Row by row like the scalar loop (each column's sum keeps its order), eight columns per add: the
 // column range's partial sums stay in L1 while the rows stream past (GCC -O2 does not vectorise
@@ -19,4 +19,4 @@ void bias_backward_avx2(float* db, const float* dout, int64_t n, int64_t c, int6
   }
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

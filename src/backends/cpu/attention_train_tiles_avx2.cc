@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "train/attention_tiles.h"
-#include "train/train_kernels.h"
+#include "backends/cpu/attention_train_tiles.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 struct V8 {
@@ -45,4 +45,4 @@ void attn_backward_group_tiled_avx2(float* dq, float* dk, float* dv, const float
                             softmax_causal_row_backward_avx2);
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

@@ -7,9 +7,9 @@
 
 #include <cstdint>
 
-#include "nexus/train/train_ops.h"
+#include "backends/api/attention.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 
 // Causal attention forward of query head h of sequence b (see attention_forward).
 void attn_forward_head_scalar(float* out, float* att, const float* q, const float* k,
@@ -92,4 +92,4 @@ void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, in
                           int64_t j1);
 void bias_backward_avx2(float* db, const float* dout, int64_t n, int64_t c, int64_t j0, int64_t j1);
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

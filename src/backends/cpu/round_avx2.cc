@@ -2,10 +2,10 @@
 // bf16 by integer rounding of the upper half, fp16 through the F16C conversions.
 #include <immintrin.h>
 
-#include "train/bf16_avx2.h"
-#include "nexus/train/precision.h"
+#include "backends/cpu/bf16_avx2.h"
+#include "backends/cpu/round.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 // The bf16 encodings of 8 floats in the upper 16 bits of each lane (lower bits zero); NaN stays a
@@ -65,4 +65,4 @@ void unpack_avx2(Precision p, const uint16_t* h, float* x, int64_t n) {
   unpack_scalar(p, h + i, x + i, n - i);
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

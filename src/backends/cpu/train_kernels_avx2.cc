@@ -10,9 +10,9 @@
 
 #include "backends/cpu/exp_avx2.h"
 #include "backends/cpu/simd_avx2.h"
-#include "train/train_kernels.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 using cpu::avx2::hsum;
@@ -358,4 +358,4 @@ void add_vectors_avx2(float* out, const float* a, const float* b, int64_t n) {
 }
 
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

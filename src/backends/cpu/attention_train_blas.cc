@@ -14,11 +14,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/quant.h"
-#include "train/train_kernels.h"
-#include "train/train_parallel.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 64;
@@ -38,7 +38,7 @@ void attn_forward_head_blas(float* out, float* att, const float* q, const float*
   float* oh = out + b * t * qw + h * hd;
   float* pm = att + (b * s.n_heads + h) * t * t;
   const auto softmax = cpu::avx512_active() ? softmax_causal_row_avx512
-                       : par::use_avx2()      ? softmax_causal_row_avx2
+                       : avx2_active()   ? softmax_causal_row_avx2
                                               : softmax_causal_row_scalar;
   for (int64_t r0 = 0; r0 < t; r0 += kRowBlock) {
     const int64_t r1 = std::min(t, r0 + kRowBlock), m = r1 - r0;
@@ -62,7 +62,7 @@ void attn_backward_group_blas(float* dq, float* dk, float* dv, const float* dout
   const float *kb = k + kvo, *vb = v + kvo;
   float *dkb = dk + kvo, *dvb = dv + kvo;
   const auto softmax_bwd =
-      par::use_avx2() ? softmax_causal_row_backward_avx2 : softmax_causal_row_backward_scalar;
+      avx2_active() ? softmax_causal_row_backward_avx2 : softmax_causal_row_backward_scalar;
   for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
     const float* pm = att + (b * s.n_heads + h) * t * t;
     const int64_t qo = b * t * qw + h * hd;
@@ -86,4 +86,4 @@ void attn_backward_group_blas(float* dq, float* dk, float* dv, const float* dout
   }
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

@@ -11,9 +11,9 @@
 #include <cstdint>
 
 #include "backends/cpu/simd_avx512.h"
-#include "train/train_kernels.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 using cpu::avx512::exp_neg;
@@ -135,4 +135,4 @@ float ce_row_avx512(float* row, int64_t v, int32_t target, float scale) {
   return mx + static_cast<float>(std::log(sum)) - lt;
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include "train/attention_tiles.h"
-#include "train/train_kernels.h"
+#include "backends/cpu/attention_train_tiles.h"
+#include "backends/cpu/train_kernels.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 
 struct V16 {
@@ -44,4 +44,4 @@ void attn_backward_group_tiled_avx512(float* dq, float* dk, float* dv, const flo
                              softmax_causal_row_backward_avx2);
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

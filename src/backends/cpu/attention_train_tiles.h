@@ -22,9 +22,9 @@
 
 #include <cstdint>
 
-#include "nexus/train/train_ops.h"
+#include "backends/api/attention.h"
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 namespace {
 namespace tiles {
 
@@ -318,4 +318,4 @@ void backward_group(float* dq, float* dk, float* dv, const float* dout, const fl
 
 }  // namespace tiles
 }  // namespace
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

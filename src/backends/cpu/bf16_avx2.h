@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-namespace nexus::train {
+namespace nexus::cpu {
 namespace {
 
 // Eight bf16 values widened to f32 (exact: the bits become the upper half).
@@ -23,4 +23,4 @@ inline __m128i high_halves(__m256i r) {
 }
 
 }  // namespace
-}  // namespace nexus::train
+}  // namespace nexus::cpu

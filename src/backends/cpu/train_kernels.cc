@@ -1,12 +1,13 @@
 // Scalar reference versions of the training hot loops (train_kernels.h): plain loops in f32 with
 // the softmax denominators and the attention backward's row dot product summed in double.
-#include "train/train_kernels.h"
-#include "train/train_parallel.h"
+#include "backends/cpu/train_kernels.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/quant.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace nexus::train::kern {
+namespace nexus::cpu {
 
 void attn_forward_head_scalar(float* out, float* att, const float* q, const float* k,
                               const float* v, const AttnShape& s, int64_t b, int64_t h) {
@@ -41,6 +42,12 @@ void attn_forward_head_scalar(float* out, float* att, const float* q, const floa
       for (int64_t e = 0; e < hd; ++e) oi[e] += p[j] * vj[e];
     }
   }
+}
+
+void bias_backward_scalar(float* db, const float* dout, int64_t n, int64_t c, int64_t j0,
+                          int64_t j1) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = j0; j < j1; ++j) db[j] += dout[i * c + j];
 }
 
 void add_vectors_scalar(float* out, const float* a, const float* b, int64_t n) {
@@ -123,4 +130,4 @@ float ce_row_scalar(float* row, int64_t v, int32_t target, float scale) {
   return mx + static_cast<float>(std::log(sum)) - lt;
 }
 
-}  // namespace nexus::train::kern
+}  // namespace nexus::cpu

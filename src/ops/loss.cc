@@ -1,0 +1,25 @@
+// Cross-entropy front-end: checks, a profiler span, the device's kernel, the loss summed in order.
+#include "ops/loss.h"
+
+#include <string>
+
+#include "ops/op_span.h"
+
+namespace nexus {
+
+double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
+                           int64_t v, float scale, ThreadPool* pool, Precision round) {
+  NEXUS_OP_SPAN("train.cross_entropy", 8 * n * v, 0);
+  NEXUS_CHECK(n >= 0 && v >= 1, "[cross_entropy] bad shape n " + std::to_string(n) + " v " +
+                                    std::to_string(v));
+  for (int64_t i = 0; i < n; ++i)
+    NEXUS_CHECK(targets[i] < v, "[cross_entropy] target " + std::to_string(targets[i]) +
+                                    " of row " + std::to_string(i) + " is not below the " +
+                                    std::to_string(v) + " classes");
+  run_op(CrossEntropyArgs{logits, row_loss, targets, n, v, scale, round}, pool, Device::cpu());
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += row_loss[i];
+  return total;
+}
+
+}  // namespace nexus
