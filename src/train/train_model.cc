@@ -10,13 +10,13 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/train_kernels.h"
 #include "models/arch.h"
+#include "models/transformer_layer.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/profile.h"
 #include "ops/round.h"
 #include "ops/rope.h"
 #include "ops/train_ops.h"
 #include "profile/memory.h"
-#include "train/block_norm.h"
 
 namespace nexus::train {
 namespace {
@@ -141,7 +141,6 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
       aligned_alloc_counted(grad_floats_ * sizeof(float), MemCategory::kOptimizer));
   memset_floats(params_, static_cast<int64_t>(n_params_));
   memset_floats(grads_, static_cast<int64_t>(grad_floats_));
-  p_ = bind(params_);
   if (half()) {
     // Rounded weight copies: the largest block, the output matrix and the final norm's weights.
     size_t layer_max = 0;
@@ -156,7 +155,7 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   }
   layout_activations();
   if (opts_.update_in_backward && !slot_in_arena_) slot_ = grads_ + blocks_begin_;
-  g_ = bind(grads_, true);
+  bind();
   if (cfg_.rope != RopeStyle::kNone) {  // the angles of positions 0 .. seq - 1
     std::vector<int32_t> pos(static_cast<size_t>(seq_));
     for (int64_t p = 0; p < seq_; ++p) pos[p] = static_cast<int32_t>(p);
@@ -171,7 +170,9 @@ void TrainModel::layout_params() {
   const ModelConfig& c = cfg_;
   const ArchSpec& spec = arch_spec(c.arch);
   const std::vector<ModelSlot> outer = spec.model_slots(c);
-  const std::vector<LayerSlot> slots = spec.layer_slots(c);
+  slots_ = spec.layer_slots(c);
+  layers_.clear();
+  for (int64_t l = 0; l < c.n_layers; ++l) layers_.push_back(&layer_type(c, l));
   layer_range_.assign(static_cast<size_t>(c.n_layers), {0, 0});
   auto add = [&](std::string name, std::vector<int64_t> shape) {
     int64_t n = 1;
@@ -183,7 +184,7 @@ void TrainModel::layout_params() {
     if (o.required && !o.after_blocks) add(o.name, o.shape);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     layer_range_[l].first = n_params_;
-    for (const LayerSlot& ls : slots)
+    for (const LayerSlot& ls : slots_)
       if (ls.required) add(layer_tensor_name(ls.name, l), ls.shape);
     layer_range_[l].second = n_params_;
   }
@@ -193,16 +194,18 @@ void TrainModel::layout_params() {
 
 void TrainModel::layout_activations() {
   const ModelConfig& c = cfg_;
-  const int64_t n = batch_ * seq_, d = c.dim, f = c.ffn_dim;
-  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
-  const int64_t att = batch_ * c.n_heads * seq_ * seq_;
+  const int64_t n = batch_ * seq_, d = c.dim;
   const bool gpt2 = c.arch == Arch::kGpt2;
+  // Every block has the same layer type (TrainModel checks the blocks' sizes agree).
+  const LayerType& type = *layers_.front();
+  const std::vector<SavedSlot> saved = type.saved(c, batch_, seq_);
+  const std::vector<ScratchSlot> scratch = type.scratch(c, batch_, seq_);
   // With mixed precision the blocks share one f32 working set, and every block but the last (which
-  // is still in the working set when backward() starts) keeps a 16-bit copy of its activations.
-  // With selective recompute in f32 they share it too, but keep their own q, k, v and FFN
-  // input(s); the 16-bit copies then leave out the attention probabilities and output.
+  // is still in the working set when backward() starts) keeps a 16-bit copy of its kInput and
+  // kOutput activations. With selective recompute in f32 they share it too, but keep their own
+  // kInput ones; the 16-bit copies then leave out the kOutput ones, which restore recomputes.
+  // kStat activations are every block's own f32 in either mode.
   const bool packed = half() && !opts_.recompute_blocks;
-  const bool qk = c.arch == Arch::kQwen3;  // per-head q/k norms
   const bool selective = opts_.selective_recompute && !opts_.recompute_blocks;
   shared_set_ = packed || selective;
   const int64_t n_sets = opts_.recompute_blocks ? 1 : c.n_layers;
@@ -215,99 +218,46 @@ void TrainModel::layout_activations() {
   for (int pass = 0; pass < 2; ++pass) {
     ActivationBytes sz;
     auto A = [&](int64_t count, size_t* bucket) -> float* {
+      if (count == 0) return nullptr;
       *bucket += (static_cast<size_t>(count) * 4 + kAlignment - 1) / kAlignment * kAlignment;
       return pass ? arena_.alloc_n<float>(static_cast<size_t>(count)) : nullptr;
     };
-    size_t* blk = &sz.blocks;
     auto H = [&](int64_t count) -> uint16_t* {
       return reinterpret_cast<uint16_t*>(A((count + 1) / 2, &sz.half));
     };
-    act_.blocks.clear();
+    act_.sets.clear();
     half_.clear();
     for (int64_t s = 0; s < n_sets; ++s) {
-      if (shared_set_ && s > 0) {  // shares the working set; mid and the statistics are its own
-        BlockActs b = act_.blocks[0];
-        b.mid = A(n * d, blk);
-        b.rstd1 = A(n, blk);
-        b.rstd2 = A(n, blk);
-        b.mean1 = gpt2 ? A(n, blk) : nullptr;
-        b.mean2 = gpt2 ? A(n, blk) : nullptr;
-        if (qk) {  // the q/k norms' statistics, like the block norms'
-          b.rq = A(n * c.n_heads, blk);
-          b.rk = A(n * c.n_kv_heads, blk);
-        }
-        if (!packed) {  // f32 selective recompute: what the recompute needs
-          b.q = A(n * qw, blk);
-          b.k = A(n * kvw, blk);
-          if (qk) {
-            b.qp = A(n * qw, blk);
-            b.kp = A(n * kvw, blk);
-          }
-          b.v = A(n * kvw, blk);
-          b.g = gpt2 ? nullptr : A(n * f, blk);
-          b.u = A(n * f, blk);
-        }
-        act_.blocks.push_back(b);
+      if (shared_set_ && s > 0) {  // shares the working set but for the slots it keeps itself
+        std::vector<float*> set = act_.sets[0];
+        for (size_t i = 0; i < saved.size(); ++i)
+          if (saved[i].keep == Saved::kStat || (!packed && saved[i].keep == Saved::kInput))
+            set[i] = A(saved[i].count, &sz.blocks);
+        act_.sets.push_back(std::move(set));
       }
       if (packed && s < n_sets - 1) {  // the last block stays in the working set
-        HalfActs h{};
-        h.q = H(n * qw);
-        h.atty = selective ? nullptr : H(n * qw);
-        h.k = H(n * kvw);
-        h.v = H(n * kvw);
-        h.att = selective ? nullptr : H(att);
-        h.g = gpt2 ? nullptr : H(n * f);
-        h.u = H(n * f);
-        if (qk) {
-          h.qp = H(n * qw);
-          h.kp = H(n * kvw);
-        }
-        half_.push_back(h);
+        std::vector<uint16_t*> h(saved.size(), nullptr);
+        for (size_t i = 0; i < saved.size(); ++i)
+          if (saved[i].keep == Saved::kInput || (!selective && saved[i].keep == Saved::kOutput))
+            h[i] = H(saved[i].count);
+        half_.push_back(std::move(h));
       }
       if (shared_set_ && s > 0) continue;
-      BlockActs b{};
-      b.mid = A(n * d, blk);
-      b.ln1 = A(n * d, blk);
-      b.ln2 = A(n * d, blk);
-      b.rstd1 = A(n, blk);
-      b.rstd2 = A(n, blk);
-      if (gpt2) {
-        b.mean1 = A(n, blk);
-        b.mean2 = A(n, blk);
-      }
-      b.q = A(n * qw, blk);
-      b.atty = A(n * qw, blk);
-      b.k = A(n * kvw, blk);
-      b.v = A(n * kvw, blk);
-      b.att = A(att, blk);
-      if (qk) {
-        b.qp = A(n * qw, blk);
-        b.kp = A(n * kvw, blk);
-        b.rq = A(n * c.n_heads, blk);
-        b.rk = A(n * c.n_kv_heads, blk);
-      }
-      if (!gpt2) b.g = A(n * f, blk);
-      b.u = A(n * f, blk);
-      b.hact = A(n * f, blk);
-      act_.blocks.push_back(b);
+      std::vector<float*> set(saved.size());
+      for (size_t i = 0; i < saved.size(); ++i) set[i] = A(saved[i].count, &sz.blocks);
+      act_.sets.push_back(std::move(set));
     }
     size_t* scr = &sz.scratch;
     // Backward's gradients of a block (d lnf, in dln, is written by the head and stays apart).
     auto block_grads = [&] {
       act_.dres = A(n * d, scr);
-      act_.dhact = A(n * f, scr);
-      // llama's up gradient; its gate gradient and gpt2's up gradient reuse the block's hact.
-      act_.du = gpt2 ? nullptr : A(n * f, scr);
-      act_.datty = A(n * qw, scr);
-      act_.dq = A(n * qw, scr);
-      act_.dk = A(n * kvw, scr);
-      act_.dv = A(n * kvw, scr);
-      act_.dqp = qk ? A(n * qw, scr) : nullptr;
-      act_.dkp = qk ? A(n * kvw, scr) : nullptr;
+      act_.scratch.assign(scratch.size(), nullptr);
+      for (size_t i = 0; i < scratch.size(); ++i) act_.scratch[i] = A(scratch[i].count, scr);
     };
     const int64_t logits = head_rows_ * c.n_vocab;
+    float* const set0 = act_.sets[0].front();  // the working set's first slice
     if (head_shares) {
-      // The logits start where the block's working set does (its first slice, mid), which is
+      // The logits start where the block's working set does (its first slice), which is
       // followed by the block gradients and, updating in backward, the parameters' gradient slot;
       // what the logits need beyond them is padding.
       block_grads();
@@ -318,8 +268,8 @@ void TrainModel::layout_activations() {
       const size_t shared = sz.blocks + sz.scratch;
       const size_t need = static_cast<size_t>(tied + logits) * 4;
       if (need > shared) A(static_cast<int64_t>((need - shared + 3) / 4), &sz.head);
-      if (defer_rows_) tied_grad_ = act_.blocks[0].mid;
-      act_.logits = act_.blocks[0].mid ? act_.blocks[0].mid + tied : nullptr;
+      if (defer_rows_) tied_grad_ = set0;
+      act_.logits = set0 ? set0 + tied : nullptr;
     }
     act_.res.clear();
     for (int64_t l = 0; l <= c.n_layers; ++l) act_.res.push_back(A(n * d, &sz.block_inputs));
@@ -377,69 +327,34 @@ float* TrainModel::grad_at(size_t offset) const {
          (offset - blocks_end_);
 }
 
-TrainModel::Params TrainModel::bind(float* base, bool grad_slots) const {
+void TrainModel::bind() {
   const ModelConfig& c = cfg_;
-  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
-  const ArchSpec& spec = arch_spec(c.arch);
-  const std::vector<ModelSlot> outer = spec.model_slots(c);
-  const std::vector<LayerSlot> slots = spec.layer_slots(c);
-  auto at = [&](const std::string& name) -> float* {
+  const std::vector<ModelSlot> outer = arch_spec(c.arch).model_slots(c);
+  auto at = [&](const std::string& name, bool grad) -> float* {
     const ParamInfo* info = find(name);
     if (!info) return nullptr;
-    return grad_slots ? grad_at(info->offset) : base + info->offset;
+    return grad ? grad_at(info->offset) : params_ + info->offset;
   };
   // The parameter behind a weights member, found through the architecture's tables (null when
   // the architecture has no such tensor).
-  auto outer_at = [&](Tensor ModelWeights::*field) -> float* {
+  auto outer_at = [&](Tensor ModelWeights::*field, bool grad) -> float* {
     for (const ModelSlot& o : outer)
-      if (o.field == field && o.required) return at(o.name);
+      if (o.field == field && o.required) return at(o.name, grad);
     return nullptr;
   };
-  Params p{};
-  p.tok_embd = outer_at(&ModelWeights::tok_embd);
-  p.pos_embd = outer_at(&ModelWeights::pos_embd);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    auto in = [&](Tensor LayerWeights::*field) -> float* {
-      for (const LayerSlot& ls : slots)
-        if (ls.field == field) return at(layer_tensor_name(ls.name, l));
-      return nullptr;
-    };
-    LayerParams lp{};
-    lp.attn_norm = in(&LayerWeights::attn_norm);
-    lp.attn_norm_b = in(&LayerWeights::attn_norm_b);
-    if (float* qkv = in(&LayerWeights::wqkv)) {  // fused rows: q, then k, then v
-      lp.wq = qkv;
-      lp.wk = qkv + qw * c.dim;
-      lp.wv = lp.wk + kvw * c.dim;
-      float* bias = in(&LayerWeights::bqkv);
-      lp.bq = bias;
-      lp.bk = bias + qw;
-      lp.bv = lp.bk + kvw;
-    } else {
-      lp.wq = in(&LayerWeights::wq);
-      lp.wk = in(&LayerWeights::wk);
-      lp.wv = in(&LayerWeights::wv);
-      lp.bq = in(&LayerWeights::bq);  // qwen2
-      lp.bk = in(&LayerWeights::bk);
-      lp.bv = in(&LayerWeights::bv);
-      lp.q_norm = in(&LayerWeights::q_norm);  // qwen3
-      lp.k_norm = in(&LayerWeights::k_norm);
-    }
-    lp.wo = in(&LayerWeights::wo);
-    lp.bo = in(&LayerWeights::bo);
-    lp.ffn_norm = in(&LayerWeights::ffn_norm);
-    lp.ffn_norm_b = in(&LayerWeights::ffn_norm_b);
-    lp.w_gate = in(&LayerWeights::w_gate);
-    lp.w_up = in(&LayerWeights::w_up);
-    lp.b_up = in(&LayerWeights::b_up);
-    lp.w_down = in(&LayerWeights::w_down);
-    lp.b_down = in(&LayerWeights::b_down);
-    p.layers.push_back(lp);
+  for (bool grad : {false, true}) {
+    Outer& o = grad ? g_ : p_;
+    o.tok_embd = outer_at(&ModelWeights::tok_embd, grad);
+    o.pos_embd = outer_at(&ModelWeights::pos_embd, grad);
+    o.out_norm = outer_at(&ModelWeights::out_norm, grad);
+    o.out_norm_b = outer_at(&ModelWeights::out_norm_b, grad);
+    o.output = c.tied_output ? o.tok_embd : outer_at(&ModelWeights::output, grad);
+    std::vector<std::vector<float*>>& layers = grad ? gw_ : pw_;
+    layers.assign(static_cast<size_t>(c.n_layers), std::vector<float*>(slots_.size(), nullptr));
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      for (size_t i = 0; i < slots_.size(); ++i)
+        layers[l][i] = at(layer_tensor_name(slots_[i].name, l), grad);
   }
-  p.out_norm = outer_at(&ModelWeights::out_norm);
-  p.out_norm_b = outer_at(&ModelWeights::out_norm_b);
-  p.output = c.tied_output ? p.tok_embd : outer_at(&ModelWeights::output);
-  return p;
 }
 
 const ParamInfo* TrainModel::find(const std::string& name) const {
@@ -506,9 +421,9 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   wcopy_layer_id_ = -1;
   embedding_forward(a.res[0], a.tokens, p_.tok_embd, c.n_vocab, n, c.dim);
   if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
-  keep(a.res[0], nullptr, n * c.dim);
+  keep(a.res[0], n * c.dim);
   for (int64_t l = 0; l < c.n_layers; ++l)
-    block_forward(l, a.blocks[opts_.recompute_blocks ? 0 : l], true);
+    block_forward(l, opts_.recompute_blocks ? 0 : l, true);
   final_norm_forward(n);
   have_forward_ = for_backward;
   return head_forward(n, for_backward);
@@ -569,7 +484,7 @@ void TrainModel::final_norm_forward(int64_t n) {
   }
   norm_forward(cfg_, act_.lnf, act_.meanf, act_.rstdf, act_.res[cfg_.n_layers], w, b, n,
                pool_.get());
-  keep(act_.lnf, nullptr, n * cfg_.dim);
+  keep(act_.lnf, n * cfg_.dim);
 }
 
 void TrainModel::final_norm_backward(int64_t n) {
@@ -580,144 +495,41 @@ void TrainModel::final_norm_backward(int64_t n) {
   round_grad(act_.dres, n * cfg_.dim);
 }
 
-TrainModel::PassDims TrainModel::dims() const {
-  const ModelConfig& c = cfg_;
-  return {cur_t_,
-          cur_b_ * cur_t_,
-          c.dim,
-          c.ffn_dim,
-          c.n_heads * c.head_dim,
-          c.n_kv_heads * c.head_dim,
-          {cur_b_, cur_t_, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window}};
+LayerPass TrainModel::layer_pass(int64_t l, int64_t set, const float* const* w) const {
+  LayerPass p{};
+  p.cfg = &cfg_;
+  p.slots = &slots_;
+  p.b = cur_b_;
+  p.t = cur_t_;
+  p.pool = pool_.get();
+  p.precision = opts_.precision;
+  p.bf16_ops = bf16_ops();
+  p.w = w;
+  p.g = gw_[l].data();
+  p.a = act_.sets[set].data();
+  p.scratch = act_.scratch.data();
+  p.rope_cs = act_.rope_cs;
+  p.attn_scratch = const_cast<float*>(attn_scratch_.data());
+  p.x = act_.res[l];
+  p.dres = act_.dres;
+  p.dln = act_.dln;
+  return p;
 }
 
-void TrainModel::block_forward(int64_t l, const BlockActs& a, bool write_output) {
+void TrainModel::block_forward(int64_t l, int64_t set, bool write_output) {
   NEXUS_PROFILE_LAYER(l);
-  const ModelConfig& c = cfg_;
-  const auto [t, n, d, f, qw, kvw, as] = dims();
-  const LayerParams w = layer_weights(l);
+  LayerPass p = layer_pass(l, set, layer_weights(l));
   // Where the block's activations are kept in 16 bits (mixed precision, not recomputing).
-  const HalfActs* h =
-      write_output && l < static_cast<int64_t>(half_.size()) ? &half_[l] : nullptr;
-  auto K = [&](float* x, uint16_t* HalfActs::*field, int64_t count) {
-    keep(x, h ? h->*field : nullptr, count);
-  };
-  const float* x = act_.res[l];
-  norm_forward(c, a.ln1, a.mean1, a.rstd1, x, w.attn_norm, w.attn_norm_b, n, pool_.get());
-  keep(a.ln1, nullptr, n * d);  // recomputed by restore_block
-  // Biases and residuals go in as the GEMMs' starting values (matmul_forward's add_rows, bias).
-  // qwen3: q and k land before their per-head RMSNorm, which writes the normed q and k.
-  const bool qk = w.q_norm != nullptr;
-  matmul_forward(qk ? a.qp : a.q, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), nullptr, w.bq);
-  matmul_forward(qk ? a.kp : a.k, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bk);
-  matmul_forward(a.v, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), nullptr, w.bv);
-  if (qk) {
-    // Rounded (and, with packed blocks, kept in 16 bits) before the norm reads them, so a block
-    // restored for its backward holds the same values.
-    K(a.qp, &HalfActs::qp, n * qw);
-    K(a.kp, &HalfActs::kp, n * kvw);
-    rmsnorm_forward(a.q, a.rq, a.qp, w.q_norm, n * c.n_heads, c.head_dim, c.norm_eps, pool_.get());
-    rmsnorm_forward(a.k, a.rk, a.kp, w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
-                    pool_.get());
-  }
-  if (c.rope != RopeStyle::kNone) {
-    rope_rotate(a.q, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
-                pool_.get());
-    rope_rotate(a.k, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, act_.rope_cs, false,
-                pool_.get());
-  }
-  K(a.q, &HalfActs::q, n * qw);
-  K(a.k, &HalfActs::k, n * kvw);
-  K(a.v, &HalfActs::v, n * kvw);
-  attention_forward(a.atty, a.att, a.q, a.k, a.v, as, pool_.get());
-  K(a.att, &HalfActs::att, cur_b_ * c.n_heads * t * t);
-  K(a.atty, &HalfActs::atty, n * qw);
-  // The projections are written where their sum with the residual goes (no scratch).
-  matmul_forward(a.mid, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops(), x, w.bo);
-  norm_forward(c, a.ln2, a.mean2, a.rstd2, a.mid, w.ffn_norm, w.ffn_norm_b, n, pool_.get());
-  keep(a.ln2, nullptr, n * d);
-  if (w.w_gate) {  // SwiGLU
-    matmul_forward(a.g, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops());
-    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops());
-    K(a.g, &HalfActs::g, n * f);
-    K(a.u, &HalfActs::u, n * f);
-    swiglu_forward(a.hact, a.g, a.u, n * f, pool_.get());
-  } else {  // GELU MLP
-    matmul_forward(a.u, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops(), nullptr, w.b_up);
-    K(a.u, &HalfActs::u, n * f);
-    gelu_forward(a.hact, a.u, n * f, pool_.get());
-  }
-  keep(a.hact, nullptr, n * f);
-  if (!write_output) return;
-  float* out = act_.res[l + 1];
-  matmul_forward(out, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(), a.mid, w.b_down);
+  if (write_output && l < static_cast<int64_t>(half_.size())) p.h = half_[l].data();
+  if (write_output) p.y = act_.res[l + 1];
+  layers_[l]->forward(p);
 }
 
-void TrainModel::block_backward(int64_t l, const BlockActs& a, bool restore) {
+void TrainModel::block_backward(int64_t l, int64_t set, bool restore) {
   NEXUS_PROFILE_LAYER(l);
-  const ModelConfig& c = cfg_;
-  const auto [t, n, d, f, qw, kvw, as] = dims();
-  const LayerParams w = layer_weights(l);
-  if (restore) restore_block(l, a, w);
-  const LayerParams& gw = g_.layers[l];
-  Activations& s = act_;
-  // Feed-forward half: res[l+1] = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds
-  // d / d res[l+1], which is also the gradient of the down projection's output.
-  zero(s.dhact, n * f, pool_.get());
-  matmul_backward(s.dhact, gw.w_down, s.dres, a.hact, w.w_down, n, f, d, pool_.get(), bf16_ops(),
-                  gw.b_down);
-  round_grad(s.dhact, n * f);
-  // hact is dead now: it takes the gate gradient (llama) or the up gradient (gpt2).
-  float* du = w.w_gate ? s.du : a.hact;  // written (not added to) by the activation's backward
-  zero(s.dln, n * d, pool_.get());
-  if (w.w_gate) {
-    swiglu_backward(a.hact, du, s.dhact, a.g, a.u, n * f, pool_.get());
-    round_grad(a.hact, n * f);
-    round_grad(du, n * f);
-    matmul_backward(s.dln, gw.w_gate, a.hact, a.ln2, w.w_gate, n, d, f, pool_.get(), bf16_ops());
-  } else {
-    gelu_backward(du, s.dhact, a.u, n * f, pool_.get());
-    round_grad(du, n * f);
-  }
-  matmul_backward(s.dln, gw.w_up, du, a.ln2, w.w_up, n, d, f, pool_.get(), bf16_ops(), gw.b_up);
-  round_grad(s.dln, n * d);
-  norm_backward(c, s.dres, gw.ffn_norm, gw.ffn_norm_b, s.dln, a.mid, w.ffn_norm, a.mean2, a.rstd2,
-                n, pool_.get());
-  round_grad(s.dres, n * d);
-  // Attention half: mid = res[l] + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
-  zero(s.datty, n * qw, pool_.get());
-  matmul_backward(s.datty, gw.wo, s.dres, a.atty, w.wo, n, qw, d, pool_.get(), bf16_ops(), gw.bo);
-  round_grad(s.datty, n * qw);
-  attention_backward(s.dq, s.dk, s.dv, s.datty, a.att, a.q, a.k, a.v, as, attn_scratch_.data(),
-                     pool_.get());
-  if (c.rope != RopeStyle::kNone) {
-    rope_rotate(s.dq, n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
-                pool_.get());
-    rope_rotate(s.dk, n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, s.rope_cs, true,
-                pool_.get());
-  }
-  float *dq = s.dq, *dk = s.dk;
-  if (w.q_norm != nullptr) {  // qwen3: back through the per-head norms of q and k
-    zero(s.dqp, n * qw, pool_.get());
-    zero(s.dkp, n * kvw, pool_.get());
-    rmsnorm_backward(s.dqp, gw.q_norm, s.dq, a.qp, w.q_norm, a.rq, n * c.n_heads, c.head_dim,
-                     pool_.get());
-    rmsnorm_backward(s.dkp, gw.k_norm, s.dk, a.kp, w.k_norm, a.rk, n * c.n_kv_heads, c.head_dim,
-                     pool_.get());
-    dq = s.dqp;
-    dk = s.dkp;
-  }
-  round_grad(dq, n * qw);
-  round_grad(dk, n * kvw);
-  round_grad(s.dv, n * kvw);
-  zero(s.dln, n * d, pool_.get());
-  matmul_backward(s.dln, gw.wq, dq, a.ln1, w.wq, n, d, qw, pool_.get(), bf16_ops(), gw.bq);
-  matmul_backward(s.dln, gw.wk, dk, a.ln1, w.wk, n, d, kvw, pool_.get(), bf16_ops(), gw.bk);
-  matmul_backward(s.dln, gw.wv, s.dv, a.ln1, w.wv, n, d, kvw, pool_.get(), bf16_ops(), gw.bv);
-  round_grad(s.dln, n * d);
-  norm_backward(c, s.dres, gw.attn_norm, gw.attn_norm_b, s.dln, s.res[l], w.attn_norm, a.mean1,
-                a.rstd1, n, pool_.get());
-  round_grad(s.dres, n * d);
+  const LayerPass p = layer_pass(l, set, layer_weights(l));
+  if (restore) restore_block(l, p);
+  layers_[l]->backward(p);
 }
 
 void TrainModel::backward() {
@@ -740,12 +552,12 @@ void TrainModel::backward() {
     if (!opts_.recompute_blocks) {
       // A shared working set (mixed precision, selective recompute) still holds the last block
       // from forward(); the others are restored into it.
-      block_backward(l, a.blocks[l], shared_set_ && l != c.n_layers - 1);
+      block_backward(l, l, shared_set_ && l != c.n_layers - 1);
     } else {
       // Checkpointing: every block is recomputed from its saved input, with the same ops in the
       // same order (the last one too: the head's logits overwrote the working set).
-      block_forward(l, a.blocks[0], false);
-      block_backward(l, a.blocks[0]);
+      block_forward(l, 0, false);
+      block_backward(l, 0);
     }
     if (in_backward)
       grad_ready_(layer_range_[l].first, layer_range_[l].second, slot_);

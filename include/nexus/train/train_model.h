@@ -17,6 +17,7 @@
 #include "nexus/status.h"
 #include "nexus/tensor.h"
 #include "nexus/train/precision.h"
+#include "models/layer.h"
 
 namespace nexus {
 class GgufFile;
@@ -163,87 +164,59 @@ class TrainModel {
   std::vector<float> logits() const;
 
  private:
-  // One block's parameters (or gradients). gpt2's fused QKV tensor is seen as wq, wk, wv (its
-  // row blocks) and its bias as bq, bk, bv; pointers an architecture lacks are null.
-  struct LayerParams {
-    float *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
-    float *attn_norm_b, *bq, *bk, *bv, *bo, *ffn_norm_b, *b_up, *b_down;
-    float *q_norm, *k_norm;  // qwen3's per-head RMSNorm of q and k
+  // The tensors outside the blocks (or their gradients); null where the architecture has none.
+  struct Outer {
+    float *tok_embd, *pos_embd, *out_norm, *out_norm_b, *output;
   };
-  struct Params {
-    float *tok_embd, *pos_embd;  // pos_embd: gpt2 only
-    std::vector<LayerParams> layers;
-    float *out_norm, *out_norm_b, *output;
-  };
-  // What one block saves for its backward. `mean*` are LayerNorm's (gpt2), `g` the SwiGLU gate
-  // (llama); `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation.
-  struct BlockActs {
-    float *mid, *ln1, *ln2, *rstd1, *rstd2, *mean1, *mean2, *q, *k, *v, *att, *atty, *g, *u, *hact;
-    // qwen3: q and k before their per-head RMSNorm, and its 1/rms per head row (null otherwise).
-    float *qp, *kp, *rq, *rk;
-  };
-  // Block inputs res[0..n_layers] (res[n_layers] is the last block's output), the saved block
-  // activations (n_layers sets, or one shared set when recomputing), the head and the scratch.
+  // Block inputs res[0..n_layers] (res[n_layers] is the last block's output), the sets of saved
+  // block activations by the layer type's SavedSlot index (n_layers sets, or one shared working
+  // set, whose per-block parts the other sets point to their own copies of), the backward scratch
+  // by ScratchSlot index, and the head's buffers.
   struct Activations {
     std::vector<float*> res;
-    std::vector<BlockActs> blocks;
+    std::vector<std::vector<float*>> sets;
+    std::vector<float*> scratch;
     float *lnf, *rstdf, *meanf, *rope_cs;
     // Output head: logits of head_rows_ rows at a time, each row's loss, d lnf.
     float *logits, *row_loss, *dlnf;
-    float *dres, *dln, *dhact, *du, *datty, *dq, *dk, *dv;
-    float *dqp, *dkp;  // qwen3: the gradients of q and k before their norm
+    float *dres, *dln;
     int32_t *tokens, *targets;
   };
-  // Mixed precision: the 16-bit copy of one block's saved activations (the f32 working set is
-  // shared by all blocks; mid and the norm statistics stay f32 per block). The norm outputs and
-  // the FFN activation are not stored: restoring a block recomputes them from its input, mid, g
-  // and u with the same ops (cheap elementwise passes), so they come out bit-identical.
-  struct HalfActs {
-    uint16_t *q, *k, *v, *att, *atty, *g, *u;
-    uint16_t *qp, *kp;  // qwen3: q and k before their per-head norm
-  };
-
-  // Sizes of the current forward/backward pass (cur_b_ sequences of cur_t_ tokens).
-  struct PassDims {
-    int64_t t, n, d, f, qw, kvw;  // seq, rows, dim, ffn, query width, key/value width
-    AttnShape as;
-  };
-  PassDims dims() const;
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
   static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
   void layout_params();
   void layout_activations();
-  // Pointers to every tensor in `base`; with `grad_slots`, to every tensor's gradient instead
-  // (grad_at: updating in backward, every block shares one block's slot).
-  Params bind(float* base, bool grad_slots = false) const;
+  // Points p_/g_ and pw_/gw_ at every tensor and its gradient slot (grad_at: updating in
+  // backward, every block shares one block's slot).
+  void bind();
   // Where the gradient of the parameter at `offset` (in params_) lives.
   float* grad_at(size_t offset) const;
   const ParamInfo* find(const std::string& name) const;
   // The output head and the fused cross-entropy with their backward; returns the mean loss.
   float head_forward(int64_t n, bool for_backward);
   void init_random(const InitOptions& init);
-  // Block l's forward from res[l] into `a`; writes res[l + 1] only when `write_output` (a
+  // The pass of block l over saved-activation set `set` with weights `w` (by slot).
+  LayerPass layer_pass(int64_t l, int64_t set, const float* const* w) const;
+  // Block l's forward from res[l] into its set; writes res[l + 1] only when `write_output` (a
   // recompute for the backward needs every saved activation but not the block's output).
-  void block_forward(int64_t l, const BlockActs& a, bool write_output);
+  void block_forward(int64_t l, int64_t set, bool write_output);
   // Adds block l's parameter gradients and turns dres (d loss / d res[l + 1]) into d / d res[l].
-  // With `restore`, first brings block l's activations back into the working set `a`.
-  void block_backward(int64_t l, const BlockActs& a, bool restore = false);
+  // With `restore`, first brings block l's activations back into the shared working set.
+  void block_backward(int64_t l, int64_t set, bool restore = false);
   void final_norm_forward(int64_t n);
   void final_norm_backward(int64_t n);
-  // Mixed precision (train_model_half.cc). The weights of block l to compute with: the masters
-  // in f32, else their rounded copy in wcopy_layer_ (made again only when another block's copy
-  // is there: a backward right after its forward, or a recompute, reuses it).
-  LayerParams layer_weights(int64_t l);
-  // Rounds a saved activation after the op that produced it, into `h` as well when given.
-  void keep(float* x, uint16_t* h, int64_t count);
+  // Mixed precision (train_model_half.cc). The weights of block l to compute with, by slot: the
+  // masters in f32, else their rounded copy in wcopy_layer_ (made again only when another block's
+  // copy is there: a backward right after its forward, or a recompute, reuses it).
+  const float* const* layer_weights(int64_t l);
+  // Rounds a buffer in place (no-op in f32).
+  void keep(float* x, int64_t count);
   // Rounds an activation gradient in place (no-op in f32).
   void round_grad(float* x, int64_t count);
-  // Brings block l's activations back into the shared working set `a` before its backward:
-  // unpacks its 16-bit copies (mixed precision) and recomputes the ones not kept (the norm
-  // outputs, the FFN activation, and with selective recompute the attention probabilities) with
-  // the block's (rounded) weights `w`.
-  void restore_block(int64_t l, const BlockActs& a, const LayerParams& w);
+  // Brings block l's activations back into the shared working set before its backward: unpacks
+  // its 16-bit copies (mixed precision) and has the layer type recompute the ones not kept.
+  void restore_block(int64_t l, const LayerPass& pass);
   bool half() const { return opts_.precision != Precision::kF32; }
   // Whether every GEMM operand holds bf16 values (the bf16 mode rounds weight copies, kept
   // activations and gradients), which lets matmul_forward/backward use AMX tiles.
@@ -281,10 +254,18 @@ class TrainModel {
   void update_batch_rows();
   GradReady grad_ready_;
   bool shared_set_ = false;  // blocks share one working set (restore before backward)
-  Params p_, g_;
+  Outer p_, g_;
+  // The layer type of each block, the architecture's block tensor table, and each block's
+  // parameters and gradients by slot.
+  std::vector<const LayerType*> layers_;
+  std::vector<LayerSlot> slots_;
+  std::vector<std::vector<float*>> pw_, gw_;
+  std::vector<const float*> wview_;  // layer_weights' pointers into the rounded copy
   Arena arena_;
   Activations act_;
-  std::vector<HalfActs> half_;  // per block; empty in f32 and with recompute_blocks
+  // Mixed precision without checkpointing: each block's 16-bit copies by SavedSlot index (all
+  // but the last block, which stays in the working set); empty otherwise.
+  std::vector<std::vector<uint16_t*>> half_;
   // Rounded weight copies: one block's parameters, the output matrix and the final norm.
   float* wcopy_ = nullptr;
   size_t wcopy_floats_ = 0;

@@ -1,0 +1,53 @@
+// LayerPass's helpers: parameter lookup through the architecture's slot table, and the rounding
+// and clearing every layer type's passes share.
+#include "models/layer.h"
+
+#include <cstring>
+
+#include "ops/round.h"
+
+namespace nexus {
+namespace {
+
+template <class P>
+P lookup(const std::vector<LayerSlot>& slots, P const* ptrs, Tensor LayerWeights::*field) {
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i].field == field) return ptrs[i];
+  return nullptr;
+}
+
+}  // namespace
+
+const float* LayerPass::weight(Tensor LayerWeights::*field) const {
+  return lookup<const float*>(*slots, w, field);
+}
+
+float* LayerPass::grad(Tensor LayerWeights::*field) const { return lookup<float*>(*slots, g, field); }
+
+void LayerPass::keep(int slot, int64_t count) const {
+  if (precision == Precision::kF32) return;
+  if (h != nullptr && h[slot] != nullptr)
+    round_pack(precision, a[slot], h[slot], count, pool);
+  else
+    round_to(precision, a[slot], count, pool);
+}
+
+void LayerPass::keep_only(float* x, int64_t count) const {
+  if (precision != Precision::kF32) round_to(precision, x, count, pool);
+}
+
+void LayerPass::round_grad(float* x, int64_t count) const {
+  if (precision != Precision::kF32) round_to(precision, x, count, pool);
+}
+
+// Split over the pool above 256 Ki floats (one thread's memset runs at about half of what two
+// reach): the gradient buffers cleared before each backward GEMM that accumulates into them.
+void LayerPass::zero(float* p, int64_t count) const {
+  auto clear = [p](int64_t i0, int64_t i1) {
+    std::memset(p + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float));
+  };
+  if (pool == nullptr || pool->size() == 1 || count < (int64_t{1} << 18)) return clear(0, count);
+  pool->parallel_for(count, clear, 1 << 17);
+}
+
+}  // namespace nexus

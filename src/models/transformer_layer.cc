@@ -1,0 +1,304 @@
+// The transformer block's training passes: forward (saving what the backward reads), backward,
+// and the recompute that rebuilds the cheap activations for a shared working set.
+#include "models/transformer_layer.h"
+
+#include "ops/train_ops.h"
+
+namespace nexus {
+namespace {
+
+// The saved activations, in layout order. `mean*` are LayerNorm's (gpt2), `g` the SwiGLU gate;
+// `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation; qp/kp are qwen3's q
+// and k before their per-head RMSNorm and rq/rk its 1/rms per head row.
+enum Act { kMid, kLn1, kLn2, kRstd1, kRstd2, kMean1, kMean2, kQ, kAtty, kK, kV, kAtt,
+           kQp, kKp, kRq, kRk, kG, kU, kHact };
+// The backward scratch: the FFN activation's gradient, llama's up gradient (its gate gradient and
+// gpt2's up gradient reuse hact), the attention output's gradient, q/k/v's, and qwen3's q and k
+// before their norm.
+enum Scratch { kDhact, kDu, kDatty, kDq, kDk, kDv, kDqp, kDkp };
+
+// The block's tensors (or their gradients). gpt2's fused QKV tensor is seen as wq, wk, wv (its
+// row blocks) and its bias as bq, bk, bv; pointers an architecture lacks are null.
+template <class F>
+struct Weights {
+  F *attn_norm, *attn_norm_b, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *bo;
+  F *ffn_norm, *ffn_norm_b, *w_gate, *w_up, *b_up, *w_down, *b_down;
+};
+
+template <class F, class Get>
+Weights<F> bind(const ModelConfig& c, const Get& at) {
+  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  Weights<F> w{};
+  w.attn_norm = at(&LayerWeights::attn_norm);
+  w.attn_norm_b = at(&LayerWeights::attn_norm_b);
+  if (F* qkv = at(&LayerWeights::wqkv)) {  // fused rows: q, then k, then v
+    w.wq = qkv;
+    w.wk = qkv + qw * c.dim;
+    w.wv = w.wk + kvw * c.dim;
+    F* bias = at(&LayerWeights::bqkv);
+    w.bq = bias;
+    w.bk = bias ? bias + qw : nullptr;
+    w.bv = bias ? w.bk + kvw : nullptr;
+  } else {
+    w.wq = at(&LayerWeights::wq);
+    w.wk = at(&LayerWeights::wk);
+    w.wv = at(&LayerWeights::wv);
+    w.bq = at(&LayerWeights::bq);
+    w.bk = at(&LayerWeights::bk);
+    w.bv = at(&LayerWeights::bv);
+  }
+  w.q_norm = at(&LayerWeights::q_norm);
+  w.k_norm = at(&LayerWeights::k_norm);
+  w.wo = at(&LayerWeights::wo);
+  w.bo = at(&LayerWeights::bo);
+  w.ffn_norm = at(&LayerWeights::ffn_norm);
+  w.ffn_norm_b = at(&LayerWeights::ffn_norm_b);
+  w.w_gate = at(&LayerWeights::w_gate);
+  w.w_up = at(&LayerWeights::w_up);
+  w.b_up = at(&LayerWeights::b_up);
+  w.w_down = at(&LayerWeights::w_down);
+  w.b_down = at(&LayerWeights::b_down);
+  return w;
+}
+
+Weights<const float> weights(const LayerPass& p) {
+  return bind<const float>(*p.cfg, [&](Tensor LayerWeights::*f) { return p.weight(f); });
+}
+Weights<float> grads(const LayerPass& p) {
+  return bind<float>(*p.cfg, [&](Tensor LayerWeights::*f) { return p.grad(f); });
+}
+
+struct Dims {
+  int64_t t, n, d, f, qw, kvw;  // seq, rows, dim, ffn, query width, key/value width
+  AttnShape as;
+};
+
+Dims dims(const LayerPass& p) {
+  const ModelConfig& c = *p.cfg;
+  return {p.t,
+          p.n(),
+          c.dim,
+          c.ffn_dim,
+          c.n_heads * c.head_dim,
+          c.n_kv_heads * c.head_dim,
+          {p.b, p.t, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window}};
+}
+
+class TransformerLayer final : public LayerType {
+ public:
+  std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const override {
+    const int64_t n = b * t, d = c.dim, f = c.ffn_dim;
+    const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+    const bool ln = c.arch == Arch::kGpt2, qk = c.arch == Arch::kQwen3;
+    const bool gated = c.arch != Arch::kGpt2;
+    return {
+        {"mid", n * d, Saved::kStat},
+        {"ln1", n * d, Saved::kWork},
+        {"ln2", n * d, Saved::kWork},
+        {"rstd1", n, Saved::kStat},
+        {"rstd2", n, Saved::kStat},
+        {"mean1", ln ? n : 0, Saved::kStat},
+        {"mean2", ln ? n : 0, Saved::kStat},
+        {"q", n * qw, Saved::kInput},
+        {"atty", n * qw, Saved::kOutput},
+        {"k", n * kvw, Saved::kInput},
+        {"v", n * kvw, Saved::kInput},
+        {"att", b * c.n_heads * t * t, Saved::kOutput},
+        {"qp", qk ? n * qw : 0, Saved::kInput},
+        {"kp", qk ? n * kvw : 0, Saved::kInput},
+        {"rq", qk ? n * c.n_heads : 0, Saved::kStat},
+        {"rk", qk ? n * c.n_kv_heads : 0, Saved::kStat},
+        {"g", gated ? n * f : 0, Saved::kInput},
+        {"u", n * f, Saved::kInput},
+        {"hact", n * f, Saved::kWork},
+    };
+  }
+
+  std::vector<ScratchSlot> scratch(const ModelConfig& c, int64_t b, int64_t t) const override {
+    const int64_t n = b * t, f = c.ffn_dim;
+    const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+    const bool qk = c.arch == Arch::kQwen3;
+    return {{"dhact", n * f},
+            {"du", c.arch == Arch::kGpt2 ? 0 : n * f},
+            {"datty", n * qw},
+            {"dq", n * qw},
+            {"dk", n * kvw},
+            {"dv", n * kvw},
+            {"dqp", qk ? n * qw : 0},
+            {"dkp", qk ? n * kvw : 0}};
+  }
+
+  void forward(const LayerPass& p) const override {
+    const ModelConfig& c = *p.cfg;
+    const auto [t, n, d, f, qw, kvw, as] = dims(p);
+    const Weights<const float> w = weights(p);
+    float* const* a = p.a;
+    ThreadPool* pool = p.pool;
+    const bool bf16 = p.bf16_ops;
+    norm_forward(c, a[kLn1], a[kMean1], a[kRstd1], p.x, w.attn_norm, w.attn_norm_b, n, pool);
+    p.keep_only(a[kLn1], n * d);  // recomputed by recompute()
+    // Biases and residuals go in as the GEMMs' starting values (matmul_forward's add_rows, bias).
+    // qwen3: q and k land before their per-head RMSNorm, which writes the normed q and k.
+    const bool qk = w.q_norm != nullptr;
+    matmul_forward(qk ? a[kQp] : a[kQ], a[kLn1], w.wq, n, d, qw, pool, bf16, nullptr, w.bq);
+    matmul_forward(qk ? a[kKp] : a[kK], a[kLn1], w.wk, n, d, kvw, pool, bf16, nullptr, w.bk);
+    matmul_forward(a[kV], a[kLn1], w.wv, n, d, kvw, pool, bf16, nullptr, w.bv);
+    if (qk) {
+      // Rounded (and kept in 16 bits) before the norm reads them, so a block restored for its
+      // backward holds the same values.
+      p.keep(kQp, n * qw);
+      p.keep(kKp, n * kvw);
+      rmsnorm_forward(a[kQ], a[kRq], a[kQp], w.q_norm, n * c.n_heads, c.head_dim, c.norm_eps,
+                      pool);
+      rmsnorm_forward(a[kK], a[kRk], a[kKp], w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
+                      pool);
+    }
+    if (c.rope != RopeStyle::kNone) {
+      rope_rotate(a[kQ], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false, pool);
+      rope_rotate(a[kK], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false,
+                  pool);
+    }
+    p.keep(kQ, n * qw);
+    p.keep(kK, n * kvw);
+    p.keep(kV, n * kvw);
+    attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
+    p.keep(kAtt, as.b * c.n_heads * t * t);
+    p.keep(kAtty, n * qw);
+    // The projections are written where their sum with the residual goes (no scratch).
+    matmul_forward(a[kMid], a[kAtty], w.wo, n, qw, d, pool, bf16, p.x, w.bo);
+    norm_forward(c, a[kLn2], a[kMean2], a[kRstd2], a[kMid], w.ffn_norm, w.ffn_norm_b, n, pool);
+    p.keep_only(a[kLn2], n * d);
+    if (w.w_gate) {  // SwiGLU
+      matmul_forward(a[kG], a[kLn2], w.w_gate, n, d, f, pool, bf16);
+      matmul_forward(a[kU], a[kLn2], w.w_up, n, d, f, pool, bf16);
+      p.keep(kG, n * f);
+      p.keep(kU, n * f);
+      swiglu_forward(a[kHact], a[kG], a[kU], n * f, pool);
+    } else {  // GELU MLP
+      matmul_forward(a[kU], a[kLn2], w.w_up, n, d, f, pool, bf16, nullptr, w.b_up);
+      p.keep(kU, n * f);
+      gelu_forward(a[kHact], a[kU], n * f, pool);
+    }
+    p.keep_only(a[kHact], n * f);
+    if (p.y) matmul_forward(p.y, a[kHact], w.w_down, n, f, d, pool, bf16, a[kMid], w.b_down);
+  }
+
+  void backward(const LayerPass& p) const override {
+    const ModelConfig& c = *p.cfg;
+    const auto [t, n, d, f, qw, kvw, as] = dims(p);
+    const Weights<const float> w = weights(p);
+    const Weights<float> gw = grads(p);
+    float* const* a = p.a;
+    float* const* s = p.scratch;
+    ThreadPool* pool = p.pool;
+    const bool bf16 = p.bf16_ops;
+    // Feed-forward half: out = mid + act(ln2) Wd (+ bd), ln2 = norm(mid); dres holds d / d out,
+    // which is also the gradient of the down projection's output.
+    p.zero(s[kDhact], n * f);
+    matmul_backward(s[kDhact], gw.w_down, p.dres, a[kHact], w.w_down, n, f, d, pool, bf16,
+                    gw.b_down);
+    p.round_grad(s[kDhact], n * f);
+    // hact is dead now: it takes the gate gradient (SwiGLU) or the up gradient (GELU).
+    float* du = w.w_gate ? s[kDu] : a[kHact];  // written (not added to) by the activation's backward
+    p.zero(p.dln, n * d);
+    if (w.w_gate) {
+      swiglu_backward(a[kHact], du, s[kDhact], a[kG], a[kU], n * f, pool);
+      p.round_grad(a[kHact], n * f);
+      p.round_grad(du, n * f);
+      matmul_backward(p.dln, gw.w_gate, a[kHact], a[kLn2], w.w_gate, n, d, f, pool, bf16);
+    } else {
+      gelu_backward(du, s[kDhact], a[kU], n * f, pool);
+      p.round_grad(du, n * f);
+    }
+    matmul_backward(p.dln, gw.w_up, du, a[kLn2], w.w_up, n, d, f, pool, bf16, gw.b_up);
+    p.round_grad(p.dln, n * d);
+    norm_backward(c, p.dres, gw.ffn_norm, gw.ffn_norm_b, p.dln, a[kMid], w.ffn_norm, a[kMean2],
+                  a[kRstd2], n, pool);
+    p.round_grad(p.dres, n * d);
+    // Attention half: mid = x + attn(rope(ln1 Wq + bq), rope(ln1 Wk + bk), ln1 Wv + bv) Wo + bo.
+    p.zero(s[kDatty], n * qw);
+    matmul_backward(s[kDatty], gw.wo, p.dres, a[kAtty], w.wo, n, qw, d, pool, bf16, gw.bo);
+    p.round_grad(s[kDatty], n * qw);
+    attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
+                       p.attn_scratch, pool);
+    if (c.rope != RopeStyle::kNone) {
+      rope_rotate(s[kDq], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true, pool);
+      rope_rotate(s[kDk], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true,
+                  pool);
+    }
+    float *dq = s[kDq], *dk = s[kDk];
+    if (w.q_norm != nullptr) {  // qwen3: back through the per-head norms of q and k
+      p.zero(s[kDqp], n * qw);
+      p.zero(s[kDkp], n * kvw);
+      rmsnorm_backward(s[kDqp], gw.q_norm, s[kDq], a[kQp], w.q_norm, a[kRq], n * c.n_heads,
+                       c.head_dim, pool);
+      rmsnorm_backward(s[kDkp], gw.k_norm, s[kDk], a[kKp], w.k_norm, a[kRk], n * c.n_kv_heads,
+                       c.head_dim, pool);
+      dq = s[kDqp];
+      dk = s[kDkp];
+    }
+    p.round_grad(dq, n * qw);
+    p.round_grad(dk, n * kvw);
+    p.round_grad(s[kDv], n * kvw);
+    p.zero(p.dln, n * d);
+    matmul_backward(p.dln, gw.wq, dq, a[kLn1], w.wq, n, d, qw, pool, bf16, gw.bq);
+    matmul_backward(p.dln, gw.wk, dk, a[kLn1], w.wk, n, d, kvw, pool, bf16, gw.bk);
+    matmul_backward(p.dln, gw.wv, s[kDv], a[kLn1], w.wv, n, d, kvw, pool, bf16, gw.bv);
+    p.round_grad(p.dln, n * d);
+    norm_backward(c, p.dres, gw.attn_norm, gw.attn_norm_b, p.dln, p.x, w.attn_norm, a[kMean1],
+                  a[kRstd1], n, pool);
+    p.round_grad(p.dres, n * d);
+  }
+
+  void recompute(const LayerPass& p, bool selective) const override {
+    const ModelConfig& c = *p.cfg;
+    const auto [t, n, d, f, qw, kvw, as] = dims(p);
+    const Weights<const float> w = weights(p);
+    float* const* a = p.a;
+    // As forward() computed them (the norms also rewrite their statistics with the same values).
+    norm_forward(c, a[kLn1], a[kMean1], a[kRstd1], p.x, w.attn_norm, w.attn_norm_b, n, p.pool);
+    p.keep_only(a[kLn1], n * d);
+    norm_forward(c, a[kLn2], a[kMean2], a[kRstd2], a[kMid], w.ffn_norm, w.ffn_norm_b, n, p.pool);
+    p.keep_only(a[kLn2], n * d);
+    if (a[kG])
+      swiglu_forward(a[kHact], a[kG], a[kU], n * f, p.pool);
+    else
+      gelu_forward(a[kHact], a[kU], n * f, p.pool);
+    p.keep_only(a[kHact], n * f);
+    if (selective) {
+      // The probabilities and output from the block's (rounded) q, k and v, by the forward's own
+      // op (which rounds them only after computing both, as here).
+      attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, p.pool);
+      p.keep_only(a[kAtt], as.b * c.n_heads * t * t);
+      p.keep_only(a[kAtty], n * qw);
+    }
+  }
+};
+
+}  // namespace
+
+const LayerType& transformer_layer() {
+  static const TransformerLayer layer;
+  return layer;
+}
+
+const LayerType& layer_type(const ModelConfig&, int64_t) { return transformer_layer(); }
+
+void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
+                  const float* w, const float* b, int64_t n, ThreadPool* pool) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_forward(out, mean, rstd, x, w, b, n, c.dim, c.norm_eps, pool);
+  else
+    rmsnorm_forward(out, rstd, x, w, n, c.dim, c.norm_eps, pool);
+}
+
+void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const float* dout,
+                   const float* x, const float* w, const float* mean, const float* rstd, int64_t n,
+                   ThreadPool* pool) {
+  if (c.arch == Arch::kGpt2)
+    layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim, pool);
+  else
+    rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
+}
+
+}  // namespace nexus
