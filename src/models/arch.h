@@ -1,5 +1,6 @@
-// Architecture registry: each architecture file describes how to read its hyper-parameters, where
-// its tensors live (one name table per architecture) and how to run its forward pass.
+// Architecture registry: each architecture file describes how to read its hyper-parameters and
+// where its tensors live (one name table per architecture); its blocks' math is their layer
+// type's (models/layer.h).
 #pragma once
 
 #include <string>
@@ -11,8 +12,6 @@
 #include "nexus/model.h"
 
 namespace nexus {
-
-struct ForwardState;
 
 // One tensor of a transformer block: the member it fills, its GGUF name with "%d" for the layer,
 // its expected shape (built from the config) and whether the file must have it.
@@ -50,8 +49,6 @@ struct ArchSpec {
   std::vector<ModelSlot> (*model_slots)(const ModelConfig& cfg);
   // Appends the arch-specific metadata of `cfg` (what read_config reads back).
   void (*write_config)(const ModelConfig& cfg, Metadata* out);
-  // Runs all blocks and the output head for the tokens in `st` (see models/forward.h).
-  void (*forward)(const Model& model, ForwardState& st);
 };
 
 // The spec for a GGUF `general.architecture` value, or nullptr when unsupported.

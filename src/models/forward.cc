@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "models/layer.h"
+#include "nexus/profile.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "nexus/status.h"
@@ -81,6 +83,15 @@ void output_head(const Model& model, ForwardState& st, bool layer_norm) {
   matmul(w.output, st.h, st.n_out, st.logits, *st.pool, *st.scratch);
   const Tensor* head = &w.output;
   prefetch_next(&head, 1, st.n, st);
+}
+
+void forward_model(const Model& model, ForwardState& st) {
+  const ModelConfig& c = model.config();
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    NEXUS_PROFILE_LAYER(l);
+    layer_type(c, l).infer(model, l, st);
+  }
+  output_head(model, st, /*layer_norm=*/!model.weights().out_norm_b.empty());
 }
 
 }  // namespace nexus

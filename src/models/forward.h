@@ -58,5 +58,8 @@ void linear_group(std::initializer_list<LinearOut> outs, const float* x, int64_t
 void store_kv(int64_t layer, ForwardState& st);
 // Final norm (RMS or, with a bias, Layer norm) of the wanted rows and the output projection.
 void output_head(const Model& model, ForwardState& st, bool layer_norm);
+// Runs every layer (through its layer type, models/layer.h) and the output head for the tokens
+// in `st`, whose residual stream st.x holds their embeddings.
+void forward_model(const Model& model, ForwardState& st);
 
 }  // namespace nexus

@@ -1,8 +1,9 @@
-// A layer type: what one kind of block (attention + MLP, and later state-space or memory layers)
-// needs from the training pass. The owner of the training state (train/TrainModel) is generic: it
-// lays out the parameters from the architecture's LayerSlot table, the saved activations and the
-// backward scratch from the lists a layer type declares here, and walks the layers calling their
-// forward, backward and recompute. A new layer type is one file implementing this interface.
+// A layer type: one kind of block (attention + MLP, and later state-space or memory layers), its
+// inference forward and its training passes. The inference forward (models/forward.h) and the
+// owner of the training state (train/TrainModel) are generic: they walk the layers, and
+// TrainModel lays out the parameters from the architecture's LayerSlot table and the saved
+// activations and backward scratch from the lists a layer type declares here. A new layer type is
+// one file implementing this interface.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@
 #include "nexus/model.h"
 
 namespace nexus {
+
+struct ForwardState;
 
 // How the training pass keeps one saved activation between a layer's forward and its backward,
 // which decides where it lives under each memory-saving mode (train/train_model.h):
@@ -80,6 +83,9 @@ struct LayerPass {
 class LayerType {
  public:
   virtual ~LayerType() = default;
+  // Inference: layer l of `model` over the batch in `st`, reading and writing the residual stream
+  // st.x and the KV cache (models/forward.h).
+  virtual void infer(const Model& model, int64_t l, ForwardState& st) const = 0;
   // The saved activations of one layer for b sequences of t tokens; their order is the index the
   // passes use.
   virtual std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const = 0;

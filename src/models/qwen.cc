@@ -31,13 +31,13 @@ std::vector<LayerSlot> qwen3_slots(const ModelConfig& c) {
 
 const ArchSpec& qwen2_spec() {
   static const ArchSpec spec{"qwen2",           Arch::kQwen2,       read_qwen_config, qwen2_slots,
-                             llama_model_slots, llama_write_config, llama_forward};
+                             llama_model_slots, llama_write_config};
   return spec;
 }
 
 const ArchSpec& qwen3_spec() {
   static const ArchSpec spec{"qwen3",           Arch::kQwen3,       read_qwen_config, qwen3_slots,
-                             llama_model_slots, llama_write_config, llama_forward};
+                             llama_model_slots, llama_write_config};
   return spec;
 }
 

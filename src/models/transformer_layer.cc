@@ -1,7 +1,15 @@
-// The transformer block's training passes: forward (saving what the backward reads), backward,
-// and the recompute that rebuilds the cheap activations for a shared working set.
+// The transformer block: its inference forward over the KV cache, and its training passes:
+// forward (saving what the backward reads), backward, and the recompute that rebuilds the cheap
+// activations for a shared working set.
 #include "models/transformer_layer.h"
 
+#include <cmath>
+#include <cstring>
+
+#include "models/forward.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/rope.h"
 #include "ops/train_ops.h"
 
 namespace nexus {
@@ -84,8 +92,74 @@ Dims dims(const LayerPass& p) {
           {p.b, p.t, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window}};
 }
 
+const float* vec(const Tensor& t) { return t.empty() ? nullptr : t.data_as<const float>(); }
+
+// Inference, llama/qwen shape: RMSNorm, separate Q/K/V projections (optional biases) as one
+// matmul group, optional per-head q/k RMSNorm (qwen3), RoPE, the KV store, attention over the
+// cache, output projection; RMSNorm, SwiGLU.
+void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+  const int64_t n = st.n;
+  const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
+                           1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  rms_norm(st.x, vec(w.attn_norm), c.norm_eps, st.h, n, c.dim);
+  linear_group({{&w.wq, &w.bq, st.q}, {&w.wk, &w.bk, st.k}, {&w.wv, &w.bv, st.v}}, st.h, n, st,
+               "attn_qkv");
+  if (!w.q_norm.empty()) {
+    rms_norm(st.q, vec(w.q_norm), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
+    rms_norm(st.k, vec(w.k_norm), c.norm_eps, st.k, n * c.n_kv_heads, c.head_dim);
+  }
+  rope_apply(st.q, n, c.n_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
+  rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
+  store_kv(l, st);
+  attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
+  linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
+  add_inplace(st.x, st.h, n * c.dim);
+
+  rms_norm(st.x, vec(w.ffn_norm), c.norm_eps, st.h, n, c.dim);
+  const Tensor none;
+  linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
+  swiglu(st.a, st.b, n * c.ffn_dim);
+  linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
+  add_inplace(st.x, st.h, n * c.dim);
+}
+
+// Inference, gpt2 shape: LayerNorm with bias, the fused QKV projection split into q, k, v, no
+// RoPE, attention over the cache, output projection with bias; LayerNorm, GELU MLP with biases.
+void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+  const int64_t n = st.n, kvw = c.n_kv_heads * c.head_dim, qw = c.n_heads * c.head_dim;
+  const int64_t fused = qw + 2 * kvw;
+  const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
+                           1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  layer_norm(st.x, vec(w.attn_norm), vec(w.attn_norm_b), c.norm_eps, st.h, n, c.dim);
+  linear(w.wqkv, w.bqkv, st.h, n, st.qkv, st, "attn_qkv");
+  for (int64_t t = 0; t < n; ++t) {  // split the fused rows into q, k, v
+    const float* r = st.qkv + t * fused;
+    std::memcpy(st.q + t * qw, r, qw * sizeof(float));
+    std::memcpy(st.k + t * kvw, r + qw, kvw * sizeof(float));
+    std::memcpy(st.v + t * kvw, r + qw + kvw, kvw * sizeof(float));
+  }
+  store_kv(l, st);
+  attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
+  linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
+  add_inplace(st.x, st.h, n * c.dim);
+
+  layer_norm(st.x, vec(w.ffn_norm), vec(w.ffn_norm_b), c.norm_eps, st.h, n, c.dim);
+  linear(w.w_up, w.b_up, st.h, n, st.a, st, "ffn_up");
+  gelu_tanh(st.a, n * c.ffn_dim);
+  linear(w.w_down, w.b_down, st.a, n, st.h, st, "ffn_down");
+  add_inplace(st.x, st.h, n * c.dim);
+}
+
 class TransformerLayer final : public LayerType {
  public:
+  void infer(const Model& model, int64_t l, ForwardState& st) const override {
+    const LayerWeights& w = model.weights().layers[l];
+    if (w.wqkv.empty())
+      infer_gated(model.config(), w, l, st);
+    else
+      infer_fused(model.config(), w, l, st);
+  }
+
   std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const override {
     const int64_t n = b * t, d = c.dim, f = c.ffn_dim;
     const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;

@@ -190,7 +190,7 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   embed_span.close();
   try {
     const ScopedAttentionImpl attention_impl(im.opts.attention);
-    find_arch(c.arch_name)->forward(im.model, st);
+    forward_model(im.model, st);
   } catch (const Error& e) {
     return Status::error(e.what());
   }
