@@ -1,4 +1,4 @@
-// The AVX2 training kernels (train/train_kernels.h) against their scalar references at odd sizes:
+// The AVX2 training kernels (backends/cpu/train_kernels.h) against their scalar references at odd sizes:
 // attention per head (every supported head size, GQA, sequence lengths around the 4-key and 8-lane
 // blocks; the OpenBLAS forward and backward against the scalar ones, the softmax rows), the fused cross-entropy row (vocabulary sizes around the 8-lane and 256-value blocks,
 // extreme logits), SwiGLU (large |gate| where exp saturates) and GELU (saturated and tiny inputs).
@@ -114,7 +114,7 @@ TEST(TrainKernelsParity, AttentionBlas) {
   }
 }
 
-// The register-tiled forward and backward (attention_tiles.h) against the scalar ones: head sizes
+// The register-tiled forward and backward (attention_train_tiles.h) against the scalar ones: head sizes
 // 8-128 (one and several column slices), GQA groups 1-3, lengths around the tiles' rows (6 and 12
 // for the dot tiles, 3-8 for the sums) and key vectors (16, 32); the tiled backward must write
 // every gradient value (they start at NaN). The AVX-512 build gives the AVX2 build's bits.

@@ -1,4 +1,4 @@
-// Finite-difference checks of the gpt2 training ops (train_ops_gpt2.cc): LayerNorm (x, weight,
+// Finite-difference checks of the gpt2 training ops (ops/train_ops_gpt2.cc): LayerNorm (x, weight,
 // bias), tanh GELU, bias add and learned positions, on tiny odd shapes; plus direct checks of the
 // forward values against formulas computed here in double.
 #include <gtest/gtest.h>

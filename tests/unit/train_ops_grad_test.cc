@@ -1,4 +1,4 @@
-// Finite-difference checks of every training op's backward (train/train_ops.h) on tiny, odd
+// Finite-difference checks of every training op's backward (ops/train_ops.h) on tiny, odd
 // shapes: the scalar loss sum(out * R) for a fixed random R is differentiated numerically (central
 // differences, summed in double) and compared with the analytic gradient of each input.
 #include <cblas.h>

@@ -1,7 +1,7 @@
-// A llama- or gpt2-architecture model held for training: every parameter in one f32 allocation,
-// every gradient in another, activations for one (batch, seq) step in an arena (optionally with
-// per-block gradient checkpointing); explicit forward and backward passes built from train_ops.h,
-// GGUF import (any dtype) and export.
+// A model held for training (llama, qwen2, qwen3, gpt2): every parameter in one f32 allocation,
+// every gradient in another, activations for one (batch, seq) step in an arena laid out from the
+// blocks' layer types (models/layer.h) under the memory mode in force; explicit forward and
+// backward passes that walk the blocks; GGUF import (any dtype) and export.
 #pragma once
 
 #include <cstdint>

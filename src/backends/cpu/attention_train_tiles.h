@@ -1,6 +1,6 @@
 // Register-tiled causal attention of one head (forward) or one (sequence, KV head) group
 // (backward) for training, written once over a vector type V and compiled by
-// train_attention_tiles_avx2.cc (8 lanes) and train_attention_tiles_avx512.cc (16 lanes).
+// attention_train_tiles_avx2.cc (8 lanes) and attention_train_tiles_avx512.cc (16 lanes).
 //   forward:  S = scale Q K^T, P = causal softmax(S) (saved), O = P V;
 //   backward: dP = dO V^T, dS = P (dP - rowsum(P dP)) scale, dQ = dS K, dK = dS^T Q,
 //             dV = P^T dO (written, not added: the only terms of those gradients).

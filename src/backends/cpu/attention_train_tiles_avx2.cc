@@ -1,5 +1,5 @@
-// The register-tiled attention kernels (attention_tiles.h) on 8 lanes: bit-identical to the
-// 16-lane build in train_attention_tiles_avx512.cc.
+// The register-tiled attention kernels (attention_train_tiles.h) on 8 lanes: bit-identical to the
+// 16-lane build in attention_train_tiles_avx512.cc.
 #include <immintrin.h>
 
 #include <cstdint>

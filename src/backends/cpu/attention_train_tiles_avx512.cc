@@ -1,5 +1,5 @@
-// The register-tiled attention kernels (attention_tiles.h) on 16 lanes: bit-identical to the
-// 8-lane build in train_attention_tiles_avx2.cc. Called only when cpu::avx512_active(). Like every
+// The register-tiled attention kernels (attention_train_tiles.h) on 16 lanes: bit-identical to the
+// 8-lane build in attention_train_tiles_avx2.cc. Called only when cpu::avx512_active(). Like every
 // AVX-512 file (docs/KERNELS.md) it includes no AVX2 helper header and instantiates no library
 // template.
 #include <immintrin.h>

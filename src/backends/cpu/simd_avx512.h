@@ -1,4 +1,4 @@
-// Small helpers for the files compiled with AVX-512 (dot_float_avx512.cc, train_ops_avx512.cc),
+// Small helpers for the files compiled with AVX-512 (dot_float_avx512.cc, train_kernels_avx512.cc),
 // and only for them.
 // Those files include no header of inline AVX2 helpers (simd_avx2.h) and instantiate no library
 // template: an inline function's copy compiled with AVX-512 could be the one the linker keeps for

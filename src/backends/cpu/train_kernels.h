@@ -1,8 +1,7 @@
-// The per-item kernels behind train_ops.cc's run-time dispatch: a scalar reference and an AVX2/FMA
-// version of each hot loop that training alone has (attention per head, cross-entropy per row,
-// the bias gradient); the norms, activations and RoPE are the shared ops' (backends/cpu). train_ops.cc picks
-// the AVX2 one when cpu::active_isa() is kAvx2 (NEXUS_FORCE_SCALAR=1 forces the scalar one); the
-// parity tests call both directly.
+// The per-item kernels behind the training ops' variant tables (attention_train.cc,
+// cross_entropy.cc, dense.cc): a scalar reference and AVX2/FMA (some AVX-512) versions of each hot
+// loop (attention per head, the causal softmax row, cross-entropy per row, the bias gradient,
+// streaming clears). The parity tests call each directly.
 #pragma once
 
 #include <cstdint>
@@ -62,7 +61,7 @@ void attn_backward_group_tiled_avx512(float* dq, float* dk, float* dv, const flo
 // saved probabilities); the scalar version sums in double, the AVX2 one in eight float lanes.
 void softmax_causal_row_scalar(float* p, int64_t cnt, int64_t t);
 void softmax_causal_row_avx2(float* p, int64_t cnt, int64_t t);
-// Bit-identical to the AVX2 version, 16 lanes (train_ops_avx512.cc; when cpu::avx512_active()).
+// Bit-identical to the AVX2 version, 16 lanes (train_kernels_avx512.cc; when cpu::avx512_active()).
 void softmax_causal_row_avx512(float* p, int64_t cnt, int64_t t);
 // Its backward scaled: d[j] = p[j] (d[j] - sum_k p[k] d[k]) scale for j < cnt (the sum in double),
 // zeros in [cnt, end).

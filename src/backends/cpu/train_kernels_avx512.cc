@@ -1,6 +1,6 @@
 // AVX-512 versions of the training's exp-bound row kernels (train_kernels.h): the causal softmax
 // row of attention and the fused cross-entropy row. Bit-identical to the AVX2 ones
-// (train_ops_avx2.cc): exp runs on 16 lanes with the same per-lane operations
+// (train_kernels_avx2.cc): exp runs on 16 lanes with the same per-lane operations
 // (cpu::avx512::exp_neg), and every sum keeps the AVX2 kernel's 8-lane partial sums, each 16
 // values added as their low 8 and then their high 8, so the order of every addition is the same.
 // Called only when cpu::avx512_active(). Like every AVX-512 file (docs/KERNELS.md) it includes no
