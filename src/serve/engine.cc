@@ -1,0 +1,438 @@
+// The continuous-batching loop (serve/engine.h): admission, one batched forward per step, sampling,
+// stop conditions, preemption when the KV pool runs out.
+#include "nexus/serve/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <span>
+#include <thread>
+
+#include "runtime/stop.h"
+
+namespace nexus::serve {
+
+using Clock = std::chrono::steady_clock;
+
+bool Stream::next(Event* out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  *out = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void Stream::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+}
+
+bool Stream::cancelled() const {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+void Stream::push(Event e) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds.size() && v > bounds[i]) ++i;
+  ++counts[i];
+  sum += v;
+  ++count;
+}
+
+namespace {
+
+Histogram latency_histogram() {
+  Histogram h;
+  h.bounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  h.counts.assign(h.bounds.size() + 1, 0);
+  return h;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Seq {
+    std::shared_ptr<Stream> stream;
+    GenRequest req;
+    int slot = -1;
+    std::vector<int32_t> tokens;  // prompt + generated; the last one is fed next
+    int64_t n_cached = 0;         // tokens[0, n_cached) are in the KV cache
+    int64_t n_prompt = 0;
+    int64_t n_generated = 0;
+    std::unique_ptr<Sampler> sampler;
+    StopMatcher stop;
+    Clock::time_point t_submit, t_last;
+    uint64_t order = 0;
+  };
+
+  const Model& model;
+  const Tokenizer& tok;
+  EngineOptions opts;
+  std::unique_ptr<Context> ctx;
+  int64_t n_ctx = 0;
+  int64_t n_vocab = 0;
+
+  mutable std::mutex mu;  // guards queue, accepting, stop, stats
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Seq>> queue;
+  bool accepting = true;
+  bool stop = false;
+  Clock::time_point deadline = Clock::time_point::max();
+  EngineStats stats;
+
+  // The engine thread's own state.
+  std::vector<std::unique_ptr<Seq>> running;
+  std::vector<bool> slot_used;
+  uint64_t next_order = 0;
+  std::thread thread;
+
+  Impl(const Model& m, const Tokenizer& t, const EngineOptions& o) : model(m), tok(t), opts(o) {}
+
+  int64_t blocks_for(int64_t positions) const {
+    return (positions + opts.kv_block - 1) / opts.kv_block;
+  }
+
+  void finish(Seq& s, const std::string& reason, const std::string& error = {}) {
+    Event e;
+    e.kind = Event::Kind::kFinish;
+    e.finish_reason = reason;
+    e.error = error;
+    if (reason == "length" || (reason == "stop" && !s.stop.stopped())) e.text = s.stop.flush().text;
+    e.prompt_tokens = s.n_prompt;
+    e.completion_tokens = s.n_generated;
+    if (s.slot >= 0) {
+      ctx->clear_seq(s.slot);
+      slot_used[s.slot] = false;
+      s.slot = -1;
+    }
+    {
+      std::lock_guard lock(mu);
+      stats.e2e.observe(seconds(Clock::now() - s.t_submit));
+      if (reason == "stop") ++stats.finished_stop;
+      else if (reason == "length") ++stats.finished_length;
+      else if (reason == "cancelled") ++stats.finished_cancelled;
+      else ++stats.finished_error;
+    }
+    s.stream->push(std::move(e));
+  }
+
+  void remove_finished() {
+    running.erase(std::remove_if(running.begin(), running.end(),
+                                 [](const std::unique_ptr<Seq>& s) { return s->slot < 0; }),
+                  running.end());
+  }
+
+  // Log-probabilities of the raw logits: the chosen token's and the top n.
+  void logprobs(std::span<const float> row, Event& e, int top_n) const {
+    float mx = -INFINITY;
+    for (float v : row) mx = std::max(mx, v);
+    double sum = 0.0;
+    for (float v : row) sum += std::exp(static_cast<double>(v - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    e.logprob = row[e.token] - lse;
+    if (top_n <= 0) return;
+    std::vector<int32_t> ids(row.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const auto k = static_cast<size_t>(std::min<int64_t>(top_n, static_cast<int64_t>(ids.size())));
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) e.top.push_back({ids[i], row[ids[i]] - lse});
+  }
+
+  // The sequence's logits row: sample, stream, and finish it when a stop condition holds.
+  void on_logits(Seq& s, std::span<const float> row) {
+    Event e;
+    e.token = s.sampler->sample(row);
+    s.sampler->accept(e.token);
+    if (!s.req.ignore_eos && tok.is_eog(e.token)) return finish(s, "stop");
+    if (s.req.top_logprobs >= 0) logprobs(row, e, s.req.top_logprobs);
+    ++s.n_generated;
+    s.tokens.push_back(e.token);
+    const Clock::time_point now = Clock::now();
+    {
+      std::lock_guard lock(mu);
+      ++stats.generated_tokens;
+      if (s.n_generated == 1)
+        stats.ttft.observe(seconds(now - s.t_submit));
+      else
+        stats.inter_token.observe(seconds(now - s.t_last));
+    }
+    s.t_last = now;
+    const StopResult r = s.stop.feed(tok.token_to_piece(e.token));
+    e.text = std::string(r.text);
+    s.stream->push(std::move(e));
+    if (r.stopped) return finish(s, "stop");
+    if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return finish(s, "length");
+    if (static_cast<int64_t>(s.tokens.size()) - 1 >= n_ctx) return finish(s, "length");
+  }
+
+  void admit() {
+    std::lock_guard lock(mu);
+    while (!queue.empty()) {
+      auto it = std::find(slot_used.begin(), slot_used.end(), false);
+      if (it == slot_used.end()) break;
+      std::unique_ptr<Seq> s = std::move(queue.front());
+      queue.pop_front();
+      s->slot = static_cast<int>(it - slot_used.begin());
+      *it = true;
+      s->order = next_order++;
+      running.push_back(std::move(s));
+    }
+  }
+
+  // One step; false when there was nothing to do.
+  bool step() {
+    admit();
+    const bool past_deadline = Clock::now() >= deadline;
+    for (auto& s : running)
+      if (s->stream->cancelled() || past_deadline) finish(*s, "cancelled");
+    remove_finished();
+    if (running.empty()) return false;
+
+    // Decoding sequences first (one token each), then prompt chunks in admission order. A
+    // sequence with nothing cached (new or preempted) starts only when the pool has the blocks
+    // for all its tokens, so it is not preempted again before it gets going.
+    Batch batch;
+    struct Part {
+      Seq* seq;
+      int64_t count;
+      bool want;
+    };
+    std::vector<Part> parts;
+    int64_t budget = opts.max_batch_tokens;
+    const Context::KvUsage kv = ctx->kv_usage();
+    int64_t free_blocks = kv.blocks_total - kv.blocks_used;
+    std::vector<Seq*> order;
+    for (auto& s : running) order.push_back(s.get());
+    std::stable_sort(order.begin(), order.end(), [](const Seq* a, const Seq* b) {
+      const bool da = a->n_cached > 0 && a->tokens.size() - a->n_cached == 1;
+      const bool db = b->n_cached > 0 && b->tokens.size() - b->n_cached == 1;
+      if (da != db) return da;
+      return a->order < b->order;
+    });
+    for (Seq* s : order) {
+      if (budget == 0) break;
+      const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
+      const int64_t count = std::min(left, budget);
+      if (s->n_cached == 0) {
+        const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
+        if (need > free_blocks) continue;
+        free_blocks -= need;
+      } else {
+        // The blocks a growing sequence takes this step, so that a new one is not started on them.
+        free_blocks -= blocks_for(s->n_cached + count) - blocks_for(s->n_cached);
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t p = s->n_cached + i;
+        batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == s->n_cached + left);
+      }
+      parts.push_back({s, count, count == left});
+      budget -= count;
+    }
+    if (parts.empty()) {
+      // Every sequence waits for blocks. If none holds any, nothing will free them: the oldest
+      // cannot fit the pool at all.
+      const bool any_cached =
+          std::any_of(running.begin(), running.end(), [](auto& s) { return s->n_cached > 0; });
+      if (!any_cached) {
+        Seq* oldest = order.front();
+        finish(*oldest, "error",
+               "the request needs " + std::to_string(blocks_for(oldest->tokens.size() + 1)) +
+                   " KV blocks of " + std::to_string(opts.kv_block) + " positions; the pool has " +
+                   std::to_string(kv.blocks_total) + " (raise --kv-memory)");
+        remove_finished();
+      }
+      return true;
+    }
+    std::vector<float> logits;
+    const Status st = ctx->decode(batch, &logits);
+    if (!st) {
+      if (st.message().find("KV cache full") != std::string::npos) {
+        // Preempt the newest sequence that holds blocks; it recomputes when blocks are free.
+        Seq* victim = nullptr;
+        for (auto& s : running)
+          if (s->n_cached > 0 && (!victim || s->order > victim->order)) victim = s.get();
+        const size_t holders = std::count_if(running.begin(), running.end(),
+                                             [](auto& s) { return s->n_cached > 0; });
+        if (victim && holders > 1) {
+          ctx->clear_seq(victim->slot);
+          victim->n_cached = 0;
+          std::lock_guard lock(mu);
+          ++stats.preemptions;
+          return true;
+        }
+      }
+      for (const Part& p : parts) finish(*p.seq, "error", st.message());
+      remove_finished();
+      return true;
+    }
+    int64_t row = 0;
+    for (const Part& p : parts) {
+      p.seq->n_cached += p.count;
+      if (!p.want) continue;
+      on_logits(*p.seq, std::span<const float>(logits.data() + row * n_vocab,
+                                               static_cast<size_t>(n_vocab)));
+      ++row;
+    }
+    remove_finished();
+    std::lock_guard lock(mu);
+    ++stats.steps;
+    return true;
+  }
+
+  // The gauges, published under the lock after every step.
+  void publish() {
+    const Context::KvUsage kv = ctx->kv_usage();
+    std::lock_guard lock(mu);
+    stats.running = static_cast<int64_t>(running.size());
+    stats.kv_blocks_used = kv.blocks_used;
+    stats.kv_blocks_total = kv.blocks_total;
+  }
+
+  void loop() {
+    for (;;) {
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || !queue.empty() || !running.empty(); });
+        if (stop && queue.empty() && running.empty()) return;
+      }
+      step();
+      publish();
+    }
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tok,
+                                               const EngineOptions& o) {
+  const ModelConfig& c = model.config();
+  if (o.max_seqs < 1) return Status::error("max-seqs must be >= 1, got " + std::to_string(o.max_seqs));
+  if (o.max_batch_tokens < 1)
+    return Status::error("max-batch-tokens must be >= 1, got " + std::to_string(o.max_batch_tokens));
+  if (o.kv_block < 1) return Status::error("kv-block must be >= 1, got " + std::to_string(o.kv_block));
+  if (o.n_ctx < 0 || o.kv_memory < 0 || o.n_threads < 1 || o.max_queue < 0)
+    return Status::error("ctx, kv-memory and queue must be >= 0 and threads >= 1");
+  if (tok.n_vocab() > c.n_vocab)
+    return Status::error("the tokenizer has " + std::to_string(tok.n_vocab()) +
+                         " tokens but the model's embedding has " + std::to_string(c.n_vocab));
+  auto impl = std::make_unique<Impl>(model, tok, o);
+  impl->n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
+  impl->n_vocab = c.n_vocab;
+  ContextOptions co;
+  co.n_ctx = impl->n_ctx;
+  co.n_seq = o.max_seqs;
+  co.kv_type = o.kv_type;
+  co.kv_block = std::min(o.kv_block, impl->n_ctx);
+  impl->opts.kv_block = co.kv_block;
+  if (o.kv_memory > 0) {
+    const int64_t kvw = c.n_kv_heads * c.head_dim;
+    const int64_t block_bytes =
+        2 * c.n_layers * co.kv_block * static_cast<int64_t>(row_bytes(o.kv_type, kvw));
+    co.kv_blocks = o.kv_memory / block_bytes;
+    if (co.kv_blocks < 1)
+      return Status::error("kv-memory of " + std::to_string(o.kv_memory) +
+                           " bytes holds no KV block (one block is " +
+                           std::to_string(block_bytes) + " bytes)");
+  }
+  co.n_threads = o.n_threads;
+  co.max_batch = o.max_batch_tokens;
+  auto ctx = Context::create(model, co);
+  if (!ctx) return ctx.status();
+  impl->ctx = std::move(ctx).value();
+  impl->slot_used.assign(static_cast<size_t>(o.max_seqs), false);
+  const Context::KvUsage kv = impl->ctx->kv_usage();
+  impl->stats.kv_blocks_total = kv.blocks_total;
+  impl->stats.ttft = latency_histogram();
+  impl->stats.inter_token = latency_histogram();
+  impl->stats.e2e = latency_histogram();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->loop(); });
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::~Engine() { drain(Clock::now()); }
+
+std::shared_ptr<Stream> Engine::submit(GenRequest req, Refusal* why, std::string* message) {
+  Impl& m = *impl_;
+  auto refuse = [&](Refusal r, std::string msg) -> std::shared_ptr<Stream> {
+    *why = r;
+    *message = std::move(msg);
+    return nullptr;
+  };
+  if (req.prompt.empty()) return refuse(Refusal::kInvalid, "the prompt is empty");
+  for (int32_t id : req.prompt)
+    if (id < 0 || id >= m.n_vocab)
+      return refuse(Refusal::kInvalid, "token id " + std::to_string(id) +
+                                           " is outside the vocabulary of " +
+                                           std::to_string(m.n_vocab));
+  if (static_cast<int64_t>(req.prompt.size()) >= m.n_ctx)
+    return refuse(Refusal::kInvalid, "the prompt is " + std::to_string(req.prompt.size()) +
+                                         " tokens; the context holds " + std::to_string(m.n_ctx));
+  if (req.max_tokens < -1)
+    return refuse(Refusal::kInvalid, "max_tokens must be >= 0, got " + std::to_string(req.max_tokens));
+  if (req.top_logprobs < -1 || req.top_logprobs > 20)
+    return refuse(Refusal::kInvalid, "top_logprobs must be in [0, 20]");
+  if (Status st = validate(req.sampler); !st) return refuse(Refusal::kInvalid, st.message());
+  auto s = std::make_unique<Impl::Seq>();
+  s->stream = std::make_shared<Stream>();
+  s->n_prompt = static_cast<int64_t>(req.prompt.size());
+  s->tokens = req.prompt;
+  s->sampler = std::make_unique<Sampler>(req.sampler, m.n_vocab);
+  for (int32_t id : req.prompt) s->sampler->accept(id);
+  s->stop = StopMatcher(req.stop);
+  s->req = std::move(req);
+  s->t_submit = s->t_last = Clock::now();
+  std::shared_ptr<Stream> stream = s->stream;
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.accepting) return refuse(Refusal::kShutdown, "the server is shutting down");
+    if (static_cast<int>(m.queue.size()) >= m.opts.max_queue)
+      return refuse(Refusal::kBusy, "the queue is full (" + std::to_string(m.queue.size()) +
+                                        " requests waiting)");
+    m.stats.prompt_tokens += static_cast<uint64_t>(s->n_prompt);
+    m.queue.push_back(std::move(s));
+  }
+  m.cv.notify_all();
+  *why = Refusal::kNone;
+  return stream;
+}
+
+void Engine::drain(std::chrono::steady_clock::time_point deadline) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.mu);
+    m.accepting = false;
+    m.deadline = std::min(m.deadline, deadline);
+    m.stop = true;
+  }
+  m.cv.notify_all();
+  if (m.thread.joinable()) m.thread.join();
+}
+
+EngineStats Engine::stats() const {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  EngineStats s = m.stats;
+  s.queue_depth = static_cast<int64_t>(m.queue.size());
+  return s;
+}
+
+int64_t Engine::n_ctx() const { return impl_->n_ctx; }
+const EngineOptions& Engine::options() const { return impl_->opts; }
+const Tokenizer& Engine::tokenizer() const { return impl_->tok; }
+const Model& Engine::model() const { return impl_->model; }
+
+}  // namespace nexus::serve

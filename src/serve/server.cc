@@ -1,0 +1,519 @@
+// The HTTP front of the serving engine: routes, authentication, OpenAI's request and response
+// shapes (JSON and server-sent events), errors, metrics, loading and shutdown.
+#include "nexus/serve/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "nexus/io/gguf.h"
+#include "nexus/model.h"
+#include "nexus/tokenizer.h"
+#include "serve/api.h"
+#include "serve/metrics.h"
+
+namespace nexus::serve {
+namespace {
+
+enum class State { kLoading, kReady, kFailed, kStopping };
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void reply_error(httplib::Response& res, const ApiError& e) {
+  reply(res, e.status, error_body(e.what(), e.type, e.code));
+}
+
+// One choice being generated: its stream and what has come back so far.
+struct Choice {
+  std::shared_ptr<Stream> stream;
+  std::string text;
+  std::vector<Event> tokens;  // token events, for log-probabilities
+  Event finish;
+  bool done = false;
+};
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions opts;
+  httplib::Server http;
+  std::thread listen_thread, load_thread;
+  int bound_port = 0;
+
+  std::mutex mu;
+  std::condition_variable loaded_cv;
+  std::atomic<State> state{State::kLoading};
+  Status load_status;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<Engine> engine;
+  ChatFormat chat_format = ChatFormat::kChatML;
+  std::string bos_text, eos_text;
+  std::atomic<uint64_t> next_id{1};
+  RequestCounters counters;
+  std::once_flag shutdown_once;
+
+  explicit Impl(ServerOptions o) : opts(std::move(o)) {
+    if (opts.model_alias.empty())
+      opts.model_alias = std::filesystem::path(opts.model_path).stem().string();
+  }
+
+  void load() {
+    Status st = Status::ok();
+    auto m = Model::load(opts.model_path);
+    if (!m) {
+      st = m.status();
+    } else {
+      auto t = Tokenizer::from_gguf((*m)->gguf());
+      if (!t) {
+        st = Status::error(opts.model_path + ": " + t.status().message());
+      } else {
+        auto e = Engine::create(**m, **t, opts.engine);
+        if (!e) {
+          st = e.status();
+        } else {
+          model = std::move(m).value();
+          tok = std::move(t).value();
+          engine = std::move(e).value();
+          chat_format = detect_chat_format(
+              model->gguf().get_string("tokenizer.chat_template").value_or(""));
+          if (tok->bos_id() >= 0) bos_text = tok->token_text(tok->bos_id());
+          if (tok->eos_id() >= 0) eos_text = tok->token_text(tok->eos_id());
+        }
+      }
+    }
+    {
+      std::lock_guard lock(mu);
+      load_status = st;
+      State expected = State::kLoading;
+      state.compare_exchange_strong(expected, st ? State::kReady : State::kFailed);
+    }
+    loaded_cv.notify_all();
+  }
+
+  // 503 unless the model is ready and the server is not stopping.
+  void check_ready() const {
+    const State s = state.load();
+    if (s == State::kLoading) throw ApiError(503, "the model is loading", "unavailable_error");
+    if (s == State::kStopping) throw ApiError(503, "the server is shutting down", "unavailable_error");
+    if (s == State::kFailed) throw ApiError(503, "the model failed to load", "unavailable_error");
+  }
+
+  std::string new_id(const char* prefix) { return prefix + std::to_string(next_id++); }
+
+  std::vector<int32_t> encode_prompt(const std::string& text, bool add_bos) const {
+    std::vector<int32_t> ids = tok->encode(text, add_bos && tok->add_bos(), true);
+    if (ids.empty()) {
+      if (tok->bos_id() < 0) throw ApiError(400, "the prompt is empty and the vocabulary has no BOS");
+      ids.push_back(tok->bos_id());
+    }
+    return ids;
+  }
+
+  // Submits every prompt n times; on a refusal cancels what was submitted and throws.
+  std::vector<Choice> submit_all(const std::vector<std::vector<int32_t>>& prompts,
+                                 const Sampling& s) {
+    std::vector<Choice> choices;
+    for (const auto& p : prompts)
+      for (int k = 0; k < s.n; ++k) {
+        GenRequest r;
+        r.prompt = p;
+        r.sampler = s.sampler;
+        r.sampler.seed += static_cast<uint64_t>(k);  // the n choices differ
+        r.max_tokens = s.max_tokens;
+        r.stop = s.stop;
+        r.top_logprobs = s.top_logprobs;
+        Refusal why = Refusal::kNone;
+        std::string message;
+        std::shared_ptr<Stream> stream = engine->submit(std::move(r), &why, &message);
+        if (!stream) {
+          for (Choice& c : choices) c.stream->cancel();
+          if (why == Refusal::kBusy) throw ApiError(429, message, "rate_limit_error");
+          if (why == Refusal::kShutdown) throw ApiError(503, message, "unavailable_error");
+          throw ApiError(400, message);
+        }
+        choices.push_back({stream, "", {}, {}, false});
+      }
+    return choices;
+  }
+
+  json logprobs_completion(const Choice& c) const {
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    size_t offset = 0;
+    for (const Event& e : c.tokens) {
+      const std::string piece = tok->token_to_piece(e.token);
+      tokens.push_back(piece);
+      lps.push_back(e.logprob);
+      json top = json::object();
+      for (const TokenLogprob& t : e.top) top[tok->token_to_piece(t.id)] = t.logprob;
+      tops.push_back(top);
+      offsets.push_back(offset);
+      offset += piece.size();
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
+            {"text_offset", offsets}};
+  }
+
+  json token_logprob(int32_t id, float lp) const {
+    const std::string piece = tok->token_to_piece(id);
+    json bytes = json::array();
+    for (unsigned char ch : piece) bytes.push_back(static_cast<int>(ch));
+    return {{"token", piece}, {"logprob", lp}, {"bytes", bytes}};
+  }
+
+  json logprobs_chat(const std::vector<Event>& events) const {
+    json content = json::array();
+    for (const Event& e : events) {
+      json entry = token_logprob(e.token, e.logprob);
+      json top = json::array();
+      for (const TokenLogprob& t : e.top) top.push_back(token_logprob(t.id, t.logprob));
+      entry["top_logprobs"] = top;
+      content.push_back(entry);
+    }
+    return {{"content", content}};
+  }
+
+  static json usage(int64_t prompt, int64_t completion) {
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion}};
+  }
+
+  void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    check_ready();
+    const json body = parse_body(req.body);
+    Sampling s = parse_sampling(body, chat ? -1 : 16);
+    if (!s.model.empty() && s.model != opts.model_alias &&
+        s.model != std::filesystem::path(opts.model_path).filename().string())
+      throw ApiError(404, "the model '" + s.model + "' does not exist (this server has '" +
+                              opts.model_alias + "')",
+                     "not_found_error", "model_not_found");
+    std::vector<std::vector<int32_t>> prompts;
+    if (chat) {
+      const std::vector<ChatMessage> messages = parse_messages(body);
+      prompts.push_back(encode_prompt(
+          render_chat(chat_format, messages, true, bos_text, eos_text), false));
+      const bool lp = body.contains("logprobs") && body["logprobs"].is_boolean() &&
+                      body["logprobs"].get<bool>();
+      if (body.contains("logprobs") && !body["logprobs"].is_boolean() && !body["logprobs"].is_null())
+        throw ApiError(400, "'logprobs' must be a boolean");
+      if (auto it = body.find("top_logprobs"); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 20)
+          throw ApiError(400, "'top_logprobs' must be an integer in [0, 20]");
+        if (!lp) throw ApiError(400, "'top_logprobs' needs 'logprobs': true");
+        s.top_logprobs = static_cast<int>(it->get<int64_t>());
+      } else if (lp) {
+        s.top_logprobs = 0;
+      }
+    } else {
+      const Prompts p = parse_prompts(body);
+      size_t ti = 0, ii = 0;
+      for (bool text : p.is_text)
+        prompts.push_back(text ? encode_prompt(p.texts[ti++], true) : p.ids[ii++]);
+      if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+        if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 5)
+          throw ApiError(400, "'logprobs' must be an integer in [0, 5]");
+        s.top_logprobs = static_cast<int>(it->get<int64_t>());
+      }
+      if (body.value("echo", false)) throw ApiError(400, "'echo' is not supported");
+    }
+    std::vector<Choice> choices = submit_all(prompts, s);
+    const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    if (s.stream) return stream(res, std::move(choices), s, id, created, chat);
+
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    json out_choices = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      Choice& c = choices[i];
+      Event e;
+      while (!c.done) {
+        if (!c.stream->next(&e, std::chrono::milliseconds(100))) continue;
+        c.text += e.text;
+        if (e.kind == Event::Kind::kFinish) {
+          c.finish = e;
+          c.done = true;
+        } else {
+          c.tokens.push_back(e);
+        }
+      }
+      if (c.finish.finish_reason == "error") {
+        for (Choice& o : choices) o.stream->cancel();
+        throw ApiError(500, c.finish.error, "server_error");
+      }
+      if (i % static_cast<size_t>(s.n) == 0) prompt_tokens += c.finish.prompt_tokens;
+      completion_tokens += c.finish.completion_tokens;
+      json lp = s.top_logprobs >= 0 ? (chat ? logprobs_chat(c.tokens) : logprobs_completion(c))
+                                    : json();
+      json choice = {{"index", i}, {"logprobs", lp}, {"finish_reason", c.finish.finish_reason}};
+      if (chat)
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      else
+        choice["text"] = c.text;
+      out_choices.push_back(choice);
+    }
+    reply(res, 200,
+          {{"id", id},
+           {"object", chat ? "chat.completion" : "text_completion"},
+           {"created", created},
+           {"model", opts.model_alias},
+           {"choices", out_choices},
+           {"usage", usage(prompt_tokens, completion_tokens)}});
+  }
+
+  // Server-sent events as OpenAI's clients parse them: "data: {chunk}\n\n" per event, the role
+  // first (chat), finish_reason in each choice's last chunk, the usage chunk when asked for, then
+  // "data: [DONE]". A client that goes away cancels every choice.
+  void stream(httplib::Response& res, std::vector<Choice> choices, const Sampling& s,
+              const std::string& id, int64_t created, bool chat) {
+    auto shared = std::make_shared<std::vector<Choice>>(std::move(choices));
+    const int n_per_prompt = s.n;
+    const bool include_usage = s.include_usage;
+    const bool want_lp = s.top_logprobs >= 0;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, shared, id, created, chat, include_usage, n_per_prompt, want_lp](size_t,
+                                                                       httplib::DataSink& sink) {
+          auto send = [&](const json& chunk) {
+            const std::string line = "data: " + dump(chunk) + "\n\n";
+            return sink.write(line.data(), line.size());
+          };
+          auto chunk = [&](json choice) {
+            json c = {{"id", id},
+                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", created},
+                      {"model", opts.model_alias},
+                      {"choices", json::array({std::move(choice)})}};
+            if (include_usage) c["usage"] = nullptr;
+            return c;
+          };
+          std::vector<Choice>& cs = *shared;
+          if (chat)
+            for (size_t i = 0; i < cs.size(); ++i)
+              if (!send(chunk({{"index", i},
+                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}})))
+                return false;
+          size_t open = cs.size();
+          int64_t prompt_tokens = 0, completion_tokens = 0;
+          while (open > 0) {
+            for (size_t i = 0; i < cs.size(); ++i) {
+              Choice& c = cs[i];
+              if (c.done) continue;
+              Event e;
+              if (!c.stream->next(&e, std::chrono::milliseconds(open == 1 ? 100 : 5))) {
+                if (!sink.is_writable()) return false;
+                continue;
+              }
+              const bool last = e.kind == Event::Kind::kFinish;
+              if (last && e.finish_reason == "error") {
+                send({{"error", {{"message", e.error}, {"type", "server_error"}, {"code", nullptr}}}});
+                for (Choice& o : cs) o.stream->cancel();
+                const std::string done = "data: [DONE]\n\n";
+                sink.write(done.data(), done.size());
+                sink.done();
+                return true;
+              }
+              if (!last && e.text.empty() && !want_lp) continue;  // held back, nothing to say
+              json lp = nullptr;
+              if (!last && want_lp) {
+                Choice one;
+                one.tokens.push_back(e);
+                lp = chat ? logprobs_chat(one.tokens) : logprobs_completion(one);
+              }
+              json choice = {{"index", i}, {"logprobs", lp},
+                             {"finish_reason", last ? json(e.finish_reason) : json()}};
+              if (chat)
+                choice["delta"] = e.text.empty() && last ? json::object()
+                                                         : json{{"content", e.text}};
+              else
+                choice["text"] = e.text;
+              if (!send(chunk(choice))) return false;
+              if (last) {
+                c.done = true;
+                --open;
+                if (i % static_cast<size_t>(n_per_prompt) == 0) prompt_tokens += e.prompt_tokens;
+                completion_tokens += e.completion_tokens;
+              }
+            }
+          }
+          if (include_usage) {
+            json u = {{"id", id},
+                      {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", created},
+                      {"model", opts.model_alias},
+                      {"choices", json::array()},
+                      {"usage", usage(prompt_tokens, completion_tokens)}};
+            if (!send(u)) return false;
+          }
+          const std::string done = "data: [DONE]\n\n";
+          if (!sink.write(done.data(), done.size())) return false;
+          sink.done();
+          return true;
+        },
+        [shared](bool) {
+          for (Choice& c : *shared)
+            if (!c.done) c.stream->cancel();
+        });
+  }
+
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+    check_ready();
+    const json body = parse_body(req.body);
+    auto it = body.find("content");
+    if (it == body.end() || !it->is_string()) throw ApiError(400, "'content' must be a string");
+    const bool add_special = body.value("add_special", false);
+    const bool with_pieces = body.value("with_pieces", false);
+    const std::vector<int32_t> ids = tok->encode(it->get<std::string>(), add_special, true);
+    json tokens = json::array();
+    for (int32_t id : ids) {
+      if (with_pieces)
+        tokens.push_back({{"id", id}, {"piece", tok->token_to_piece(id)}});
+      else
+        tokens.push_back(id);
+    }
+    reply(res, 200, {{"tokens", tokens}});
+  }
+
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+    check_ready();
+    const json body = parse_body(req.body);
+    auto it = body.find("tokens");
+    if (it == body.end() || !it->is_array()) throw ApiError(400, "'tokens' must be an array of ids");
+    std::vector<int32_t> ids;
+    for (const json& v : *it) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok->n_vocab())
+        throw ApiError(400, "'tokens' holds " + v.dump() + ", not an id in [0, " +
+                                std::to_string(tok->n_vocab()) + ")");
+      ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+    }
+    reply(res, 200, {{"content", tok->decode(ids)}});
+  }
+
+  void routes() {
+    auto guarded = [this](auto fn) {
+      return [this, fn](const httplib::Request& req, httplib::Response& res) {
+        try {
+          fn(req, res);
+        } catch (const ApiError& e) {
+          reply_error(res, e);
+        } catch (const std::exception& e) {
+          reply_error(res, ApiError(500, e.what(), "server_error"));
+        }
+      };
+    };
+    http.Post("/v1/completions", guarded([this](auto& q, auto& r) { handle_generate(q, r, false); }));
+    http.Post("/v1/chat/completions",
+              guarded([this](auto& q, auto& r) { handle_generate(q, r, true); }));
+    http.Post("/tokenize", guarded([this](auto& q, auto& r) { handle_tokenize(q, r); }));
+    http.Post("/detokenize", guarded([this](auto& q, auto& r) { handle_detokenize(q, r); }));
+    http.Get("/v1/models", guarded([this](auto&, auto& r) {
+               check_ready();
+               reply(r, 200,
+                     {{"object", "list"},
+                      {"data", json::array({{{"id", opts.model_alias},
+                                             {"object", "model"},
+                                             {"created", 0},
+                                             {"owned_by", "nexus"}}})}});
+             }));
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const State s = state.load();
+      if (s == State::kReady) return reply(res, 200, {{"status", "ok"}});
+      reply(res, 503,
+            error_body(s == State::kLoading ? "the model is loading"
+                       : s == State::kFailed ? "the model failed to load"
+                                             : "the server is shutting down",
+                       "unavailable_error", ""));
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      EngineStats st;
+      if (engine) st = engine->stats();
+      res.set_content(prometheus_text(engine ? &st : nullptr, counters), "text/plain; version=0.0.4");
+    });
+    // Authentication before routing: every route but /health and /metrics.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opts.api_key.empty() || req.path == "/health" || req.path == "/metrics")
+        return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth == "Bearer " + opts.api_key) return httplib::Server::HandlerResponse::Unhandled;
+      reply(res, 401,
+            error_body(auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')"
+                                    : "invalid API key",
+                       "authentication_error", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Statuses httplib sets itself (no route, body too large, unreadable request) get a body in
+    // OpenAI's shape.
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 404)
+        reply(res, 404, error_body("no route " + req.method + " " + req.path, "not_found_error", ""));
+      else if (res.status == 413)
+        reply(res, 413, error_body("the request body is too large", "invalid_request_error", ""));
+      else
+        reply(res, res.status, error_body("bad request", "invalid_request_error", ""));
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      counters.add(req.path, res.status);
+    });
+    http.set_payload_max_length(opts.max_body);
+    const int threads = opts.http_threads > 0 ? opts.http_threads : 2 * opts.engine.max_seqs + 4;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  }
+};
+
+Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+
+Server::~Server() { shutdown(std::chrono::milliseconds(0)); }
+
+Status Server::start() {
+  Impl& m = *impl_;
+  m.routes();
+  if (m.opts.port == 0) {
+    m.bound_port = m.http.bind_to_any_port(m.opts.host);
+    if (m.bound_port <= 0) return Status::error("cannot bind " + m.opts.host + " to any port");
+  } else {
+    if (!m.http.bind_to_port(m.opts.host, m.opts.port))
+      return Status::error("cannot bind " + m.opts.host + ":" + std::to_string(m.opts.port) +
+                           " (in use, or not an address of this machine)");
+    m.bound_port = m.opts.port;
+  }
+  m.listen_thread = std::thread([&m] { m.http.listen_after_bind(); });
+  m.load_thread = std::thread([&m] { m.load(); });
+  return Status::ok();
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+Status Server::wait_loaded() {
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mu);
+  m.loaded_cv.wait(lock, [&] { return m.state.load() != State::kLoading; });
+  return m.load_status;
+}
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  Impl& m = *impl_;
+  std::call_once(m.shutdown_once, [&] {
+    if (m.load_thread.joinable()) m.load_thread.join();
+    m.state.store(State::kStopping);
+    if (m.engine) m.engine->drain(std::chrono::steady_clock::now() + grace);
+    m.http.stop();
+    if (m.listen_thread.joinable()) m.listen_thread.join();
+  });
+}
+
+}  // namespace nexus::serve

@@ -1,0 +1,228 @@
+// The serving engine against `generate()` (the loop `nexus run` uses) on the real stories260K
+// model: greedy outputs of requests batched together, with prompts cut into chunks, and with the
+// KV pool too small for all of them (preemption), equal each request's output alone.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nexus/context.h"
+#include "nexus/model.h"
+#include "nexus/runtime/generator.h"
+#include "nexus/serve/engine.h"
+#include "nexus/tokenizer.h"
+#include "test_paths.h"
+
+namespace nexus::serve {
+namespace {
+
+constexpr const char* kModel = "models/stories260K.gguf";
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded load() {
+  Loaded l;
+  auto m = Model::load(test::shared_path(kModel));
+  EXPECT_TRUE(m) << m.status().message();
+  l.model = std::move(m).value();
+  auto t = Tokenizer::from_gguf(l.model->gguf());
+  EXPECT_TRUE(t);
+  l.tok = std::move(t).value();
+  return l;
+}
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time", "The little dog", "Lily and Ben went to the park to play with a big red ball",
+    "One day"};
+
+// The tokens generate() makes for `prompt` alone, greedily.
+std::vector<int32_t> alone(const Loaded& l, const std::string& prompt, int64_t n) {
+  ContextOptions co;
+  co.n_ctx = 256;
+  auto ctx = Context::create(*l.model, co);
+  EXPECT_TRUE(ctx);
+  GenerateOptions g;
+  g.sampler.temperature = 0.0f;
+  g.n_predict = n;
+  auto r = generate(**ctx, *l.tok, prompt, g, [](std::string_view) { return true; });
+  EXPECT_TRUE(r) << r.status().message();
+  return r->tokens;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  Event finish;
+};
+
+Outcome collect(Stream& s) {
+  Outcome o;
+  Event e;
+  for (;;) {
+    if (!s.next(&e, std::chrono::milliseconds(10000))) {
+      ADD_FAILURE() << "no event within 10 s";
+      return o;
+    }
+    o.text += e.text;
+    if (e.kind == Event::Kind::kFinish) {
+      o.finish = e;
+      return o;
+    }
+    o.tokens.push_back(e.token);
+  }
+}
+
+GenRequest greedy(const Loaded& l, const std::string& prompt, int64_t n) {
+  GenRequest r;
+  r.prompt = l.tok->encode(prompt, true);
+  r.sampler.temperature = 0.0f;
+  r.max_tokens = n;
+  return r;
+}
+
+void expect_batched_equals_alone(const EngineOptions& eo, int64_t n, uint64_t* preemptions) {
+  const Loaded l = load();
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine) << engine.status().message();
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (const std::string& p : kPrompts) {
+    Refusal why;
+    std::string msg;
+    streams.push_back((*engine)->submit(greedy(l, p, n), &why, &msg));
+    ASSERT_TRUE(streams.back()) << msg;
+  }
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const Outcome o = collect(*streams[i]);
+    EXPECT_EQ(o.finish.finish_reason, "length") << o.finish.error;
+    EXPECT_EQ(o.tokens, alone(l, kPrompts[i], n)) << "prompt " << i << ": " << o.text;
+    EXPECT_EQ(o.finish.completion_tokens, n);
+    std::string pieces;
+    for (int32_t id : o.tokens) pieces += l.tok->token_to_piece(id);
+    EXPECT_EQ(o.text, pieces);
+  }
+  const EngineStats st = (*engine)->stats();
+  EXPECT_EQ(st.generated_tokens, kPrompts.size() * n);
+  if (preemptions) *preemptions = st.preemptions;
+}
+
+TEST(ServeEngine, BatchedGreedyOutputEqualsEachRequestAlone) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  EngineOptions eo;
+  eo.max_seqs = 4;
+  eo.n_ctx = 256;
+  eo.max_batch_tokens = 64;
+  expect_batched_equals_alone(eo, 40, nullptr);
+}
+
+TEST(ServeEngine, ChunkedPrefillAndFewSlotsGiveTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  EngineOptions eo;
+  eo.max_seqs = 2;          // two requests wait for a slot
+  eo.n_ctx = 256;
+  eo.max_batch_tokens = 5;  // prompts go in chunks beside the others' decode tokens
+  expect_batched_equals_alone(eo, 30, nullptr);
+}
+
+TEST(ServeEngine, APoolTooSmallForAllPreemptsAndStillGivesTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  const ModelConfig& c = l.model->config();
+  EngineOptions eo;
+  eo.max_seqs = 4;
+  eo.n_ctx = 256;
+  eo.kv_block = 8;
+  // Room for 12 blocks of 8 positions: each request needs up to 9 (a prompt of up to 17 tokens
+  // and 48 generated), the four together about 30.
+  const int64_t block = 2 * c.n_layers * eo.kv_block *
+                        static_cast<int64_t>(row_bytes(eo.kv_type, c.n_kv_heads * c.head_dim));
+  eo.kv_memory = 12 * block;
+  uint64_t preemptions = 0;
+  expect_batched_equals_alone(eo, 48, &preemptions);
+  EXPECT_GT(preemptions, 0u);
+}
+
+TEST(ServeEngine, ARequestThePoolCannotHoldEndsWithAnError) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  const ModelConfig& c = l.model->config();
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.kv_block = 8;
+  eo.kv_memory = 2 * (2 * c.n_layers * eo.kv_block *
+                      static_cast<int64_t>(row_bytes(eo.kv_type, c.n_kv_heads * c.head_dim)));
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  Refusal why;
+  std::string msg;
+  auto s = (*engine)->submit(greedy(l, kPrompts[2], 8), &why, &msg);  // 17 tokens: 3 blocks
+  ASSERT_TRUE(s) << msg;
+  const Outcome o = collect(*s);
+  EXPECT_EQ(o.finish.finish_reason, "error");
+  EXPECT_NE(o.finish.error.find("KV blocks"), std::string::npos) << o.finish.error;
+  // The engine goes on serving requests that fit.
+  auto t = (*engine)->submit(greedy(l, "One", 4), &why, &msg);
+  ASSERT_TRUE(t) << msg;
+  EXPECT_EQ(collect(*t).finish.finish_reason, "length");
+}
+
+TEST(ServeEngine, CancelledRequestsFinishAndGiveTheirBlocksBack) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  Refusal why;
+  std::string msg;
+  GenRequest r = greedy(l, kPrompts[0], -1);
+  r.ignore_eos = true;  // would run to the context's end
+  auto s = (*engine)->submit(std::move(r), &why, &msg);
+  ASSERT_TRUE(s) << msg;
+  Event e;
+  ASSERT_TRUE(s->next(&e, std::chrono::milliseconds(10000)));  // it is running
+  s->cancel();
+  const Outcome o = collect(*s);
+  EXPECT_EQ(o.finish.finish_reason, "cancelled");
+  for (int i = 0; i < 100 && (*engine)->stats().kv_blocks_used != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ((*engine)->stats().kv_blocks_used, 0);
+  EXPECT_EQ((*engine)->stats().finished_cancelled, 1u);
+}
+
+TEST(ServeEngine, RefusesBadRequestsAndAFullQueueByKind) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  EngineOptions eo;
+  eo.n_ctx = 16;
+  eo.max_queue = 0;  // nothing may wait
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  Refusal why;
+  std::string msg;
+  GenRequest r = greedy(l, "Lily and Ben went to the park to play with a big red ball", 4);
+  EXPECT_FALSE((*engine)->submit(r, &why, &msg));
+  EXPECT_EQ(why, Refusal::kInvalid);
+  EXPECT_NE(msg.find("the context holds 16"), std::string::npos) << msg;
+  r.prompt = {1, 100000};
+  EXPECT_FALSE((*engine)->submit(r, &why, &msg));
+  EXPECT_EQ(why, Refusal::kInvalid);
+  EXPECT_NE(msg.find("100000"), std::string::npos) << msg;
+  r.prompt = {1, 2};
+  r.sampler.top_p = 2.0f;
+  EXPECT_FALSE((*engine)->submit(r, &why, &msg));
+  EXPECT_EQ(why, Refusal::kInvalid);
+  r.sampler.top_p = 1.0f;
+  EXPECT_FALSE((*engine)->submit(r, &why, &msg));
+  EXPECT_EQ(why, Refusal::kBusy);
+  (*engine)->drain(std::chrono::steady_clock::now());
+  EXPECT_FALSE((*engine)->submit(r, &why, &msg));
+  EXPECT_EQ(why, Refusal::kShutdown);
+}
+
+}  // namespace
+}  // namespace nexus::serve

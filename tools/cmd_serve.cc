@@ -1,0 +1,103 @@
+// `nexus serve`: the OpenAI-compatible server (docs/SERVING.md). Binds, loads the model in the
+// background (/health answers 503 meanwhile), then serves until SIGTERM or SIGINT, when it stops
+// taking requests, lets those in flight finish for --shutdown-grace seconds and exits 0.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "command.h"
+#include "nexus/serve/server.h"
+
+namespace nexus::cli {
+namespace {
+
+// "2GiB", "512MiB", "1G", "1000000": bytes; -1 when malformed.
+int64_t parse_bytes(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    return -1;
+  }
+  std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else return -1;
+  if (v < 0) return -1;
+  return static_cast<int64_t>(v * mult);
+}
+
+int serve_main(int argc, char** argv) {
+  CLI::App app{"Serve a GGUF model over an OpenAI-compatible HTTP API", "nexus serve"};
+  serve::ServerOptions o;
+  std::string kv_memory = "0", kv_type = "f16";
+  double grace = 10.0;
+  o.engine.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  app.add_option("--alias", o.model_alias, "model name clients use (default: the file's stem)");
+  app.add_option("--host", o.host, "address to bind")->capture_default_str();
+  app.add_option("--port", o.port, "port (0: any free port, printed at start)")->capture_default_str();
+  app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY'");
+  app.add_option("--max-seqs", o.engine.max_seqs, "sequences generated together")
+      ->capture_default_str();
+  app.add_option("--max-batch-tokens", o.engine.max_batch_tokens,
+                 "tokens per forward pass (decode tokens plus prompt chunks)")
+      ->capture_default_str();
+  app.add_option("--kv-memory", kv_memory,
+                 "bytes of the KV cache pool, e.g. 2GiB (0: max-seqs full contexts)")
+      ->capture_default_str();
+  app.add_option("--kv-block", o.engine.kv_block, "KV cache block size in positions")
+      ->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  app.add_option("-c,--ctx", o.engine.n_ctx, "context per sequence (0: the model's, at most 4096)")
+      ->capture_default_str();
+  app.add_option("-t,--threads", o.engine.n_threads, "threads")->capture_default_str();
+  app.add_option("--max-queue", o.engine.max_queue, "waiting requests before 429")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace", grace, "seconds in-flight requests get at SIGTERM")
+      ->capture_default_str();
+  if (auto code = parse_args(app, argc, argv, "serve")) return *code;
+  const int64_t kv_bytes = parse_bytes(kv_memory);
+  if (kv_bytes < 0) return fail("serve", "--kv-memory must be a size like 2GiB, got '" + kv_memory + "'", kUsageError);
+  o.engine.kv_memory = kv_bytes;
+  const auto kv = kv_cache_type(kv_type);
+  if (!kv) return fail("serve", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'", kUsageError);
+  o.engine.kv_type = *kv;
+  if (o.port < 0 || o.port > 65535) return fail("serve", "--port must be in [0, 65535]", kUsageError);
+  if (grace < 0) return fail("serve", "--shutdown-grace must be >= 0", kUsageError);
+
+  // SIGTERM and SIGINT are taken by sigwait below, on this thread only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  serve::Server server(o);
+  if (Status st = server.start(); !st) return fail("serve", st.message());
+  std::fprintf(stderr, "nexus serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(),
+               server.port(), o.model_path.c_str());
+  if (Status st = server.wait_loaded(); !st) {
+    server.shutdown(std::chrono::milliseconds(0));
+    return fail("serve", st.message());
+  }
+  std::fprintf(stderr, "nexus serve: ready: %d sequences, %lld tokens per step\n",
+               o.engine.max_seqs, static_cast<long long>(o.engine.max_batch_tokens));
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "nexus serve: %s: finishing requests in flight (up to %.0f s)\n",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", grace);
+  server.shutdown(std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+  std::fprintf(stderr, "nexus serve: stopped\n");
+  return 0;
+}
+
+const Register reg({"serve", "serve a model over an OpenAI-compatible HTTP API", serve_main});
+
+}  // namespace
+}  // namespace nexus::cli
