@@ -1,0 +1,311 @@
+// The HTTP server on the real stories260K model, in process on a free loopback port: OpenAI's
+// response and stream shapes, outputs equal to `generate()`, concurrent clients, errors with
+// their statuses, authentication, disconnects, and /metrics checked by promtool.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nexus/context.h"
+#include "nexus/model.h"
+#include "nexus/runtime/generator.h"
+#include "nexus/serve/server.h"
+#include "nexus/tokenizer.h"
+#include "test_paths.h"
+
+namespace nexus::serve {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kModel = "models/stories260K.gguf";
+
+std::unique_ptr<Server> start(ServerOptions o = {}) {
+  o.model_path = test::shared_path(kModel);
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.engine.n_ctx = 256;
+  o.engine.max_seqs = 4;
+  auto s = std::make_unique<Server>(o);
+  EXPECT_TRUE(s->start());
+  EXPECT_TRUE(s->wait_loaded());
+  return s;
+}
+
+httplib::Client client(const Server& s) {
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(30, 0);
+  return c;
+}
+
+// What `nexus run --temp 0 -n N` prints for the prompt.
+std::string expected_text(const std::string& prompt, int64_t n) {
+  auto m = Model::load(test::shared_path(kModel));
+  auto t = Tokenizer::from_gguf((*m)->gguf());
+  ContextOptions co;
+  co.n_ctx = 256;
+  auto ctx = Context::create(**m, co);
+  GenerateOptions g;
+  g.sampler.temperature = 0.0f;
+  g.n_predict = n;
+  std::string out;
+  auto r = generate(**ctx, **t, prompt, g, [&](std::string_view s) {
+    out += s;
+    return true;
+  });
+  EXPECT_TRUE(r);
+  return out;
+}
+
+json post(httplib::Client& c, const std::string& path, const json& body, int want_status) {
+  auto r = c.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(r) << path;
+  if (!r) return json();
+  EXPECT_EQ(r->status, want_status) << r->body;
+  return json::parse(r->body);
+}
+
+// The "data: ..." payloads of an SSE body.
+std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
+
+TEST(ServeHttp, CompletionEqualsGenerateAndReportsUsage) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  auto c = client(*s);
+  const json r = post(c, "/v1/completions",
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"temperature", 0}}, 200);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["model"], "stories260K");
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["text"], expected_text("Once upon a time", 24));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(r["usage"]["total_tokens"],
+            r["usage"]["prompt_tokens"].get<int>() + 24);
+  // Token-id prompts and lists of prompts give one choice each, in order.
+  const json ids = post(c, "/tokenize", {{"content", "Once upon a time"}, {"add_special", true}}, 200);
+  const json two = post(c, "/v1/completions",
+                        {{"prompt", json::array({ids["tokens"], "Once upon a time"})},
+                         {"max_tokens", 24}, {"temperature", 0}}, 200);
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_EQ(two["choices"][0]["text"], r["choices"][0]["text"]);
+  EXPECT_EQ(two["choices"][1]["text"], r["choices"][0]["text"]);
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+}
+
+TEST(ServeHttp, StreamsServerSentEventsAsOpenAIClientsParseThem) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  auto c = client(*s);
+  const json body = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                     {"max_tokens", 12}, {"temperature", 0}, {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<std::string> data = sse_data(r->body);
+  ASSERT_GE(data.size(), 4u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  const json first = json::parse(data.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 1; i + 3 < data.size(); ++i) {  // the content chunks
+    const json ch = json::parse(data[i]);
+    EXPECT_TRUE(ch["choices"][0]["finish_reason"].is_null());
+    text += ch["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  const json last = json::parse(data[data.size() - 3]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  const json usage = json::parse(data[data.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 12);
+  // The same request without streaming gives the same text.
+  json plain = body;
+  plain.erase("stream");
+  plain.erase("stream_options");
+  const json whole = post(c, "/v1/chat/completions", plain, 200);
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], text);
+  EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
+}
+
+TEST(ServeHttp, ConcurrentClientsGetTheirOwnGreedyOutputs) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  const std::vector<std::string> prompts = {"Once upon a time", "The little dog", "One day",
+                                            "Lily and Ben"};
+  std::vector<std::string> want;
+  for (const std::string& p : prompts) want.push_back(expected_text(p, 20));
+  std::vector<std::thread> threads;
+  std::vector<std::string> got(12);
+  for (size_t i = 0; i < got.size(); ++i)
+    threads.emplace_back([&, i] {
+      auto c = client(*s);
+      auto r = c.Post("/v1/completions",
+                      json{{"prompt", prompts[i % prompts.size()]}, {"max_tokens", 20},
+                           {"temperature", 0}}
+                          .dump(),
+                      "application/json");
+      if (r && r->status == 200) got[i] = json::parse(r->body)["choices"][0]["text"];
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i % prompts.size()]) << i;
+}
+
+TEST(ServeHttp, BadRequestsGetOpenAIErrorsWithTheRightStatus) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  ServerOptions o;
+  o.max_body = 4096;
+  auto s = start(o);
+  auto c = client(*s);
+  auto status = [&](const std::string& path, const std::string& body) {
+    auto r = c.Post(path.c_str(), body, "application/json");
+    if (!r) return -1;
+    const json j = json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.contains("error") && j["error"].contains("message") && j["error"].contains("type"))
+        << r->body;
+    return r->status;
+  };
+  EXPECT_EQ(status("/v1/completions", "{not json"), 400);
+  EXPECT_EQ(status("/v1/completions", "[1, 2]"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"max_tokens": 4})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "temperature": "warm"})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "temperature": 7})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "max_tokens": -2})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "max_tokens": 1e300})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "n": 99})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": [1, -5]})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": [1, 99999]})"), 400);
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400);
+  EXPECT_EQ(status("/v1/chat/completions", R"({"messages": []})"), 400);
+  EXPECT_EQ(status("/v1/chat/completions", R"({"messages": [{"content": "x"}]})"), 400);
+  std::string longp;
+  for (int i = 0; i < 300; ++i) longp += " dog";
+  EXPECT_EQ(status("/v1/completions", json{{"prompt", longp}}.dump()), 400);  // > 256 tokens
+  EXPECT_EQ(status("/v1/completions", R"({"prompt": "x", "model": "gpt-4"})"), 404);
+  EXPECT_EQ(status("/v1/nothing", "{}"), 404);
+  EXPECT_EQ(status("/v1/completions", json{{"prompt", std::string(5000, 'a')}}.dump()), 413);
+  EXPECT_EQ(status("/detokenize", R"({"tokens": [5, 100000]})"), 400);
+  // Still serving.
+  post(c, "/v1/completions", {{"prompt", "One"}, {"max_tokens", 2}}, 200);
+}
+
+TEST(ServeHttp, AnApiKeyGuardsEveryRouteButHealthAndMetrics) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  ServerOptions o;
+  o.api_key = "sekret";
+  auto s = start(o);
+  auto c = client(*s);
+  auto r = c.Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+  r = c.Get("/v1/models", {{"Authorization", "Bearer wrong"}});
+  EXPECT_EQ(r->status, 401);
+  r = c.Get("/v1/models", {{"Authorization", "Bearer sekret"}});
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["data"][0]["id"], "stories260K");
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  EXPECT_EQ(c.Get("/metrics")->status, 200);
+}
+
+TEST(ServeHttp, TokenizeAndDetokenizeRoundTrip) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  auto c = client(*s);
+  const json t = post(c, "/tokenize", {{"content", "Hello world"}, {"with_pieces", true}}, 200);
+  ASSERT_FALSE(t["tokens"].empty());
+  json ids = json::array();
+  std::string pieces;
+  for (const json& e : t["tokens"]) {
+    ids.push_back(e["id"]);
+    pieces += e["piece"].get<std::string>();
+  }
+  EXPECT_EQ(pieces, " Hello world");
+  EXPECT_EQ(post(c, "/detokenize", {{"tokens", ids}}, 200)["content"], "Hello world");
+}
+
+TEST(ServeHttp, AClientThatLeavesMidStreamCancelsItsSequence) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  {
+    auto c = client(*s);
+    int chunks = 0;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", "Once"}, {"max_tokens", 200}, {"stream", true}, {"temperature", 0}}
+                   .dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
+    c.send(req);  // the receiver's false closes the connection
+  }
+  auto c = client(*s);
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    metrics = c.Get("/metrics")->body;
+    if (metrics.find("nexus_finished_total{reason=\"cancelled\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_NE(metrics.find("nexus_finished_total{reason=\"cancelled\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("nexus_kv_blocks_used 0"), std::string::npos) << metrics;
+}
+
+TEST(ServeHttp, MetricsPassPromtool) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  if (std::system("command -v promtool > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "needs promtool (Debian's prometheus package; make deps installs it)";
+  auto s = start();
+  auto c = client(*s);
+  post(c, "/v1/completions", {{"prompt", "One"}, {"max_tokens", 3}}, 200);
+  const std::string text = c.Get("/metrics")->body;
+  EXPECT_NE(text.find("nexus_generated_tokens_total 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("nexus_requests_total{route=\"/v1/completions\",status=\"200\"} 1"),
+            std::string::npos)
+      << text;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("nexus_metrics_" + std::to_string(getpid()))).string();
+  std::ofstream(path) << text;
+  const int rc = std::system(("promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str());
+  std::ifstream out(path + ".out");
+  const std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(rc, 0) << report;
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".out");
+}
+
+TEST(ServeHttp, HealthSays503AndLoadingFailsWhenTheModelIsMissing) {
+  ServerOptions o;
+  o.model_path = "/nonexistent/model.gguf";
+  o.port = 0;
+  Server s(o);
+  ASSERT_TRUE(s.start());
+  const Status st = s.wait_loaded();
+  EXPECT_FALSE(st);
+  EXPECT_NE(st.message().find("/nonexistent/model.gguf"), std::string::npos) << st.message();
+  httplib::Client c("127.0.0.1", s.port());
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(c.Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 503);
+}
+
+}  // namespace
+}  // namespace nexus::serve
