@@ -74,6 +74,14 @@ struct Engine::Impl {
     StopMatcher stop;
     Clock::time_point t_submit, t_last;
     uint64_t order = 0;
+    bool prefix_tried = false;  // looked for a cached prefix since it last had nothing cached
+  };
+  // A finished sequence's slot kept with its KV blocks for later requests that start with the
+  // same tokens (the prefix cache), evicted least recently used.
+  struct Parked {
+    int slot;
+    std::vector<int32_t> tokens;  // what its KV cache holds
+    uint64_t last_used;
   };
 
   const Model& model;
@@ -93,8 +101,9 @@ struct Engine::Impl {
 
   // The engine thread's own state.
   std::vector<std::unique_ptr<Seq>> running;
-  std::vector<bool> slot_used;
-  uint64_t next_order = 0;
+  std::vector<bool> slot_used;  // max_seqs + prefix_cache slots
+  std::vector<Parked> parked;
+  uint64_t next_order = 0, use_clock = 0;
   std::thread thread;
 
   Impl(const Model& m, const Tokenizer& t, const EngineOptions& o) : model(m), tok(t), opts(o) {}
@@ -112,8 +121,15 @@ struct Engine::Impl {
     e.prompt_tokens = s.n_prompt;
     e.completion_tokens = s.n_generated;
     if (s.slot >= 0) {
-      ctx->clear_seq(s.slot);
-      slot_used[s.slot] = false;
+      if ((reason == "stop" || reason == "length") && opts.prefix_cache > 0 &&
+          s.n_cached >= opts.kv_block) {
+        if (static_cast<int>(parked.size()) >= opts.prefix_cache) evict_lru();
+        parked.push_back({s.slot, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.n_cached),
+                          ++use_clock});
+      } else {
+        ctx->clear_seq(s.slot);
+        slot_used[s.slot] = false;
+      }
       s.slot = -1;
     }
     {
@@ -125,6 +141,62 @@ struct Engine::Impl {
       else ++stats.finished_error;
     }
     s.stream->push(std::move(e));
+  }
+
+  // Drops the least recently used cached prefix; false when there is none.
+  bool evict_lru() {
+    if (parked.empty()) return false;
+    auto it = std::min_element(parked.begin(), parked.end(), [](const Parked& a, const Parked& b) {
+      return a.last_used < b.last_used;
+    });
+    ctx->clear_seq(it->slot);
+    slot_used[it->slot] = false;
+    parked.erase(it);
+    return true;
+  }
+
+  // A sequence with nothing cached starts from the longest prefix of its tokens that a cached
+  // (parked) or running sequence holds, sharing that one's full KV blocks (and copying a partial
+  // last one). At least one token is left to compute, for the logits.
+  void reuse_prefix(Seq& s) {
+    s.prefix_tried = true;
+    const int64_t cap = static_cast<int64_t>(s.tokens.size()) - 1;
+    int src = -1;
+    int64_t best = 0;
+    Parked* best_parked = nullptr;
+    auto consider = [&](int slot, const int32_t* t, int64_t n) {
+      int64_t l = 0;
+      const int64_t lim = std::min(n, cap);
+      while (l < lim && t[l] == s.tokens[l]) ++l;
+      if (l > best) {
+        best = l;
+        src = slot;
+        return true;
+      }
+      return false;
+    };
+    for (Parked& p : parked)
+      if (consider(p.slot, p.tokens.data(), static_cast<int64_t>(p.tokens.size())))
+        best_parked = &p;
+    for (auto& r : running)
+      if (r.get() != &s && r->n_cached > 0 &&
+          consider(r->slot, r->tokens.data(), r->n_cached))
+        best_parked = nullptr;
+    {
+      std::lock_guard lock(mu);
+      ++stats.prefix_lookups;
+    }
+    if (best < opts.kv_block) return;
+    int64_t n = best;
+    if (!ctx->share_prefix(src, s.slot, static_cast<int32_t>(n))) {
+      n = best / opts.kv_block * opts.kv_block;  // full blocks only: no block to copy into
+      if (!ctx->share_prefix(src, s.slot, static_cast<int32_t>(n))) return;
+    }
+    s.n_cached = n;
+    if (best_parked) best_parked->last_used = ++use_clock;
+    std::lock_guard lock(mu);
+    ++stats.prefix_hits;
+    stats.prefix_tokens += static_cast<uint64_t>(n);
   }
 
   void remove_finished() {
@@ -180,9 +252,12 @@ struct Engine::Impl {
 
   void admit() {
     std::lock_guard lock(mu);
-    while (!queue.empty()) {
+    while (!queue.empty() && static_cast<int>(running.size()) < opts.max_seqs) {
       auto it = std::find(slot_used.begin(), slot_used.end(), false);
-      if (it == slot_used.end()) break;
+      if (it == slot_used.end()) {
+        if (!evict_lru()) break;
+        it = std::find(slot_used.begin(), slot_used.end(), false);
+      }
       std::unique_ptr<Seq> s = std::move(queue.front());
       queue.pop_front();
       s->slot = static_cast<int>(it - slot_used.begin());
@@ -200,6 +275,9 @@ struct Engine::Impl {
       if (s->stream->cancelled() || past_deadline) finish(*s, "cancelled");
     remove_finished();
     if (running.empty()) return false;
+    if (opts.prefix_cache > 0)
+      for (auto& s : running)
+        if (s->n_cached == 0 && !s->prefix_tried) reuse_prefix(*s);
 
     // Decoding sequences first (one token each), then prompt chunks in admission order. A
     // sequence with nothing cached (new or preempted) starts only when the pool has the blocks
@@ -228,6 +306,7 @@ struct Engine::Impl {
       const int64_t count = std::min(left, budget);
       if (s->n_cached == 0) {
         const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
+        if (need > free_blocks && evict_lru()) return true;  // cached prefixes give way first
         if (need > free_blocks) continue;
         free_blocks -= need;
       } else {
@@ -259,6 +338,7 @@ struct Engine::Impl {
     std::vector<float> logits;
     const Status st = ctx->decode(batch, &logits);
     if (!st) {
+      if (st.message().find("KV cache full") != std::string::npos && evict_lru()) return true;
       if (st.message().find("KV cache full") != std::string::npos) {
         // Preempt the newest sequence that holds blocks; it recomputes when blocks are free.
         Seq* victim = nullptr;
@@ -269,6 +349,7 @@ struct Engine::Impl {
         if (victim && holders > 1) {
           ctx->clear_seq(victim->slot);
           victim->n_cached = 0;
+          victim->prefix_tried = false;
           std::lock_guard lock(mu);
           ++stats.preemptions;
           return true;
@@ -323,8 +404,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   if (o.max_batch_tokens < 1)
     return Status::error("max-batch-tokens must be >= 1, got " + std::to_string(o.max_batch_tokens));
   if (o.kv_block < 1) return Status::error("kv-block must be >= 1, got " + std::to_string(o.kv_block));
-  if (o.n_ctx < 0 || o.kv_memory < 0 || o.n_threads < 1 || o.max_queue < 0)
-    return Status::error("ctx, kv-memory and queue must be >= 0 and threads >= 1");
+  if (o.n_ctx < 0 || o.kv_memory < 0 || o.n_threads < 1 || o.max_queue < 0 || o.prefix_cache < 0)
+    return Status::error("ctx, kv-memory, queue and prefix-cache must be >= 0 and threads >= 1");
   if (tok.n_vocab() > c.n_vocab)
     return Status::error("the tokenizer has " + std::to_string(tok.n_vocab()) +
                          " tokens but the model's embedding has " + std::to_string(c.n_vocab));
@@ -333,11 +414,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   impl->n_vocab = c.n_vocab;
   ContextOptions co;
   co.n_ctx = impl->n_ctx;
-  co.n_seq = o.max_seqs;
+  co.n_seq = o.max_seqs + o.prefix_cache;  // the cached prefixes keep slots of their own
   co.kv_type = o.kv_type;
   co.kv_block = std::min(o.kv_block, impl->n_ctx);
   impl->opts.kv_block = co.kv_block;
-  if (o.kv_memory > 0) {
+  if (o.kv_memory == 0) {
+    // max_seqs full contexts; cached prefixes live in what the running sequences leave free.
+    co.kv_blocks = o.max_seqs * ((impl->n_ctx + co.kv_block - 1) / co.kv_block);
+  } else {
     const int64_t kvw = c.n_kv_heads * c.head_dim;
     const int64_t block_bytes =
         2 * c.n_layers * co.kv_block * static_cast<int64_t>(row_bytes(o.kv_type, kvw));
@@ -352,7 +436,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   auto ctx = Context::create(model, co);
   if (!ctx) return ctx.status();
   impl->ctx = std::move(ctx).value();
-  impl->slot_used.assign(static_cast<size_t>(o.max_seqs), false);
+  impl->slot_used.assign(static_cast<size_t>(o.max_seqs + o.prefix_cache), false);
   const Context::KvUsage kv = impl->ctx->kv_usage();
   impl->stats.kv_blocks_total = kv.blocks_total;
   impl->stats.ttft = latency_histogram();

@@ -81,6 +81,15 @@ std::string prometheus_text(const EngineStats* e, const RequestCounters& request
   family(out, "nexus_preemptions_total", "counter",
          "Sequences preempted (blocks freed, recomputed later) when the KV pool ran out.");
   sample(out, "nexus_preemptions_total", static_cast<double>(e->preemptions));
+  family(out, "nexus_prefix_cache_lookups_total", "counter",
+         "Requests that looked for a cached prefix of their tokens.");
+  sample(out, "nexus_prefix_cache_lookups_total", static_cast<double>(e->prefix_lookups));
+  family(out, "nexus_prefix_cache_hits_total", "counter",
+         "Requests that started from a cached prefix's KV blocks.");
+  sample(out, "nexus_prefix_cache_hits_total", static_cast<double>(e->prefix_hits));
+  family(out, "nexus_prefix_cache_tokens_total", "counter",
+         "Prompt tokens taken from cached prefixes instead of computed.");
+  sample(out, "nexus_prefix_cache_tokens_total", static_cast<double>(e->prefix_tokens));
   family(out, "nexus_engine_steps_total", "counter", "Batched forward passes run.");
   sample(out, "nexus_engine_steps_total", static_cast<double>(e->steps));
   histogram(out, "nexus_time_to_first_token_seconds",

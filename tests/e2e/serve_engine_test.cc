@@ -146,6 +146,37 @@ TEST(ServeEngine, APoolTooSmallForAllPreemptsAndStillGivesTheSameOutput) {
   EXPECT_GT(preemptions, 0u);
 }
 
+TEST(ServeEngine, ARequestStartsFromACachedPrefixAndGivesTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.kv_block = 8;
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  const std::string prefix = "Lily and Ben went to the park to play with a big red ball. ";
+  const std::vector<std::string> prompts = {prefix + "They", prefix + "The sun", prefix};
+  Refusal why;
+  std::string msg;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto s = (*engine)->submit(greedy(l, prompts[i], 16), &why, &msg);
+    ASSERT_TRUE(s) << msg;
+    const Outcome o = collect(*s);
+    EXPECT_EQ(o.tokens, alone(l, prompts[i], 16)) << prompts[i];
+    const EngineStats st = (*engine)->stats();
+    EXPECT_EQ(st.prefix_hits, i) << "request " << i;
+  }
+  // The shared part is the common prompt prefix (its full blocks and the partial last one).
+  const int64_t common = static_cast<int64_t>(l.tok->encode(prefix, true).size());
+  EXPECT_GE((*engine)->stats().prefix_tokens, static_cast<uint64_t>(2 * (common - 1)));
+  EngineOptions off = eo;
+  off.prefix_cache = 0;
+  auto plain = Engine::create(*l.model, *l.tok, off);
+  ASSERT_TRUE(plain);
+  for (const std::string& p : prompts) collect(*(*plain)->submit(greedy(l, p, 4), &why, &msg));
+  EXPECT_EQ((*plain)->stats().prefix_hits, 0u);
+}
+
 TEST(ServeEngine, ARequestThePoolCannotHoldEndsWithAnError) {
   NEXUS_REQUIRE_SHARED(kModel);
   const Loaded l = load();

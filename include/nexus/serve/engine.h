@@ -4,7 +4,9 @@
 // for those prefilling, under a per-step token budget (chunked prefill: a long prompt never stalls
 // the others). New requests join at the next step and finished ones leave. The KV cache is paged
 // (blocks from one pool); when the pool runs out the newest sequence is preempted (its blocks
-// freed, its tokens recomputed once blocks are free again).
+// freed, its tokens recomputed once blocks are free again). A request that begins with tokens a
+// running or recently finished sequence holds starts from that one's KV blocks, shared (the
+// prefix cache).
 #pragma once
 
 #include <chrono>
@@ -34,6 +36,9 @@ struct EngineOptions {
   DType kv_type = DType::kF16;
   int n_threads = 1;
   int max_queue = 256;              // waiting requests beyond which submit() refuses
+  // Finished sequences whose KV blocks are kept for requests that begin with the same tokens
+  // (0: no prefix cache). They give way (least recently used first) to running sequences.
+  int prefix_cache = 8;
 };
 
 struct GenRequest {
@@ -102,6 +107,7 @@ struct EngineStats {
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t preemptions = 0, steps = 0;
+  uint64_t prefix_lookups = 0, prefix_hits = 0, prefix_tokens = 0;  // prefix cache
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   Histogram ttft, inter_token, e2e;
 };
