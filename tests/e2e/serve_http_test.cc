@@ -260,7 +260,9 @@ TEST(ServeHttp, AClientThatLeavesMidStreamCancelsItsSequence) {
   std::string metrics;
   for (int i = 0; i < 200; ++i) {
     metrics = c.Get("/metrics")->body;
-    if (metrics.find("nexus_finished_total{reason=\"cancelled\"} 1") != std::string::npos) break;
+    if (metrics.find("nexus_finished_total{reason=\"cancelled\"} 1") != std::string::npos &&
+        metrics.find("nexus_kv_blocks_used 0") != std::string::npos)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   EXPECT_NE(metrics.find("nexus_finished_total{reason=\"cancelled\"} 1"), std::string::npos)
