@@ -41,12 +41,16 @@ int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int6
   return v;
 }
 
-bool boolean(const json& body, const char* key, bool def) {
+}  // namespace
+
+bool get_bool(const json& body, const char* key, bool def) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return def;
   if (!it->is_boolean()) bad(std::string("'") + key + "' must be a boolean, got " + type_name(*it));
   return it->get<bool>();
 }
+
+namespace {
 
 std::vector<int32_t> id_list(const json& a, const char* what) {
   std::vector<int32_t> ids;
@@ -69,7 +73,7 @@ json parse_body(const std::string& body) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers beyond double's range
     bad(std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) bad(std::string("the body must be a JSON object, got ") + type_name(j));
@@ -112,11 +116,11 @@ Sampling parse_sampling(const json& body, int64_t default_max_tokens) {
       bad(std::string("'stop' must be a string or an array of strings, got ") + type_name(*it));
     }
   }
-  s.stream = boolean(body, "stream", false);
+  s.stream = get_bool(body, "stream", false);
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
     if (!it->is_object()) bad("'stream_options' must be an object");
     if (!s.stream) bad("'stream_options' is only allowed with 'stream': true");
-    s.include_usage = boolean(*it, "include_usage", false);
+    s.include_usage = get_bool(*it, "include_usage", false);
   }
   return s;
 }
@@ -169,8 +173,8 @@ std::vector<ChatMessage> parse_messages(const json& body) {
       cm.content = content->get<std::string>();
     } else if (content->is_array()) {
       for (const json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") || !part["text"].is_string())
           bad("message content parts must be {\"type\": \"text\", \"text\": ...}");
         cm.content += part["text"].get<std::string>();
       }

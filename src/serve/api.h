@@ -29,6 +29,9 @@ struct ApiError : std::runtime_error {
 
 json error_body(const std::string& message, const std::string& type, const std::string& code);
 
+// body[key] as a boolean (`def` when absent or null); ApiError 400 naming the key otherwise.
+bool get_bool(const json& body, const char* key, bool def);
+
 // The body as a JSON object; ApiError 400 when it is not one.
 json parse_body(const std::string& body);
 

@@ -226,7 +226,7 @@ struct Server::Impl {
           throw ApiError(400, "'logprobs' must be an integer in [0, 5]");
         s.top_logprobs = static_cast<int>(it->get<int64_t>());
       }
-      if (body.value("echo", false)) throw ApiError(400, "'echo' is not supported");
+      if (get_bool(body, "echo", false)) throw ApiError(400, "'echo' is not supported");
     }
     std::vector<Choice> choices = submit_all(prompts, s);
     const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
@@ -375,8 +375,8 @@ struct Server::Impl {
     const json body = parse_body(req.body);
     auto it = body.find("content");
     if (it == body.end() || !it->is_string()) throw ApiError(400, "'content' must be a string");
-    const bool add_special = body.value("add_special", false);
-    const bool with_pieces = body.value("with_pieces", false);
+    const bool add_special = get_bool(body, "add_special", false);
+    const bool with_pieces = get_bool(body, "with_pieces", false);
     const std::vector<int32_t> ids = tok->encode(it->get<std::string>(), add_special, true);
     json tokens = json::array();
     for (int32_t id : ids) {
