@@ -59,6 +59,12 @@ int serve_main(int argc, char** argv) {
   app.add_option("-t,--threads", o.engine.n_threads, "threads")->capture_default_str();
   app.add_option("--max-queue", o.engine.max_queue, "waiting requests before 429")
       ->capture_default_str();
+  app.add_option("--prefix-cache", o.engine.prefix_cache,
+                 "finished sequences kept for their prompt prefixes (0: no prefix cache)")
+      ->capture_default_str();
+  app.add_option("--http-threads", o.http_threads,
+                 "connections served at once (0: 64 + 2 * max-seqs)")
+      ->capture_default_str();
   app.add_option("--shutdown-grace", grace, "seconds in-flight requests get at SIGTERM")
       ->capture_default_str();
   if (auto code = parse_args(app, argc, argv, "serve")) return *code;

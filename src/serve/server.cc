@@ -470,7 +470,10 @@ struct Server::Impl {
       counters.add(req.path, res.status);
     });
     http.set_payload_max_length(opts.max_body);
-    const int threads = opts.http_threads > 0 ? opts.http_threads : 2 * opts.engine.max_seqs + 4;
+    // Clients keep their connection for many requests; a server-side cap of 5 (httplib's
+    // default) closes connections under clients that are about to send on them.
+    http.set_keep_alive_max_count(100000);
+    const int threads = opts.http_threads > 0 ? opts.http_threads : 64 + 2 * opts.engine.max_seqs;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   }
 };

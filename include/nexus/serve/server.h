@@ -22,7 +22,9 @@ struct ServerOptions {
   std::string model_alias;        // the name clients use (default: the file's stem)
   EngineOptions engine;
   size_t max_body = 8u << 20;     // larger bodies get 413
-  int http_threads = 0;           // 0: 2 * max_seqs + 4
+  // Connections served at once (httplib runs one thread per open connection; a client keeping
+  // its connection holds one). 0: 64 + 2 * max_seqs.
+  int http_threads = 0;
 };
 
 class Server {
