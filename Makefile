@@ -29,6 +29,13 @@ deps:
 	$$sudo apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing || \
 	{ echo "deps: error: apt-get could not install:$$missing" >&2; exit 1; }
+	@# OpenAI's Node SDK for the server's conformance test (pinned in tests/node/package-lock.json).
+	@if [ ! -d tests/node/node_modules/openai ]; then \
+	  if command -v npm >/dev/null 2>&1; then \
+	    npm ci --prefix tests/node --no-audit --no-fund --silent || \
+	    echo "deps: warning: npm could not install tests/node; the SDK conformance test will skip" >&2; \
+	  else echo "deps: warning: no npm; the SDK conformance test will skip" >&2; fi; \
+	fi
 
 $(BUILD)/build.ninja: | deps
 	cmake --preset $(PRESET)
