@@ -56,10 +56,13 @@ class Context {
   static Result<std::unique_ptr<Context>> create(const Model& model, const ContextOptions& opts);
   ~Context();
 
+  // What decode() returns for each requested token: its logits (n_vocab floats), or the hidden
+  // state the output head would project (dim floats, after the final norm: embeddings).
+  enum class Output { kLogits, kHidden };
   // Runs the batch. The KV cache of each sequence must already hold positions [0, pos) for the
   // sequence's first token in the batch (positions within a sequence are consecutive).
-  // On success `logits` holds one row of n_vocab floats per requested token, in batch order.
-  Status decode(const Batch& batch, std::vector<float>* logits);
+  // On success `out` holds one row per requested token, in batch order.
+  Status decode(const Batch& batch, std::vector<float>* out, Output what = Output::kLogits);
   // Forgets a sequence's cached positions (all of them, or from `from_pos` on).
   void clear_seq(int seq, int32_t from_pos = 0);
   // Positions currently cached for `seq`.

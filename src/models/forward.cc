@@ -76,6 +76,10 @@ void output_head(const Model& model, ForwardState& st, bool layer_norm) {
   } else {
     rms_norm(st.h, w.out_norm.data_as<const float>(), c.norm_eps, st.h, st.n_out, c.dim);
   }
+  if (st.hidden_only) {
+    std::memcpy(st.logits, st.h, static_cast<size_t>(st.n_out * c.dim) * sizeof(float));
+    return;
+  }
   st.scratch->reset();
   NEXUS_PROFILE_OP("output", -1, profile::matmul_bytes(w.output, st.n_out),
                    profile::matmul_flops(w.output, st.n_out),

@@ -20,7 +20,8 @@ struct ForwardState {
   const int32_t* seq = nullptr;
   const int32_t* out_rows = nullptr;  // batch rows whose logits are wanted
   int64_t n_out = 0;
-  float* logits = nullptr;            // [n_out][n_vocab]
+  float* logits = nullptr;            // [n_out][n_vocab], or [n_out][dim] with hidden_only
+  bool hidden_only = false;           // the output head stops after its norm (embeddings)
 
   // Activations, each with room for max_batch rows.
   float* x = nullptr;     // residual stream [n][dim]

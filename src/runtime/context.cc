@@ -123,7 +123,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& model, const Conte
   }
 }
 
-Status Context::decode(const Batch& batch, std::vector<float>* logits) {
+Status Context::decode(const Batch& batch, std::vector<float>* logits, Output what) {
   ContextImpl& im = *impl_;
   const ModelConfig& c = im.model.config();
   const int64_t n = static_cast<int64_t>(batch.token.size());
@@ -162,7 +162,7 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
     for (int64_t i = 0; i < n; ++i)
       if (batch.want_logits[i]) im.out_rows.push_back(static_cast<int32_t>(i));
   }
-  logits->resize(im.out_rows.size() * c.n_vocab);
+  logits->resize(im.out_rows.size() * (what == Output::kHidden ? c.dim : c.n_vocab));
 
   ForwardState& st = im.st;
   st.n = n;
@@ -172,6 +172,7 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits) {
   st.out_rows = im.out_rows.data();
   st.n_out = static_cast<int64_t>(im.out_rows.size());
   st.logits = logits->data();
+  st.hidden_only = what == Output::kHidden;
   // Blocks for the new positions; on failure the ones taken here are given back.
   for (int s = 0; s < im.opts.n_seq; ++s) {
     if (next[s] == im.kv.len(s)) continue;

@@ -94,6 +94,11 @@ struct Engine::Impl {
   mutable std::mutex mu;  // guards queue, accepting, stop, stats
   std::condition_variable cv;
   std::deque<std::unique_ptr<Seq>> queue;
+  struct EmbedJob {
+    std::vector<int32_t> tokens;
+    std::promise<Result<std::vector<float>>> done;
+  };
+  std::deque<std::unique_ptr<EmbedJob>> embed_queue;
   bool accepting = true;
   bool stop = false;
   Clock::time_point deadline = Clock::time_point::max();
@@ -267,8 +272,65 @@ struct Engine::Impl {
     }
   }
 
+  // Embedding jobs, each alone in its own forward passes through a free slot (cached prefixes
+  // give theirs up); they wait while every slot is generating.
+  void run_embeddings() {
+    for (;;) {
+      std::unique_ptr<EmbedJob> job;
+      {
+        std::lock_guard lock(mu);
+        if (embed_queue.empty()) return;
+        auto it = std::find(slot_used.begin(), slot_used.end(), false);
+        if (it == slot_used.end() && !parked.empty()) {
+          // evicted below, outside the lock-free check
+        } else if (it == slot_used.end()) {
+          return;
+        }
+        job = std::move(embed_queue.front());
+        embed_queue.pop_front();
+      }
+      auto it = std::find(slot_used.begin(), slot_used.end(), false);
+      if (it == slot_used.end()) {
+        evict_lru();
+        it = std::find(slot_used.begin(), slot_used.end(), false);
+      }
+      const int slot = static_cast<int>(it - slot_used.begin());
+      const int64_t dim = model.config().dim;
+      std::vector<double> sum(static_cast<size_t>(dim), 0.0);
+      std::vector<float> hidden;
+      Status st = Status::ok();
+      Batch batch;
+      const int64_t n = static_cast<int64_t>(job->tokens.size());
+      for (int64_t i = 0; i < n && st; i += opts.max_batch_tokens) {
+        batch.clear();
+        const int64_t end = std::min(n, i + opts.max_batch_tokens);
+        for (int64_t j = i; j < end; ++j) batch.add(job->tokens[j], static_cast<int32_t>(j), slot, true);
+        st = ctx->decode(batch, &hidden, Context::Output::kHidden);
+        if (!st) break;
+        for (int64_t r = 0; r < end - i; ++r)
+          for (int64_t d = 0; d < dim; ++d) sum[d] += hidden[r * dim + d];
+      }
+      ctx->clear_seq(slot);
+      if (!st) {
+        job->done.set_value(st);
+        continue;
+      }
+      double norm = 0.0;
+      for (double& v : sum) {
+        v /= static_cast<double>(n);
+        norm += v * v;
+      }
+      norm = std::sqrt(norm);
+      std::vector<float> out(static_cast<size_t>(dim));
+      for (int64_t d = 0; d < dim; ++d)
+        out[d] = static_cast<float>(norm > 0 ? sum[d] / norm : 0.0);
+      job->done.set_value(std::move(out));
+    }
+  }
+
   // One step; false when there was nothing to do.
   bool step() {
+    run_embeddings();
     admit();
     const bool past_deadline = Clock::now() >= deadline;
     for (auto& s : running)
@@ -386,8 +448,10 @@ struct Engine::Impl {
     for (;;) {
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stop || !queue.empty() || !running.empty(); });
-        if (stop && queue.empty() && running.empty()) return;
+        cv.wait(lock, [&] {
+          return stop || !queue.empty() || !running.empty() || !embed_queue.empty();
+        });
+        if (stop && queue.empty() && running.empty() && embed_queue.empty()) return;
       }
       step();
       publish();
@@ -492,6 +556,28 @@ std::shared_ptr<Stream> Engine::submit(GenRequest req, Refusal* why, std::string
   m.cv.notify_all();
   *why = Refusal::kNone;
   return stream;
+}
+
+Result<std::vector<float>> Engine::embed(std::vector<int32_t> tokens) {
+  Impl& m = *impl_;
+  if (tokens.empty()) return Status::error("the input is empty");
+  if (static_cast<int64_t>(tokens.size()) > m.n_ctx)
+    return Status::error("the input is " + std::to_string(tokens.size()) +
+                         " tokens; the context holds " + std::to_string(m.n_ctx));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= m.n_vocab)
+      return Status::error("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                           std::to_string(m.n_vocab));
+  auto job = std::make_unique<Impl::EmbedJob>();
+  job->tokens = std::move(tokens);
+  std::future<Result<std::vector<float>>> result = job->done.get_future();
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.accepting) return Status::error("the server is shutting down");
+    m.embed_queue.push_back(std::move(job));
+  }
+  m.cv.notify_all();
+  return result.get();
 }
 
 void Engine::drain(std::chrono::steady_clock::time_point deadline) {

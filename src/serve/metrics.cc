@@ -7,7 +7,7 @@
 namespace nexus::serve {
 namespace {
 
-const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/models",
                                "/tokenize",       "/detokenize",          "/health",
                                "/metrics"};
 

@@ -34,6 +34,24 @@ void reply_error(httplib::Response& res, const ApiError& e) {
   reply(res, e.status, error_body(e.what(), e.type, e.code));
 }
 
+// RFC 4648 base64 of raw bytes (the SDKs' encoding_format "base64": little-endian float32s).
+std::string base64(const void* data, size_t n) {
+  static const char* const kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = (uint32_t{p[i]} << 16) | (i + 1 < n ? uint32_t{p[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{p[i + 2]} : 0);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < n ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < n ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
 // One choice being generated: its stream and what has come back so far.
 struct Choice {
   std::shared_ptr<Stream> stream;
@@ -370,6 +388,46 @@ struct Server::Impl {
         });
   }
 
+  // Pooled, L2-normalised hidden states of each input (Engine::embed).
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+    check_ready();
+    const json body = parse_body(req.body);
+    if (auto it = body.find("model"); it != body.end() && !it->is_null() &&
+        (!it->is_string() || (it->get<std::string>() != opts.model_alias &&
+                               it->get<std::string>() !=
+                                   std::filesystem::path(opts.model_path).filename().string())))
+      throw ApiError(404, "the model " + it->dump() + " does not exist (this server has '" +
+                              opts.model_alias + "')",
+                     "not_found_error", "model_not_found");
+    json input = body.contains("input") ? body["input"] : json();
+    if (input.is_null()) throw ApiError(400, "'input' is required");
+    json prompt_body = {{"prompt", input}};
+    const Prompts p = parse_prompts(prompt_body);
+    std::string format = "float";
+    if (auto it = body.find("encoding_format"); it != body.end() && !it->is_null()) {
+      if (!it->is_string() || (*it != "float" && *it != "base64"))
+        throw ApiError(400, "'encoding_format' must be \"float\" or \"base64\"");
+      format = it->get<std::string>();
+    }
+    json data = json::array();
+    int64_t tokens = 0;
+    size_t ti = 0, ii = 0;
+    for (size_t i = 0; i < p.is_text.size(); ++i) {
+      std::vector<int32_t> ids = p.is_text[i] ? encode_prompt(p.texts[ti++], true) : p.ids[ii++];
+      tokens += static_cast<int64_t>(ids.size());
+      Result<std::vector<float>> e = engine->embed(std::move(ids));
+      if (!e) throw ApiError(400, e.status().message());
+      json vec = format == "base64" ? json(base64(e->data(), e->size() * sizeof(float)))
+                                    : json(*e);
+      data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(vec)}});
+    }
+    reply(res, 200,
+          {{"object", "list"},
+           {"data", data},
+           {"model", opts.model_alias},
+           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+  }
+
   void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
     check_ready();
     const json body = parse_body(req.body);
@@ -418,6 +476,7 @@ struct Server::Impl {
     http.Post("/v1/completions", guarded([this](auto& q, auto& r) { handle_generate(q, r, false); }));
     http.Post("/v1/chat/completions",
               guarded([this](auto& q, auto& r) { handle_generate(q, r, true); }));
+    http.Post("/v1/embeddings", guarded([this](auto& q, auto& r) { handle_embeddings(q, r); }));
     http.Post("/tokenize", guarded([this](auto& q, auto& r) { handle_tokenize(q, r); }));
     http.Post("/detokenize", guarded([this](auto& q, auto& r) { handle_detokenize(q, r); }));
     http.Get("/v1/models", guarded([this](auto&, auto& r) {

@@ -3,6 +3,7 @@
 // KV pool too small for all of them (preemption), equal each request's output alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -175,6 +176,52 @@ TEST(ServeEngine, ARequestStartsFromACachedPrefixAndGivesTheSameOutput) {
   ASSERT_TRUE(plain);
   for (const std::string& p : prompts) collect(*(*plain)->submit(greedy(l, p, 4), &why, &msg));
   EXPECT_EQ((*plain)->stats().prefix_hits, 0u);
+}
+
+// The hidden states decode() returns are what the output head projects: logits = hidden W^T.
+// The embedding is their mean over the tokens, L2-normalised.
+TEST(ServeEngine, EmbeddingsArePooledNormalisedHiddenStates) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  const ModelConfig& c = l.model->config();
+  ContextOptions co;
+  co.n_ctx = 64;
+  auto ctx = Context::create(*l.model, co);
+  ASSERT_TRUE(ctx);
+  const std::vector<int32_t> ids = l.tok->encode("Lily and Ben went to the park", true);
+  Batch b;
+  for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int32_t>(i), 0, true);
+  std::vector<float> hidden, logits;
+  ASSERT_TRUE((*ctx)->decode(b, &hidden, Context::Output::kHidden));
+  (*ctx)->clear_seq(0);
+  ASSERT_TRUE((*ctx)->decode(b, &logits));
+  ASSERT_EQ(hidden.size(), ids.size() * c.dim);
+  const Tensor& out = l.model->weights().output;
+  ASSERT_EQ(out.dtype(), DType::kF32);
+  const float* w = out.data_as<const float>();
+  for (size_t r = 0; r < ids.size(); ++r)
+    for (int64_t v = 0; v < c.n_vocab; v += 37) {
+      double dot = 0;
+      for (int64_t d = 0; d < c.dim; ++d) dot += double(hidden[r * c.dim + d]) * w[v * c.dim + d];
+      EXPECT_NEAR(logits[r * c.n_vocab + v], dot, 1e-3) << r << " " << v;
+    }
+  std::vector<double> mean(c.dim, 0.0);
+  for (size_t r = 0; r < ids.size(); ++r)
+    for (int64_t d = 0; d < c.dim; ++d) mean[d] += hidden[r * c.dim + d] / double(ids.size());
+  double norm = 0;
+  for (double m : mean) norm += m * m;
+  norm = std::sqrt(norm);
+  EngineOptions eo;
+  eo.n_ctx = 64;
+  eo.max_batch_tokens = 3;  // in chunks
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  auto e = (*engine)->embed(ids);
+  ASSERT_TRUE(e) << e.status().message();
+  ASSERT_EQ(e->size(), static_cast<size_t>(c.dim));
+  for (int64_t d = 0; d < c.dim; ++d) EXPECT_NEAR((*e)[d], mean[d] / norm, 1e-5);
+  EXPECT_FALSE((*engine)->embed({}));
+  EXPECT_FALSE((*engine)->embed(std::vector<int32_t>(65, 1)));
 }
 
 TEST(ServeEngine, ARequestThePoolCannotHoldEndsWithAnError) {

@@ -58,6 +58,13 @@ check(role === "assistant" && content === chat.choices[0].message.content, "stre
 const clp = await client.chat.completions.create({ model, messages, max_tokens: 2, temperature: 0, logprobs: true, top_logprobs: 2 });
 check(clp.choices[0].logprobs.content.length === 2 && clp.choices[0].logprobs.content[0].top_logprobs.length === 2, "chat logprobs");
 
+const emb = await client.embeddings.create({ model, input: ["Once upon a time", "One day"] });
+check(emb.data.length === 2 && emb.usage.prompt_tokens > 0, "embeddings shape");
+const v = emb.data[0].embedding;
+check(Array.isArray(v) && v.length > 0 && Math.abs(Math.hypot(...v) - 1) < 1e-4, "embeddings are unit vectors");
+const embf = await client.embeddings.create({ model, input: "Once upon a time", encoding_format: "float" });
+check(embf.data[0].embedding.every((x, i) => Math.abs(x - v[i]) < 1e-6), "float and base64 embeddings agree");
+
 async function expectError(fn, status, what) {
   try {
     await fn();

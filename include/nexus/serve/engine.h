@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -126,6 +127,10 @@ class Engine {
 
   // Queues a request. On refusal `*why` says which kind and `*message` names the problem.
   std::shared_ptr<Stream> submit(GenRequest req, Refusal* why, std::string* message);
+  // The embedding of a token sequence: the mean over its tokens of the final-norm hidden states,
+  // L2-normalised (dim floats). Runs on the engine's thread between steps; blocks until done.
+  // Errors name the problem (empty, too long, out of the vocabulary, shutting down).
+  Result<std::vector<float>> embed(std::vector<int32_t> tokens);
   // Stops taking requests; lets running and queued ones finish until `deadline`, then cancels
   // what remains; returns once the engine's thread is idle. Idempotent.
   void drain(std::chrono::steady_clock::time_point deadline);
