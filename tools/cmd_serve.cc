@@ -62,6 +62,11 @@ int serve_main(int argc, char** argv) {
   app.add_option("--prefix-cache", o.engine.prefix_cache,
                  "finished sequences kept for their prompt prefixes (0: no prefix cache)")
       ->capture_default_str();
+  app.add_option("--lookup-ngram", o.engine.lookup_ngram,
+                 "speculative decoding by prompt lookup: n-gram length (0: off)")
+      ->capture_default_str();
+  app.add_option("--lookup-max", o.engine.lookup_max, "most draft tokens verified per step")
+      ->capture_default_str();
   app.add_option("--http-threads", o.http_threads,
                  "connections served at once (0: 64 + 2 * max-seqs)")
       ->capture_default_str();

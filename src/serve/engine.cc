@@ -228,12 +228,14 @@ struct Engine::Impl {
     for (size_t i = 0; i < k; ++i) e.top.push_back({ids[i], row[ids[i]] - lse});
   }
 
-  // The sequence's logits row: sample, stream, and finish it when a stop condition holds.
-  void on_logits(Seq& s, std::span<const float> row) {
+  // The sequence's logits row: sample and stream the token; returns the reason to finish ("stop",
+  // "length") when a stop condition holds, else "" (the token is appended to s.tokens).
+  std::string on_logits(Seq& s, std::span<const float> row, int32_t* token) {
     Event e;
     e.token = s.sampler->sample(row);
+    *token = e.token;
     s.sampler->accept(e.token);
-    if (!s.req.ignore_eos && tok.is_eog(e.token)) return finish(s, "stop");
+    if (!s.req.ignore_eos && tok.is_eog(e.token)) return "stop";
     if (s.req.top_logprobs >= 0) logprobs(row, e, s.req.top_logprobs);
     ++s.n_generated;
     s.tokens.push_back(e.token);
@@ -250,9 +252,27 @@ struct Engine::Impl {
     const StopResult r = s.stop.feed(tok.token_to_piece(e.token));
     e.text = std::string(r.text);
     s.stream->push(std::move(e));
-    if (r.stopped) return finish(s, "stop");
-    if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return finish(s, "length");
-    if (static_cast<int64_t>(s.tokens.size()) - 1 >= n_ctx) return finish(s, "length");
+    if (r.stopped) return "stop";
+    if (s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) return "length";
+    if (static_cast<int64_t>(s.tokens.size()) - 1 >= n_ctx) return "length";
+    return "";
+  }
+
+  // Prompt lookup (draft-free speculation): the tokens that followed the most recent earlier
+  // occurrence of the sequence's last lookup_ngram tokens, up to lookup_max of them (none when
+  // the n-gram has not occurred before).
+  std::vector<int32_t> lookup_draft(const Seq& s, int64_t limit) const {
+    const int64_t n = opts.lookup_ngram, len = static_cast<int64_t>(s.tokens.size());
+    std::vector<int32_t> draft;
+    if (n <= 0 || len <= n || limit <= 0) return draft;
+    const int32_t* t = s.tokens.data();
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(t + start, t + start + n, t + len - n)) continue;
+      for (int64_t j = start + n; j < len && static_cast<int64_t>(draft.size()) < limit; ++j)
+        draft.push_back(t[j]);
+      break;
+    }
+    return draft;
   }
 
   void admit() {
@@ -349,6 +369,7 @@ struct Engine::Impl {
       Seq* seq;
       int64_t count;
       bool want;
+      std::vector<int32_t> draft;  // speculated tokens after the fed one (decoding only)
     };
     std::vector<Part> parts;
     int64_t budget = opts.max_batch_tokens;
@@ -365,7 +386,14 @@ struct Engine::Impl {
     for (Seq* s : order) {
       if (budget == 0) break;
       const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
-      const int64_t count = std::min(left, budget);
+      std::vector<int32_t> draft;
+      if (left == 1 && s->n_cached > 0) {
+        // Room for drafts: the step's budget, the context, and the tokens still allowed.
+        int64_t room = std::min<int64_t>(budget - 1, n_ctx - 1 - s->n_cached);
+        if (s->req.max_tokens >= 0) room = std::min(room, s->req.max_tokens - s->n_generated - 1);
+        draft = lookup_draft(*s, std::min<int64_t>(room, opts.lookup_max));
+      }
+      const int64_t count = draft.empty() ? std::min(left, budget) : 1 + static_cast<int64_t>(draft.size());
       if (s->n_cached == 0) {
         const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
         if (need > free_blocks && evict_lru()) return true;  // cached prefixes give way first
@@ -375,11 +403,19 @@ struct Engine::Impl {
         // The blocks a growing sequence takes this step, so that a new one is not started on them.
         free_blocks -= blocks_for(s->n_cached + count) - blocks_for(s->n_cached);
       }
+      if (!draft.empty()) {
+        batch.add(s->tokens[s->n_cached], static_cast<int32_t>(s->n_cached), s->slot, true);
+        for (size_t j = 0; j < draft.size(); ++j)
+          batch.add(draft[j], static_cast<int32_t>(s->n_cached + 1 + j), s->slot, true);
+        parts.push_back({s, count, true, std::move(draft)});
+        budget -= count;
+        continue;
+      }
       for (int64_t i = 0; i < count; ++i) {
         const int64_t p = s->n_cached + i;
         batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == s->n_cached + left);
       }
-      parts.push_back({s, count, count == left});
+      parts.push_back({s, count, count == left, {}});
       budget -= count;
     }
     if (parts.empty()) {
@@ -422,12 +458,42 @@ struct Engine::Impl {
       return true;
     }
     int64_t row = 0;
+    auto row_at = [&](int64_t r) {
+      return std::span<const float>(logits.data() + r * n_vocab, static_cast<size_t>(n_vocab));
+    };
     for (const Part& p : parts) {
-      p.seq->n_cached += p.count;
-      if (!p.want) continue;
-      on_logits(*p.seq, std::span<const float>(logits.data() + row * n_vocab,
-                                               static_cast<size_t>(n_vocab)));
-      ++row;
+      Seq& s = *p.seq;
+      if (p.draft.empty()) {
+        s.n_cached += p.count;
+        if (!p.want) continue;
+        int32_t token;
+        const std::string reason = on_logits(s, row_at(row++), &token);
+        if (!reason.empty()) finish(s, reason);
+        continue;
+      }
+      // Verification: the rows are the logits after the fed token and after each draft. Each is
+      // sampled in order, exactly as decoding one token at a time would (the same draws); a draft
+      // stands while it equals the token sampled before it. The KV positions of the drafts that
+      // fell are dropped.
+      const int64_t fed_end = s.n_cached + p.count;
+      s.n_cached += 1;
+      std::string reason;
+      size_t accepted = 0;
+      for (size_t j = 0; j <= p.draft.size(); ++j) {
+        int32_t token;
+        reason = on_logits(s, row_at(row + static_cast<int64_t>(j)), &token);
+        if (!reason.empty() || j == p.draft.size() || token != p.draft[j]) break;
+        ++accepted;
+        ++s.n_cached;
+      }
+      row += p.count;
+      if (s.n_cached < fed_end) ctx->clear_seq(s.slot, static_cast<int32_t>(s.n_cached));
+      {
+        std::lock_guard lock(mu);
+        stats.spec_drafted += p.draft.size();
+        stats.spec_accepted += accepted;
+      }
+      if (!reason.empty()) finish(s, reason);
     }
     remove_finished();
     std::lock_guard lock(mu);

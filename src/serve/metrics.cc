@@ -90,6 +90,12 @@ std::string prometheus_text(const EngineStats* e, const RequestCounters& request
   family(out, "nexus_prefix_cache_tokens_total", "counter",
          "Prompt tokens taken from cached prefixes instead of computed.");
   sample(out, "nexus_prefix_cache_tokens_total", static_cast<double>(e->prefix_tokens));
+  family(out, "nexus_speculative_drafted_tokens_total", "counter",
+         "Draft tokens verified (prompt lookup speculation).");
+  sample(out, "nexus_speculative_drafted_tokens_total", static_cast<double>(e->spec_drafted));
+  family(out, "nexus_speculative_accepted_tokens_total", "counter",
+         "Draft tokens accepted; their ratio to the drafted ones is the acceptance rate.");
+  sample(out, "nexus_speculative_accepted_tokens_total", static_cast<double>(e->spec_accepted));
   family(out, "nexus_engine_steps_total", "counter", "Batched forward passes run.");
   sample(out, "nexus_engine_steps_total", static_cast<double>(e->steps));
   histogram(out, "nexus_time_to_first_token_seconds",

@@ -40,6 +40,11 @@ struct EngineOptions {
   // Finished sequences whose KV blocks are kept for requests that begin with the same tokens
   // (0: no prefix cache). They give way (least recently used first) to running sequences.
   int prefix_cache = 8;
+  // Speculative decoding by prompt lookup: when a decoding sequence's last lookup_ngram tokens
+  // occurred earlier in its prompt or output, the tokens that followed (up to lookup_max) are
+  // verified in the same forward pass; the output is the same as without (0: off).
+  int lookup_ngram = 0;
+  int lookup_max = 8;
 };
 
 struct GenRequest {
@@ -109,6 +114,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t preemptions = 0, steps = 0;
   uint64_t prefix_lookups = 0, prefix_hits = 0, prefix_tokens = 0;  // prefix cache
+  uint64_t spec_drafted = 0, spec_accepted = 0;                     // speculative decoding
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   Histogram ttft, inter_token, e2e;
 };
