@@ -55,6 +55,11 @@ int run_main(int argc, char** argv) {
   std::string device = "cpu";
   app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--stop", g.stop, "stop string (repeatable)");
+  app.add_option("--lookup-ngram", g.lookup_ngram,
+                 "speculative decoding by prompt lookup: n-gram length (0: off; same output)")
+      ->capture_default_str();
+  app.add_option("--lookup-max", g.lookup_max, "most draft tokens verified per step")
+      ->capture_default_str();
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
   profile::SessionOptions prof;
@@ -71,6 +76,8 @@ int run_main(int argc, char** argv) {
     return fail("run", "-n must be >= 0, or -1 (until the end of text or of the context), got " +
                            std::to_string(n_predict));
   if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
+  if (g.lookup_ngram < 0 || g.lookup_max < 1)
+    return fail("run", "--lookup-ngram must be >= 0 and --lookup-max >= 1", kUsageError);
   if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));
   const auto kv = kv_cache_type(kv_type);
@@ -128,6 +135,10 @@ int run_main(int argc, char** argv) {
                (*ctx)->kv_bytes() / 1048576.0,
                (m.peak[static_cast<int>(MemCategory::kActivations)] +
                 m.peak[static_cast<int>(MemCategory::kScratch)]) / 1048576.0);
+  if (g.lookup_ngram > 0)
+    std::fprintf(stderr, "prompt lookup: %lld of %lld drafts accepted, %lld decode calls\n",
+                 static_cast<long long>(s.accepted), static_cast<long long>(s.drafted),
+                 static_cast<long long>(s.decode_calls));
   return 0;
 }
 

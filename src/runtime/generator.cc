@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 
 #include "nexus/profile.h"
+#include "runtime/lookup.h"
 #include "runtime/stop.h"
 
 namespace nexus {
@@ -63,14 +65,21 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
   stats.prefill_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
+  // pos: where the next token goes; logits row `row` follows it. With prompt lookup a decode()
+  // also feeds the drafts after the token, and its rows follow each of them: a draft that equals
+  // the token sampled before it is already in the cache, and its row is the next one to sample.
   int32_t pos = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> all = ids, draft;
+  size_t row = 0;
+  int32_t fed_end = pos;
   stats.stop_reason = "length";
   for (;;) {
     if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
     int32_t next;
     {
       NEXUS_PROFILE_SCOPE("sample");
-      next = sampler.sample(logits);
+      next = sampler.sample(std::span<const float>(logits.data() + row * n_vocab,
+                                                   static_cast<size_t>(n_vocab)));
       sampler.accept(next);
     }
     if (!opts.ignore_eos && tok.is_eog(next)) {
@@ -78,6 +87,7 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
       break;
     }
     stats.tokens.push_back(next);
+    all.push_back(next);
     ++stats.n_generated;
     StopResult r = stop.feed(tok.token_to_piece(next));
     if (!r.text.empty() && !on_text(r.text)) {
@@ -93,9 +103,27 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
       break;
     }
     if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
+    if (row < draft.size() && next == draft[row]) {  // a draft stands: it is fed already
+      ++row;
+      ++pos;
+      ++stats.accepted;
+      continue;
+    }
+    if (fed_end > pos) ctx.clear_seq(opts.seq, pos);  // the drafts that fell
+    int64_t room = std::min<int64_t>(opts.lookup_max, n_ctx - 1 - pos);
+    if (opts.n_predict >= 0) room = std::min<int64_t>(room, opts.n_predict - stats.n_generated - 1);
+    room = std::min<int64_t>(room, ctx.options().max_batch - 1);
+    draft = lookup_draft(all, opts.lookup_ngram, room);
     batch.clear();
-    batch.add(next, pos++, opts.seq, true);
+    batch.add(next, pos, opts.seq, true);
+    for (size_t j = 0; j < draft.size(); ++j)
+      batch.add(draft[j], static_cast<int32_t>(pos + 1 + j), opts.seq, true);
     NEXUS_RETURN_IF_ERROR(ctx.decode(batch, &logits));
+    ++stats.decode_calls;
+    stats.drafted += static_cast<int64_t>(draft.size());
+    fed_end = pos + 1 + static_cast<int32_t>(draft.size());
+    ++pos;
+    row = 0;
   }
   if (stats.stop_reason != "stop") {
     StopResult r = stop.flush();

@@ -8,6 +8,7 @@
 #include <span>
 #include <thread>
 
+#include "runtime/lookup.h"
 #include "runtime/stop.h"
 
 namespace nexus::serve {
@@ -258,23 +259,6 @@ struct Engine::Impl {
     return "";
   }
 
-  // Prompt lookup (draft-free speculation): the tokens that followed the most recent earlier
-  // occurrence of the sequence's last lookup_ngram tokens, up to lookup_max of them (none when
-  // the n-gram has not occurred before).
-  std::vector<int32_t> lookup_draft(const Seq& s, int64_t limit) const {
-    const int64_t n = opts.lookup_ngram, len = static_cast<int64_t>(s.tokens.size());
-    std::vector<int32_t> draft;
-    if (n <= 0 || len <= n || limit <= 0) return draft;
-    const int32_t* t = s.tokens.data();
-    for (int64_t start = len - n - 1; start >= 0; --start) {
-      if (!std::equal(t + start, t + start + n, t + len - n)) continue;
-      for (int64_t j = start + n; j < len && static_cast<int64_t>(draft.size()) < limit; ++j)
-        draft.push_back(t[j]);
-      break;
-    }
-    return draft;
-  }
-
   void admit() {
     std::lock_guard lock(mu);
     while (!queue.empty() && static_cast<int>(running.size()) < opts.max_seqs) {
@@ -391,7 +375,7 @@ struct Engine::Impl {
         // Room for drafts: the step's budget, the context, and the tokens still allowed.
         int64_t room = std::min<int64_t>(budget - 1, n_ctx - 1 - s->n_cached);
         if (s->req.max_tokens >= 0) room = std::min(room, s->req.max_tokens - s->n_generated - 1);
-        draft = lookup_draft(*s, std::min<int64_t>(room, opts.lookup_max));
+        draft = lookup_draft(s->tokens, opts.lookup_ngram, std::min<int64_t>(room, opts.lookup_max));
       }
       const int64_t count = draft.empty() ? std::min(left, budget) : 1 + static_cast<int64_t>(draft.size());
       if (s->n_cached == 0) {

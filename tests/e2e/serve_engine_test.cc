@@ -257,6 +257,39 @@ TEST(ServeEngine, PromptLookupSpeculationGivesTheSameOutput) {
   EXPECT_LT(st.steps, (*plain)->stats().steps);  // fewer forward passes for the same tokens
 }
 
+// The same speculation in generate() (nexus run --lookup-ngram): identical text, fewer calls.
+TEST(ServeEngine, GenerateWithPromptLookupGivesTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  for (float temp : {0.0f, 0.9f}) {
+    GenerateStats st[2];
+    std::string text[2];
+    for (int k = 0; k < 2; ++k) {
+      ContextOptions co;
+      co.n_ctx = 256;
+      co.max_batch = 64;
+      auto ctx = Context::create(*l.model, co);
+      ASSERT_TRUE(ctx);
+      GenerateOptions g;
+      g.sampler.temperature = temp;
+      g.sampler.seed = 5;
+      g.n_predict = 150;
+      g.lookup_ngram = k ? 2 : 0;
+      auto r = generate(**ctx, *l.tok, "Once upon a time, there was a little girl named Lily.", g,
+                        [&](std::string_view s) {
+                          text[k] += s;
+                          return true;
+                        });
+      ASSERT_TRUE(r) << r.status().message();
+      st[k] = *r;
+    }
+    EXPECT_EQ(st[0].tokens, st[1].tokens) << "temperature " << temp;
+    EXPECT_EQ(text[0], text[1]);
+    EXPECT_GT(st[1].accepted, 0);
+    EXPECT_LT(st[1].decode_calls, st[0].decode_calls);
+  }
+}
+
 TEST(ServeEngine, ARequestThePoolCannotHoldEndsWithAnError) {
   NEXUS_REQUIRE_SHARED(kModel);
   const Loaded l = load();

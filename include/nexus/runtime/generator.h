@@ -23,6 +23,11 @@ struct GenerateOptions {
   bool ignore_eos = false;         // keep generating past end-of-generation tokens
   int64_t n_batch = 512;           // prompt tokens per decode() call during prefill
   int seq = 0;                     // sequence slot in the context
+  // Speculative decoding by prompt lookup: when the last lookup_ngram tokens occurred earlier,
+  // the tokens that followed (up to lookup_max) are verified in the same decode() call. The output
+  // is the same as without (0: off).
+  int lookup_ngram = 0;
+  int lookup_max = 8;
 };
 
 struct GenerateStats {
@@ -32,6 +37,8 @@ struct GenerateStats {
   double decode_seconds = 0;
   std::string stop_reason;  // "eos", "stop", "length", "context"
   std::vector<int32_t> tokens;  // generated token ids
+  int64_t drafted = 0, accepted = 0;  // prompt lookup: draft tokens verified and accepted
+  int64_t decode_calls = 0;           // decode() calls after the prompt
 };
 
 // Runs generation on `ctx` (the sequence slot is cleared first). `on_text` receives the streamed
