@@ -48,6 +48,9 @@ int serve_main(int argc, char** argv) {
   app.add_option("--max-batch-tokens", o.engine.max_batch_tokens,
                  "tokens per forward pass (decode tokens plus prompt chunks)")
       ->capture_default_str();
+  app.add_option("--prefill-chunk", o.engine.prefill_chunk,
+                 "prompt tokens per forward pass while other requests decode")
+      ->capture_default_str();
   app.add_option("--kv-memory", kv_memory,
                  "bytes of the KV cache pool, e.g. 2GiB (0: max-seqs full contexts)")
       ->capture_default_str();

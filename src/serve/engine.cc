@@ -357,6 +357,12 @@ struct Engine::Impl {
     };
     std::vector<Part> parts;
     int64_t budget = opts.max_batch_tokens;
+    // With requests decoding, prompts advance by at most prefill_chunk tokens a step, so that a
+    // step (and so every decoding request's next token) is not held up by long prompts.
+    const bool decoding = std::any_of(running.begin(), running.end(), [](const auto& s) {
+      return s->n_cached > 0 && s->tokens.size() - s->n_cached == 1;
+    });
+    int64_t prefill_left = decoding ? opts.prefill_chunk : opts.max_batch_tokens;
     const Context::KvUsage kv = ctx->kv_usage();
     int64_t free_blocks = kv.blocks_total - kv.blocks_used;
     std::vector<Seq*> order;
@@ -377,7 +383,11 @@ struct Engine::Impl {
         if (s->req.max_tokens >= 0) room = std::min(room, s->req.max_tokens - s->n_generated - 1);
         draft = lookup_draft(s->tokens, opts.lookup_ngram, std::min<int64_t>(room, opts.lookup_max));
       }
-      const int64_t count = draft.empty() ? std::min(left, budget) : 1 + static_cast<int64_t>(draft.size());
+      const bool prefill = left > 1 || s->n_cached == 0;
+      if (prefill && prefill_left <= 0) continue;
+      const int64_t count = !draft.empty() ? 1 + static_cast<int64_t>(draft.size())
+                            : prefill      ? std::min({left, budget, prefill_left})
+                                           : std::min(left, budget);
       if (s->n_cached == 0) {
         const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
         if (need > free_blocks && evict_lru()) return true;  // cached prefixes give way first
@@ -395,6 +405,7 @@ struct Engine::Impl {
         budget -= count;
         continue;
       }
+      if (prefill) prefill_left -= count;
       for (int64_t i = 0; i < count; ++i) {
         const int64_t p = s->n_cached + i;
         batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == s->n_cached + left);
@@ -515,6 +526,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
                                                const EngineOptions& o) {
   const ModelConfig& c = model.config();
   if (o.max_seqs < 1) return Status::error("max-seqs must be >= 1, got " + std::to_string(o.max_seqs));
+  if (o.prefill_chunk < 1)
+    return Status::error("prefill-chunk must be >= 1, got " + std::to_string(o.prefill_chunk));
   if (o.max_batch_tokens < 1)
     return Status::error("max-batch-tokens must be >= 1, got " + std::to_string(o.max_batch_tokens));
   if (o.kv_block < 1) return Status::error("kv-block must be >= 1, got " + std::to_string(o.kv_block));

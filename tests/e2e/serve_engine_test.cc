@@ -117,6 +117,7 @@ TEST(ServeEngine, BatchedGreedyOutputEqualsEachRequestAlone) {
   eo.max_seqs = 4;
   eo.n_ctx = 256;
   eo.max_batch_tokens = 64;
+  eo.prefill_chunk = 7;  // prompts advance 7 tokens a step beside the decoding ones
   expect_batched_equals_alone(eo, 40, nullptr);
 }
 

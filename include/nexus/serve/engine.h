@@ -31,6 +31,7 @@ namespace nexus::serve {
 struct EngineOptions {
   int max_seqs = 8;                 // sequences decoded together
   int64_t max_batch_tokens = 512;   // tokens per forward pass (decode tokens + prefill chunks)
+  int64_t prefill_chunk = 128;      // prompt tokens per pass while other requests decode
   int64_t n_ctx = 0;                // positions per sequence (0: the model's, at most 4096)
   int64_t kv_block = 16;            // KV cache block size in positions
   int64_t kv_memory = 0;            // bytes of the KV block pool (0: max_seqs full contexts)
