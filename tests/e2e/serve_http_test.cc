@@ -277,7 +277,13 @@ TEST(ServeHttp, MetricsPassPromtool) {
   auto s = start();
   auto c = client(*s);
   post(c, "/v1/completions", {{"prompt", "One"}, {"max_tokens", 3}}, 200);
-  const std::string text = c.Get("/metrics")->body;
+  // A request is counted once its answer has gone out, which the client may see first.
+  std::string text;
+  for (int i = 0; i < 100; ++i) {
+    text = c.Get("/metrics")->body;
+    if (text.find("route=\"/v1/completions\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_NE(text.find("nexus_generated_tokens_total 3"), std::string::npos) << text;
   EXPECT_NE(text.find("nexus_requests_total{route=\"/v1/completions\",status=\"200\"} 1"),
             std::string::npos)
