@@ -284,12 +284,8 @@ struct Engine::Impl {
       {
         std::lock_guard lock(mu);
         if (embed_queue.empty()) return;
-        auto it = std::find(slot_used.begin(), slot_used.end(), false);
-        if (it == slot_used.end() && !parked.empty()) {
-          // evicted below, outside the lock-free check
-        } else if (it == slot_used.end()) {
-          return;
-        }
+        const bool slot = std::find(slot_used.begin(), slot_used.end(), false) != slot_used.end();
+        if (!slot && parked.empty()) return;  // every slot generating: wait for one
         job = std::move(embed_queue.front());
         embed_queue.pop_front();
       }

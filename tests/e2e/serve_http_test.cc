@@ -250,7 +250,10 @@ TEST(ServeHttp, AClientThatLeavesMidStreamCancelsItsSequence) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = json{{"prompt", "Once"}, {"max_tokens", 200}, {"stream", true}, {"temperature", 0}}
+    // Sixteen choices to the context's end: far more work than the two chunks read before the
+    // client goes, so the disconnect is seen while they run.
+    req.body = json{{"prompt", "Once"}, {"max_tokens", 100000}, {"n", 16}, {"stream", true},
+                    {"temperature", 0.9}}
                    .dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
@@ -260,13 +263,15 @@ TEST(ServeHttp, AClientThatLeavesMidStreamCancelsItsSequence) {
   std::string metrics;
   for (int i = 0; i < 200; ++i) {
     metrics = c.Get("/metrics")->body;
-    if (metrics.find("nexus_finished_total{reason=\"cancelled\"} 1") != std::string::npos &&
+    if (metrics.find("nexus_finished_total{reason=\"cancelled\"} 0") == std::string::npos &&
+        metrics.find("nexus_running_sequences 0") != std::string::npos &&
         metrics.find("nexus_kv_blocks_used 0") != std::string::npos)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  EXPECT_NE(metrics.find("nexus_finished_total{reason=\"cancelled\"} 1"), std::string::npos)
+  EXPECT_EQ(metrics.find("nexus_finished_total{reason=\"cancelled\"} 0"), std::string::npos)
       << metrics;
+  EXPECT_NE(metrics.find("nexus_running_sequences 0"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("nexus_kv_blocks_used 0"), std::string::npos) << metrics;
 }
 
