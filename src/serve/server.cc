@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "nexus/model.h"
 #include "nexus/tokenizer.h"
 #include "serve/api.h"
+#include "serve/jinja.h"
 #include "serve/metrics.h"
 
 namespace nexus::serve {
@@ -77,6 +79,7 @@ struct Server::Impl {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;
   ChatFormat chat_format = ChatFormat::kChatML;
+  std::shared_ptr<const jinja::Template> chat_template;  // null: the built-in chat_format
   std::string bos_text, eos_text;
   std::atomic<uint64_t> next_id{1};
   RequestCounters counters;
@@ -104,8 +107,17 @@ struct Server::Impl {
           model = std::move(m).value();
           tok = std::move(t).value();
           engine = std::move(e).value();
-          chat_format = detect_chat_format(
-              model->gguf().get_string("tokenizer.chat_template").value_or(""));
+          const std::string source =
+              model->gguf().get_string("tokenizer.chat_template").value_or("");
+          chat_format = detect_chat_format(source);
+          if (!source.empty()) {
+            auto t = jinja::Template::parse(source);
+            if (t)
+              chat_template = std::move(t).value();
+            else
+              std::fprintf(stderr, "nexus serve: %s; chat prompts use the built-in %s format\n",
+                           t.status().message().c_str(), chat_format_name(chat_format));
+          }
           if (tok->bos_id() >= 0) bos_text = tok->token_text(tok->bos_id());
           if (tok->eos_id() >= 0) eos_text = tok->token_text(tok->eos_id());
         }
@@ -129,6 +141,21 @@ struct Server::Impl {
   }
 
   std::string new_id(const char* prefix) { return prefix + std::to_string(next_id++); }
+
+  // The chat prompt: the model's template when it parsed (its raise_exception is the client's
+  // error: 400), else the built-in format it was recognised as.
+  std::string render_prompt(const std::vector<ChatMessage>& messages) const {
+    if (!chat_template) return render_chat(chat_format, messages, true, bos_text, eos_text);
+    jinja::Value list = jinja::Value::array();
+    for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+    const jinja::Value ctx = {{"messages", list},
+                              {"add_generation_prompt", true},
+                              {"bos_token", bos_text},
+                              {"eos_token", eos_text}};
+    Result<std::string> r = chat_template->render(ctx);
+    if (!r) throw ApiError(400, r.status().message());
+    return std::move(r).value();
+  }
 
   std::vector<int32_t> encode_prompt(const std::string& text, bool add_bos) const {
     std::vector<int32_t> ids = tok->encode(text, add_bos && tok->add_bos(), true);
@@ -220,8 +247,7 @@ struct Server::Impl {
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
       const std::vector<ChatMessage> messages = parse_messages(body);
-      prompts.push_back(encode_prompt(
-          render_chat(chat_format, messages, true, bos_text, eos_text), false));
+      prompts.push_back(encode_prompt(render_prompt(messages), false));
       const bool lp = body.contains("logprobs") && body["logprobs"].is_boolean() &&
                       body["logprobs"].get<bool>();
       if (body.contains("logprobs") && !body["logprobs"].is_boolean() && !body["logprobs"].is_null())

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nexus/context.h"
+#include "nexus/io/gguf.h"
 #include "nexus/model.h"
 #include "nexus/runtime/generator.h"
 #include "nexus/serve/server.h"
@@ -302,6 +303,48 @@ TEST(ServeHttp, MetricsPassPromtool) {
   EXPECT_EQ(rc, 0) << report;
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".out");
+}
+
+// stories260K with a chat template in its metadata: the chat prompt is the template's rendering,
+// and the template's raise_exception is the client's 400.
+TEST(ServeHttp, ChatPromptsComeFromTheModelsTemplate) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto src = GgufFile::open(test::shared_path(kModel));
+  ASSERT_TRUE(src);
+  GgufWriter w;
+  w.copy_metadata(*src, [](std::string_view k) { return k == "tokenizer.chat_template"; });
+  w.set_string("tokenizer.chat_template",
+               "{% for m in messages %}{% if m['role'] == 'assistant' %}"
+               "{{ raise_exception('no assistant turns here') }}{% endif %}"
+               "{{ m['role'] | upper + ': ' + m['content'] | trim + '\n' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}");
+  for (const GgufTensorInfo& t : src->tensors()) w.add_tensor(t.name, t.dtype, t.shape, t.data);
+  const std::string path = ::testing::TempDir() + "stories_chat_" + std::to_string(getpid()) + ".gguf";
+  ASSERT_TRUE(w.write(path));
+  ServerOptions o;
+  o.model_path = path;
+  o.port = 0;
+  o.engine.n_ctx = 256;
+  Server s(o);
+  ASSERT_TRUE(s.start());
+  ASSERT_TRUE(s.wait_loaded());
+  httplib::Client c("127.0.0.1", s.port());
+  const std::string rendered = "SYSTEM: Be kind.\nUSER: Hi\nASSISTANT:";
+  const json want = post(c, "/tokenize", {{"content", rendered}}, 200);
+  const json r = post(c, "/v1/chat/completions",
+                      {{"model", "stories_chat_" + std::to_string(getpid())},
+                       {"messages", json::array({{{"role", "system"}, {"content", "Be kind. "}},
+                                                 {{"role", "user"}, {"content", " Hi"}}})},
+                       {"max_tokens", 4}, {"temperature", 0}},
+                      200);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], want["tokens"].size());
+  const json bad = post(c, "/v1/chat/completions",
+                        {{"messages", json::array({{{"role", "assistant"}, {"content", "x"}}})}},
+                        400);
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("no assistant turns here"),
+            std::string::npos);
+  s.shutdown(std::chrono::milliseconds(0));
+  std::remove(path.c_str());
 }
 
 TEST(ServeHttp, HealthSays503AndLoadingFailsWhenTheModelIsMissing) {

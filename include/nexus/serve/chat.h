@@ -1,6 +1,6 @@
-// Chat prompts: the conversation rendered in the model's chat format. The format is recognised
-// from the model's tokenizer.chat_template (the Jinja source GGUF files carry) by the markers each
-// family's template writes; a model without a template, or with one not recognised, gets ChatML.
+// Built-in chat formats, for models whose tokenizer.chat_template is absent or outside the Jinja
+// subset the server interprets (serve/jinja.h): recognised by the markers each family's template
+// writes; a model without a template, or with one not recognised, gets ChatML.
 #pragma once
 
 #include <string>
