@@ -65,6 +65,10 @@ int serve_main(int argc, char** argv) {
   app.add_option("--prefix-cache", o.engine.prefix_cache,
                  "finished sequences kept for their prompt prefixes (0: no prefix cache)")
       ->capture_default_str();
+  app.add_option("--draft", o.draft_path,
+                 "draft model for speculative decoding (same vocabulary; the output is the same)");
+  app.add_option("--draft-max", o.engine.draft_max, "draft tokens proposed per step")
+      ->capture_default_str();
   app.add_option("--lookup-ngram", o.engine.lookup_ngram,
                  "speculative decoding by prompt lookup: n-gram length (0: off)")
       ->capture_default_str();

@@ -76,6 +76,8 @@ struct Engine::Impl {
     Clock::time_point t_submit, t_last;
     uint64_t order = 0;
     bool prefix_tried = false;  // looked for a cached prefix since it last had nothing cached
+    int64_t d_cached = 0;       // tokens[0, d_cached) are in the draft model's KV cache
+    std::vector<int32_t> draft;  // the draft model's proposal for this step
   };
   // A finished sequence's slot kept with its KV blocks for later requests that start with the
   // same tokens (the prefix cache), evicted least recently used.
@@ -89,6 +91,7 @@ struct Engine::Impl {
   const Tokenizer& tok;
   EngineOptions opts;
   std::unique_ptr<Context> ctx;
+  std::unique_ptr<Context> dctx;  // the draft model's, slot for slot
   int64_t n_ctx = 0;
   int64_t n_vocab = 0;
 
@@ -126,6 +129,7 @@ struct Engine::Impl {
     if (reason == "length" || (reason == "stop" && !s.stop.stopped())) e.text = s.stop.flush().text;
     e.prompt_tokens = s.n_prompt;
     e.completion_tokens = s.n_generated;
+    if (s.slot >= 0 && dctx) dctx->clear_seq(s.slot);
     if (s.slot >= 0) {
       if ((reason == "stop" || reason == "length") && opts.prefix_cache > 0 &&
           s.n_cached >= opts.kv_block) {
@@ -328,6 +332,78 @@ struct Engine::Impl {
     }
   }
 
+  // The draft model's proposals for the decoding sequences: each catches up on the tokens it has
+  // not seen (its last one asks for logits), then draft_max greedy tokens, one batched pass per
+  // token for all of them. A sequence whose draft pass fails gets no draft this step.
+  void propose(const std::vector<Seq*>& seqs) {
+    std::vector<Seq*> live;
+    Batch batch;
+    for (Seq* s : seqs) {
+      s->draft.clear();
+      const int64_t room = std::min<int64_t>(
+          {static_cast<int64_t>(opts.draft_max), n_ctx - 1 - s->n_cached,
+           s->req.max_tokens >= 0 ? s->req.max_tokens - s->n_generated - 1 : INT64_MAX});
+      if (room <= 0) continue;
+      const int64_t size = static_cast<int64_t>(s->tokens.size());
+      if (size - s->d_cached > opts.max_batch_tokens / 2) {
+        // Far behind (a long prompt, a shared prefix): catch up a chunk, draft next time.
+        Batch chunk;
+        const int64_t end = s->d_cached + opts.max_batch_tokens / 2;
+        for (int64_t p = s->d_cached; p < end; ++p)
+          chunk.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == end);
+        std::vector<float> ignored;
+        if (dctx->decode(chunk, &ignored)) {
+          s->d_cached = end;
+        } else {
+          dctx->clear_seq(s->slot);
+          s->d_cached = 0;
+        }
+        continue;
+      }
+      if (static_cast<int64_t>(batch.size()) + size - s->d_cached > opts.max_batch_tokens)
+        continue;  // this pass is full: its turn comes when the others have caught up
+      for (int64_t p = s->d_cached; p < size; ++p)
+        batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == size);
+      live.push_back(s);
+    }
+    if (live.empty()) return;
+    std::vector<float> logits;
+    const int64_t nv = n_vocab;
+    auto argmax = [&](size_t row) {
+      const float* r = logits.data() + row * nv;
+      return static_cast<int32_t>(std::max_element(r, r + nv) - r);
+    };
+    if (!dctx->decode(batch, &logits)) {
+      for (Seq* s : live) {
+        dctx->clear_seq(s->slot);
+        s->d_cached = 0;
+      }
+      return;
+    }
+    for (size_t i = 0; i < live.size(); ++i) {
+      live[i]->d_cached = static_cast<int64_t>(live[i]->tokens.size());
+      live[i]->draft.push_back(argmax(i));
+    }
+    for (int k = 1; k < opts.draft_max; ++k) {
+      batch.clear();
+      std::vector<Seq*> more;
+      for (Seq* s : live) {
+        const int64_t room = std::min<int64_t>(
+            n_ctx - 1 - s->n_cached,
+            s->req.max_tokens >= 0 ? s->req.max_tokens - s->n_generated - 1 : INT64_MAX);
+        if (static_cast<int64_t>(s->draft.size()) >= room) continue;
+        batch.add(s->draft.back(), static_cast<int32_t>(s->d_cached), s->slot, true);
+        more.push_back(s);
+      }
+      if (more.empty() || !dctx->decode(batch, &logits)) break;
+      for (size_t i = 0; i < more.size(); ++i) {
+        ++more[i]->d_cached;
+        more[i]->draft.push_back(argmax(i));
+      }
+      live = more;
+    }
+  }
+
   // One step; false when there was nothing to do.
   bool step() {
     run_embeddings();
@@ -369,11 +445,20 @@ struct Engine::Impl {
       if (da != db) return da;
       return a->order < b->order;
     });
+    if (dctx) {
+      std::vector<Seq*> decoding;
+      for (Seq* s : order)
+        if (s->n_cached > 0 && s->tokens.size() - s->n_cached == 1) decoding.push_back(s);
+      propose(decoding);
+    }
     for (Seq* s : order) {
       if (budget == 0) break;
       const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
       std::vector<int32_t> draft;
-      if (left == 1 && s->n_cached > 0) {
+      if (left == 1 && s->n_cached > 0 && dctx) {
+        draft = std::move(s->draft);
+        if (static_cast<int64_t>(draft.size()) > budget - 1) draft.resize(std::max<int64_t>(0, budget - 1));
+      } else if (left == 1 && s->n_cached > 0) {
         // Room for drafts: the step's budget, the context, and the tokens still allowed.
         int64_t room = std::min<int64_t>(budget - 1, n_ctx - 1 - s->n_cached);
         if (s->req.max_tokens >= 0) room = std::min(room, s->req.max_tokens - s->n_generated - 1);
@@ -439,6 +524,8 @@ struct Engine::Impl {
           ctx->clear_seq(victim->slot);
           victim->n_cached = 0;
           victim->prefix_tried = false;
+          if (dctx) dctx->clear_seq(victim->slot);
+          victim->d_cached = 0;
           std::lock_guard lock(mu);
           ++stats.preemptions;
           return true;
@@ -479,6 +566,10 @@ struct Engine::Impl {
       }
       row += p.count;
       if (s.n_cached < fed_end) ctx->clear_seq(s.slot, static_cast<int32_t>(s.n_cached));
+      if (dctx && s.d_cached > s.n_cached) {  // the draft's own tokens past the verified ones
+        dctx->clear_seq(s.slot, static_cast<int32_t>(s.n_cached));
+        s.d_cached = s.n_cached;
+      }
       {
         std::lock_guard lock(mu);
         stats.spec_drafted += p.draft.size();
@@ -559,6 +650,19 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   auto ctx = Context::create(model, co);
   if (!ctx) return ctx.status();
   impl->ctx = std::move(ctx).value();
+  if (o.draft_model) {
+    if (o.draft_model->config().n_vocab != c.n_vocab)
+      return Status::error("the draft model's vocabulary has " +
+                           std::to_string(o.draft_model->config().n_vocab) +
+                           " tokens, the model's " + std::to_string(c.n_vocab));
+    if (o.draft_max < 1) return Status::error("draft-max must be >= 1");
+    ContextOptions dco = co;
+    dco.kv_blocks = 0;  // full contexts for every slot: the draft model is small
+    dco.kv_block = 0;
+    auto d = Context::create(*o.draft_model, dco);
+    if (!d) return Status::error("draft model: " + d.status().message());
+    impl->dctx = std::move(d).value();
+  }
   impl->slot_used.assign(static_cast<size_t>(o.max_seqs + o.prefix_cache), false);
   const Context::KvUsage kv = impl->ctx->kv_usage();
   impl->stats.kv_blocks_total = kv.blocks_total;

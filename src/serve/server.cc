@@ -75,7 +75,7 @@ struct Server::Impl {
   std::condition_variable loaded_cv;
   std::atomic<State> state{State::kLoading};
   Status load_status;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model, draft;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;
   ChatFormat chat_format = ChatFormat::kChatML;
@@ -97,7 +97,18 @@ struct Server::Impl {
       st = m.status();
     } else {
       auto t = Tokenizer::from_gguf((*m)->gguf());
-      if (!t) {
+      if (!opts.draft_path.empty()) {
+        auto d = Model::load(opts.draft_path);
+        if (!d) {
+          st = Status::error("draft model: " + d.status().message());
+        } else {
+          draft = std::move(d).value();
+          opts.engine.draft_model = draft.get();
+        }
+      }
+      if (!st) {
+        // the draft failed to load
+      } else if (!t) {
         st = Status::error(opts.model_path + ": " + t.status().message());
       } else {
         auto e = Engine::create(**m, **t, opts.engine);

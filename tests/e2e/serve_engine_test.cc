@@ -258,6 +258,39 @@ TEST(ServeEngine, PromptLookupSpeculationGivesTheSameOutput) {
   EXPECT_LT(st.steps, (*plain)->stats().steps);  // fewer forward passes for the same tokens
 }
 
+// A draft model proposes tokens verified in the target's pass. With the target as its own
+// (greedy) draft, greedy decoding accepts every proposal and sampled decoding rejects many: either
+// way the output is the target's alone, the same tokens for the same seed.
+TEST(ServeEngine, DraftModelSpeculationGivesTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  const std::string prompt = "Once upon a time, there was a little girl named Lily.";
+  Refusal why;
+  std::string msg;
+  EngineOptions base;
+  base.n_ctx = 256;
+  base.max_seqs = 2;
+  auto plain = Engine::create(*l.model, *l.tok, base);
+  ASSERT_TRUE(plain);
+  EngineOptions self = base;
+  self.draft_model = l.model.get();
+  self.draft_max = 4;
+  auto spec = Engine::create(*l.model, *l.tok, self);
+  ASSERT_TRUE(spec) << spec.status().message();
+  for (float temp : {0.0f, 0.9f}) {
+    GenRequest r = greedy(l, prompt, 80);
+    r.sampler.temperature = temp;
+    r.sampler.seed = 23;
+    const Outcome a = collect(*(*plain)->submit(r, &why, &msg));
+    const Outcome b = collect(*(*spec)->submit(r, &why, &msg));
+    EXPECT_EQ(a.tokens, b.tokens) << "temperature " << temp;
+  }
+  const EngineStats st = (*spec)->stats();
+  EXPECT_GT(st.spec_drafted, 0u);
+  EXPECT_GT(st.spec_accepted, st.spec_drafted / 2);  // greedy: every draft stands
+  EXPECT_LT(st.steps, (*plain)->stats().steps);
+}
+
 // The same speculation in generate() (nexus run --lookup-ngram): identical text, fewer calls.
 TEST(ServeEngine, GenerateWithPromptLookupGivesTheSameOutput) {
   NEXUS_REQUIRE_SHARED(kModel);

@@ -46,6 +46,11 @@ struct EngineOptions {
   // verified in the same forward pass; the output is the same as without (0: off).
   int lookup_ngram = 0;
   int lookup_max = 8;
+  // Speculative decoding with a draft model (same vocabulary; it must outlive the engine): it
+  // proposes draft_max tokens greedily for each decoding sequence, verified like prompt lookup's
+  // drafts (the output is the same as without). Takes precedence over lookup_ngram.
+  const Model* draft_model = nullptr;
+  int draft_max = 4;
 };
 
 struct GenRequest {

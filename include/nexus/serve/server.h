@@ -20,6 +20,7 @@ struct ServerOptions {
   std::string api_key;            // when set, every route but /health and /metrics needs it
   std::string model_path;
   std::string model_alias;        // the name clients use (default: the file's stem)
+  std::string draft_path;         // a draft model for speculative decoding (same vocabulary)
   EngineOptions engine;
   size_t max_body = 8u << 20;     // larger bodies get 413
   // Connections served at once (httplib runs one thread per open connection; a client keeping
