@@ -55,6 +55,11 @@ int run_main(int argc, char** argv) {
   std::string device = "cpu";
   app.add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--stop", g.stop, "stop string (repeatable)");
+  std::string draft_path;
+  app.add_option("--draft", draft_path,
+                 "draft model for speculative decoding (same vocabulary; the same output)");
+  app.add_option("--draft-max", g.draft_max, "draft tokens proposed per step")
+      ->capture_default_str();
   app.add_option("--lookup-ngram", g.lookup_ngram,
                  "speculative decoding by prompt lookup: n-gram length (0: off; same output)")
       ->capture_default_str();
@@ -76,8 +81,9 @@ int run_main(int argc, char** argv) {
     return fail("run", "-n must be >= 0, or -1 (until the end of text or of the context), got " +
                            std::to_string(n_predict));
   if (threads < 1) return fail("run", "-t must be >= 1, got " + std::to_string(threads));
-  if (g.lookup_ngram < 0 || g.lookup_max < 1)
-    return fail("run", "--lookup-ngram must be >= 0 and --lookup-max >= 1", kUsageError);
+  if (g.lookup_ngram < 0 || g.lookup_max < 1 || g.draft_max < 1)
+    return fail("run", "--lookup-ngram must be >= 0, --lookup-max and --draft-max >= 1",
+                kUsageError);
   if (n_ctx < 0) return fail("run", "-c must be >= 0, got " + std::to_string(n_ctx));
   if (n_batch < 1) return fail("run", "-b must be >= 1, got " + std::to_string(n_batch));
   const auto kv = kv_cache_type(kv_type);
@@ -102,6 +108,23 @@ int run_main(int argc, char** argv) {
   co.kv_block = kv_block;
   auto ctx = Context::create(**model, co);
   if (!ctx) return fail("run", ctx.status().message());
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<Context> draft_ctx;
+  if (!draft_path.empty()) {
+    auto dm = Model::load(draft_path);
+    if (!dm) return fail("run", "--draft: " + dm.status().message());
+    if ((*dm)->config().n_vocab != (*model)->config().n_vocab)
+      return fail("run", "--draft: its vocabulary has " +
+                             std::to_string((*dm)->config().n_vocab) + " tokens, the model's " +
+                             std::to_string((*model)->config().n_vocab));
+    draft_model = std::move(dm).value();
+    ContextOptions dco = co;
+    dco.kv_block = 0;
+    auto dc = Context::create(*draft_model, dco);
+    if (!dc) return fail("run", "--draft: " + dc.status().message());
+    draft_ctx = std::move(dc).value();
+    g.draft = draft_ctx.get();
+  }
 
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   std::fflush(stdout);
@@ -135,8 +158,8 @@ int run_main(int argc, char** argv) {
                (*ctx)->kv_bytes() / 1048576.0,
                (m.peak[static_cast<int>(MemCategory::kActivations)] +
                 m.peak[static_cast<int>(MemCategory::kScratch)]) / 1048576.0);
-  if (g.lookup_ngram > 0)
-    std::fprintf(stderr, "prompt lookup: %lld of %lld drafts accepted, %lld decode calls\n",
+  if (g.lookup_ngram > 0 || g.draft)
+    std::fprintf(stderr, "speculation: %lld of %lld drafts accepted, %lld decode calls\n",
                  static_cast<long long>(s.accepted), static_cast<long long>(s.drafted),
                  static_cast<long long>(s.decode_calls));
   return 0;

@@ -16,6 +16,42 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The draft model's greedy proposal of up to `room` tokens after `all`: it first reads the tokens
+// of `all` it has not (the last one asks for logits). None when a pass fails (its cache is then
+// cleared, to be refilled).
+std::vector<int32_t> propose(Context& draft, const std::vector<int32_t>& all, int seq,
+                             int64_t* d_cached, int64_t room) {
+  std::vector<int32_t> out;
+  if (room <= 0) return out;
+  const int64_t n_vocab = draft.model().config().n_vocab, max_batch = draft.options().max_batch;
+  auto argmax = [&](const std::vector<float>& l) {
+    return static_cast<int32_t>(std::max_element(l.begin(), l.begin() + n_vocab) - l.begin());
+  };
+  std::vector<float> logits;
+  Batch b;
+  const int64_t size = static_cast<int64_t>(all.size());
+  for (int64_t p = *d_cached; p < size; p += max_batch) {
+    b.clear();
+    const int64_t end = std::min(size, p + max_batch);
+    for (int64_t q = p; q < end; ++q) b.add(all[q], static_cast<int32_t>(q), seq, q + 1 == size);
+    if (!draft.decode(b, &logits)) {
+      draft.clear_seq(seq);
+      *d_cached = 0;
+      return {};
+    }
+    *d_cached = end;
+  }
+  out.push_back(argmax(logits));
+  while (static_cast<int64_t>(out.size()) < room) {
+    b.clear();
+    b.add(out.back(), static_cast<int32_t>(*d_cached), seq, true);
+    if (!draft.decode(b, &logits)) break;
+    ++*d_cached;
+    out.push_back(argmax(logits));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_view prompt,
@@ -72,6 +108,8 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
   std::vector<int32_t> all = ids, draft;
   size_t row = 0;
   int32_t fed_end = pos;
+  int64_t d_cached = 0;  // tokens of `all` in the draft model's cache
+  if (opts.draft) opts.draft->clear_seq(opts.seq);
   stats.stop_reason = "length";
   for (;;) {
     if (opts.n_predict >= 0 && stats.n_generated >= opts.n_predict) break;
@@ -110,10 +148,16 @@ Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_v
       continue;
     }
     if (fed_end > pos) ctx.clear_seq(opts.seq, pos);  // the drafts that fell
-    int64_t room = std::min<int64_t>(opts.lookup_max, n_ctx - 1 - pos);
+    int64_t room = std::min<int64_t>(opts.draft ? opts.draft_max : opts.lookup_max, n_ctx - 1 - pos);
     if (opts.n_predict >= 0) room = std::min<int64_t>(room, opts.n_predict - stats.n_generated - 1);
     room = std::min<int64_t>(room, ctx.options().max_batch - 1);
-    draft = lookup_draft(all, opts.lookup_ngram, room);
+    if (opts.draft) {
+      if (d_cached > pos) opts.draft->clear_seq(opts.seq, pos);  // its proposals that fell
+      d_cached = std::min<int64_t>(d_cached, pos);
+      draft = propose(*opts.draft, all, opts.seq, &d_cached, room);
+    } else {
+      draft = lookup_draft(all, opts.lookup_ngram, room);
+    }
     batch.clear();
     batch.add(next, pos, opts.seq, true);
     for (size_t j = 0; j < draft.size(); ++j)

@@ -346,7 +346,7 @@ struct Engine::Impl {
       if (room <= 0) continue;
       const int64_t size = static_cast<int64_t>(s->tokens.size());
       if (size - s->d_cached > opts.max_batch_tokens / 2) {
-        // Far behind (a long prompt, a shared prefix): catch up a chunk, draft next time.
+        // Far behind (a long prompt, a shared prefix): catch up a chunk now, draft at a later step.
         Batch chunk;
         const int64_t end = s->d_cached + opts.max_batch_tokens / 2;
         for (int64_t p = s->d_cached; p < end; ++p)

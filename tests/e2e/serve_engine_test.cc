@@ -291,6 +291,35 @@ TEST(ServeEngine, DraftModelSpeculationGivesTheSameOutput) {
   EXPECT_LT(st.steps, (*plain)->stats().steps);
 }
 
+// generate() with a draft model (nexus run --draft): the target as its own draft, identical text.
+TEST(ServeEngine, GenerateWithADraftModelGivesTheSameOutput) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  for (float temp : {0.0f, 0.9f}) {
+    GenerateStats st[2];
+    for (int k = 0; k < 2; ++k) {
+      ContextOptions co;
+      co.n_ctx = 256;
+      co.max_batch = 16;
+      auto ctx = Context::create(*l.model, co);
+      auto dctx = Context::create(*l.model, co);
+      ASSERT_TRUE(ctx && dctx);
+      GenerateOptions g;
+      g.sampler.temperature = temp;
+      g.sampler.seed = 9;
+      g.n_predict = 100;
+      if (k) g.draft = dctx->get();
+      auto r = generate(**ctx, *l.tok, "Once upon a time, there was a little girl named Lily.", g,
+                        [](std::string_view) { return true; });
+      ASSERT_TRUE(r) << r.status().message();
+      st[k] = *r;
+    }
+    EXPECT_EQ(st[0].tokens, st[1].tokens) << "temperature " << temp;
+    EXPECT_GT(st[1].accepted, 0);
+    if (temp == 0.0f) EXPECT_EQ(st[1].accepted, st[1].drafted);  // its own greedy draft stands
+  }
+}
+
 // The same speculation in generate() (nexus run --lookup-ngram): identical text, fewer calls.
 TEST(ServeEngine, GenerateWithPromptLookupGivesTheSameOutput) {
   NEXUS_REQUIRE_SHARED(kModel);

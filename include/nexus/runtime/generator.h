@@ -28,6 +28,11 @@ struct GenerateOptions {
   // is the same as without (0: off).
   int lookup_ngram = 0;
   int lookup_max = 8;
+  // Speculative decoding with a draft model: `draft` is a context of a model with the same
+  // vocabulary (its slot `seq` is used); it proposes draft_max tokens greedily, verified the same
+  // way, so the output is the same as without. Takes precedence over lookup_ngram.
+  Context* draft = nullptr;
+  int draft_max = 4;
 };
 
 struct GenerateStats {
