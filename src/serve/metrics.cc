@@ -60,44 +60,57 @@ std::string prometheus_text(const EngineStats* e, const RequestCounters& request
     out += "nexus_requests_total{route=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
   if (e == nullptr) return out;
-  family(out, "nexus_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.");
-  sample(out, "nexus_prompt_tokens_total", static_cast<double>(e->prompt_tokens));
-  family(out, "nexus_generated_tokens_total", "counter", "Tokens generated.");
-  sample(out, "nexus_generated_tokens_total", static_cast<double>(e->generated_tokens));
+  struct Scalar {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Scalar scalars[] = {
+      {"nexus_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
+       static_cast<double>(e->prompt_tokens)},
+      {"nexus_generated_tokens_total", "counter", "Tokens generated.",
+       static_cast<double>(e->generated_tokens)},
+      {"nexus_queue_depth", "gauge", "Requests waiting for a sequence slot.",
+       static_cast<double>(e->queue_depth)},
+      {"nexus_running_sequences", "gauge", "Sequences being generated.",
+       static_cast<double>(e->running)},
+      {"nexus_kv_blocks_used", "gauge", "KV cache blocks held by sequences.",
+       static_cast<double>(e->kv_blocks_used)},
+      {"nexus_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.",
+       static_cast<double>(e->kv_blocks_total)},
+      {"nexus_preemptions_total", "counter",
+       "Sequences preempted (blocks freed, recomputed later) when the KV pool ran out.",
+       static_cast<double>(e->preemptions)},
+      {"nexus_prefix_cache_lookups_total", "counter",
+       "Requests that looked for a cached prefix of their tokens.",
+       static_cast<double>(e->prefix_lookups)},
+      {"nexus_prefix_cache_hits_total", "counter",
+       "Requests that started from a cached prefix's KV blocks.",
+       static_cast<double>(e->prefix_hits)},
+      {"nexus_prefix_cache_tokens_total", "counter",
+       "Prompt tokens taken from cached prefixes instead of computed.",
+       static_cast<double>(e->prefix_tokens)},
+      {"nexus_speculative_drafted_tokens_total", "counter",
+       "Draft tokens verified (prompt lookup or a draft model).",
+       static_cast<double>(e->spec_drafted)},
+      {"nexus_speculative_accepted_tokens_total", "counter",
+       "Draft tokens accepted; their ratio to the drafted ones is the acceptance rate.",
+       static_cast<double>(e->spec_accepted)},
+      {"nexus_engine_steps_total", "counter", "Batched forward passes run.",
+       static_cast<double>(e->steps)},
+  };
+  for (const Scalar& m : scalars) {
+    family(out, m.name, m.type, m.help);
+    sample(out, m.name, m.value);
+  }
   family(out, "nexus_finished_total", "counter", "Generations finished, by reason.");
-  out += "nexus_finished_total{reason=\"stop\"} " + std::to_string(e->finished_stop) + "\n";
-  out += "nexus_finished_total{reason=\"length\"} " + std::to_string(e->finished_length) + "\n";
-  out += "nexus_finished_total{reason=\"cancelled\"} " + std::to_string(e->finished_cancelled) +
-         "\n";
-  out += "nexus_finished_total{reason=\"error\"} " + std::to_string(e->finished_error) + "\n";
-  family(out, "nexus_queue_depth", "gauge", "Requests waiting for a sequence slot.");
-  sample(out, "nexus_queue_depth", static_cast<double>(e->queue_depth));
-  family(out, "nexus_running_sequences", "gauge", "Sequences being generated.");
-  sample(out, "nexus_running_sequences", static_cast<double>(e->running));
-  family(out, "nexus_kv_blocks_used", "gauge", "KV cache blocks held by sequences.");
-  sample(out, "nexus_kv_blocks_used", static_cast<double>(e->kv_blocks_used));
-  family(out, "nexus_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.");
-  sample(out, "nexus_kv_blocks_capacity", static_cast<double>(e->kv_blocks_total));
-  family(out, "nexus_preemptions_total", "counter",
-         "Sequences preempted (blocks freed, recomputed later) when the KV pool ran out.");
-  sample(out, "nexus_preemptions_total", static_cast<double>(e->preemptions));
-  family(out, "nexus_prefix_cache_lookups_total", "counter",
-         "Requests that looked for a cached prefix of their tokens.");
-  sample(out, "nexus_prefix_cache_lookups_total", static_cast<double>(e->prefix_lookups));
-  family(out, "nexus_prefix_cache_hits_total", "counter",
-         "Requests that started from a cached prefix's KV blocks.");
-  sample(out, "nexus_prefix_cache_hits_total", static_cast<double>(e->prefix_hits));
-  family(out, "nexus_prefix_cache_tokens_total", "counter",
-         "Prompt tokens taken from cached prefixes instead of computed.");
-  sample(out, "nexus_prefix_cache_tokens_total", static_cast<double>(e->prefix_tokens));
-  family(out, "nexus_speculative_drafted_tokens_total", "counter",
-         "Draft tokens verified (prompt lookup speculation).");
-  sample(out, "nexus_speculative_drafted_tokens_total", static_cast<double>(e->spec_drafted));
-  family(out, "nexus_speculative_accepted_tokens_total", "counter",
-         "Draft tokens accepted; their ratio to the drafted ones is the acceptance rate.");
-  sample(out, "nexus_speculative_accepted_tokens_total", static_cast<double>(e->spec_accepted));
-  family(out, "nexus_engine_steps_total", "counter", "Batched forward passes run.");
-  sample(out, "nexus_engine_steps_total", static_cast<double>(e->steps));
+  const std::pair<const char*, uint64_t> finished[] = {{"stop", e->finished_stop},
+                                                       {"length", e->finished_length},
+                                                       {"cancelled", e->finished_cancelled},
+                                                       {"error", e->finished_error}};
+  for (const auto& [reason, n] : finished)
+    out += std::string("nexus_finished_total{reason=\"") + reason + "\"} " + std::to_string(n) + "\n";
   histogram(out, "nexus_time_to_first_token_seconds",
             "From a request's arrival to its first generated token.", e->ttft);
   histogram(out, "nexus_inter_token_seconds", "Between consecutive tokens of a request.",
