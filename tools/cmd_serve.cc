@@ -8,29 +8,10 @@
 
 #include "command.h"
 #include "nexus/serve/server.h"
+#include "nexus/train/model_shape.h"
 
 namespace nexus::cli {
 namespace {
-
-// "2GiB", "512MiB", "1G", "1000000": bytes; -1 when malformed.
-int64_t parse_bytes(const std::string& s) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return -1;
-  }
-  std::string unit = s.substr(used);
-  double mult = 1;
-  if (unit == "" || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KiB" || unit == "k") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else return -1;
-  if (v < 0) return -1;
-  return static_cast<int64_t>(v * mult);
-}
 
 int serve_main(int argc, char** argv) {
   CLI::App app{"Serve a GGUF model over an OpenAI-compatible HTTP API", "nexus serve"};
@@ -80,9 +61,13 @@ int serve_main(int argc, char** argv) {
   app.add_option("--shutdown-grace", grace, "seconds in-flight requests get at SIGTERM")
       ->capture_default_str();
   if (auto code = parse_args(app, argc, argv, "serve")) return *code;
-  const int64_t kv_bytes = parse_bytes(kv_memory);
-  if (kv_bytes < 0) return fail("serve", "--kv-memory must be a size like 2GiB, got '" + kv_memory + "'", kUsageError);
-  o.engine.kv_memory = kv_bytes;
+  if (kv_memory != "0") {  // 0: max-seqs full contexts
+    Result<uint64_t> kv_bytes = train::parse_byte_size(kv_memory);
+    if (!kv_bytes)
+      return fail("serve", "--kv-memory must be a size like 2GiB: " + kv_bytes.status().message(),
+                  kUsageError);
+    o.engine.kv_memory = static_cast<int64_t>(*kv_bytes);
+  }
   const auto kv = kv_cache_type(kv_type);
   if (!kv) return fail("serve", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'", kUsageError);
   o.engine.kv_type = *kv;
