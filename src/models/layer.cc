@@ -2,8 +2,7 @@
 // and clearing every layer type's passes share.
 #include "models/layer.h"
 
-#include <cstring>
-
+#include "ops/elementwise.h"
 #include "ops/round.h"
 
 namespace nexus {
@@ -40,14 +39,6 @@ void LayerPass::round_grad(float* x, int64_t count) const {
   if (precision != Precision::kF32) round_to(precision, x, count, pool);
 }
 
-// Split over the pool above 256 Ki floats (one thread's memset runs at about half of what two
-// reach): the gradient buffers cleared before each backward GEMM that accumulates into them.
-void LayerPass::zero(float* p, int64_t count) const {
-  auto clear = [p](int64_t i0, int64_t i1) {
-    std::memset(p + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float));
-  };
-  if (pool == nullptr || pool->size() == 1 || count < (int64_t{1} << 18)) return clear(0, count);
-  pool->parallel_for(count, clear, 1 << 17);
-}
+void LayerPass::zero(float* p, int64_t count) const { fill_zero(p, count, pool); }
 
 }  // namespace nexus

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backends/cpu/elementwise.h"
+#include "nexus/core/thread_pool.h"
 
 namespace nexus {
 
@@ -22,6 +23,10 @@ void gelu_tanh(float* x, int64_t n);
 void add_bias(float* y, const float* b, int64_t rows, int64_t dim);
 // y += x over n values.
 void add_inplace(float* y, const float* x, int64_t n);
+// p[0, n) = 0, split over `pool` above 256 Ki floats (one thread's memset runs at about half of
+// what two reach). `streaming`: with non-temporal stores where the CPU has AVX2, for buffers not
+// read again soon (a plain memset first reads every line it clears).
+void fill_zero(float* p, int64_t n, ThreadPool* pool = nullptr, bool streaming = false);
 
 // Entries per block of copy_block_max.
 inline constexpr int64_t kBlockMaxEntries = cpu::kBlockMaxEntries;

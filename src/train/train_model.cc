@@ -7,12 +7,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/isa.h"
-#include "backends/cpu/train_kernels.h"
 #include "models/arch.h"
 #include "models/transformer_layer.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/profile.h"
+#include "ops/elementwise.h"
 #include "ops/round.h"
 #include "ops/rope.h"
 #include "ops/train_ops.h"
@@ -23,20 +22,6 @@ namespace {
 
 void memset_floats(float* p, int64_t n) {
   std::memset(p, 0, static_cast<size_t>(n) * sizeof(float));
-}
-
-// Clears with streaming stores where the CPU has AVX2: for buffers not read again soon (a plain
-// memset first reads every line it clears).
-void clear_stream(float* p, int64_t n) {
-  (cpu::avx2_active() ? cpu::zero_stream_avx2 : memset_floats)(p, n);
-}
-
-// `clear` (a memset by default) split over `pool` (one thread's memset runs at about half of what
-// two reach): the gradient buffers cleared before each backward GEMM that accumulates into them
-// (GPT-2 124M: ~40 MB a layer) and the gradients themselves.
-void zero(float* p, int64_t n, ThreadPool* pool, void (*clear)(float*, int64_t) = memset_floats) {
-  if (pool == nullptr || pool->size() == 1 || n < (int64_t{1} << 18)) return clear(p, n);
-  pool->parallel_for(n, [&](int64_t i0, int64_t i1) { clear(p + i0, i1 - i0); }, 1 << 17);
 }
 
 // Logits held at a time by the output head (8 Mi floats, 32 MiB: 262 rows of a 32k vocabulary):
@@ -394,7 +379,7 @@ std::span<const float> TrainModel::grads() const {
 // (twice the time), and the gradients are not read again until their backward GEMM.
 void TrainModel::zero_grad() {
   NEXUS_PROFILE_SCOPE("zero_grad");
-  zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(), clear_stream);
+  fill_zero(grads_, static_cast<int64_t>(grad_floats_), pool_.get(), /*streaming=*/true);
 }
 
 
@@ -435,11 +420,11 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += a.targets[i] >= 0 ? 1 : 0;
   const float scale = count ? 1.0f / static_cast<float>(count) : 0.0f;
-  if (for_backward) zero(a.dlnf, n * d, pool_.get());
+  if (for_backward) fill_zero(a.dlnf, n * d, pool_.get());
   // The deferred embedding's gradient shares the arena with the blocks: clear it here.
   NEXUS_CHECK(!for_backward || !defer_rows_ || grad_ready_,
               "[train forward] updating in backward needs a grad-ready callback");
-  if (for_backward && defer_rows_) zero(tied_grad_, nv * d, pool_.get(), clear_stream);
+  if (for_backward && defer_rows_) fill_zero(tied_grad_, nv * d, pool_.get(), /*streaming=*/true);
   const float* w = p_.output;
   if (half()) {
     round_copy(opts_.precision, p_.output, wcopy_head_, nv * d, pool_.get());
@@ -542,13 +527,13 @@ void TrainModel::backward() {
   NEXUS_CHECK(!in_backward || grad_ready_,
               "[train backward] updating in backward needs a grad-ready callback");
   // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
-  zero(a.dres, n * d, pool_.get());
+  fill_zero(a.dres, n * d, pool_.get());
   final_norm_backward(n);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     // One gradient slot for every block: clear what the previous block left (or, in the arena,
     // what the head's logits left).
     if (in_backward && (l != c.n_layers - 1 || slot_in_arena_))
-      zero(slot_, static_cast<int64_t>(block_floats_), pool_.get());
+      fill_zero(slot_, static_cast<int64_t>(block_floats_), pool_.get());
     if (!opts_.recompute_blocks) {
       // A shared working set (mixed precision, selective recompute) still holds the last block
       // from forward(); the others are restored into it.
