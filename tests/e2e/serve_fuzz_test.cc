@@ -2,19 +2,16 @@
 // JSON, wrong types, huge numbers, deep nesting, odd routes and methods, raw garbage, early
 // disconnects, a slow client). Every answer is a proper status with a JSON error for 4xx, never a
 // 5xx, and afterwards the server still answers a real request correctly.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "e2e/loopback.h"
 #include "nexus/serve/server.h"
 #include "test_paths.h"
 
@@ -25,20 +22,12 @@ using json = nlohmann::json;
 
 // Sends raw bytes on a new connection and closes it, optionally after reading a little.
 void raw(int port, const std::string& bytes, bool read_reply) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = test::connect_loopback(port, 200);
   if (fd < 0) return;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{0, 200000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    (void)!write(fd, bytes.data(), bytes.size());
-    if (read_reply) {
-      char buf[256];
-      (void)!read(fd, buf, sizeof(buf));
-    }
+  (void)!write(fd, bytes.data(), bytes.size());
+  if (read_reply) {
+    char buf[256];
+    (void)!read(fd, buf, sizeof(buf));
   }
   close(fd);
 }

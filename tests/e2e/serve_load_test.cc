@@ -1,11 +1,8 @@
 // Load on loopback, bounded: 32 concurrent clients x 500 requests each (streamed and not) against
 // the real stories260K model. Every request completes or gets a proper error, nothing hangs, and
 // the process's resident memory after the run is within 5% of its level after a warm-up.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e/loopback.h"
 #include "nexus/serve/server.h"
 #include "test_paths.h"
 
@@ -39,18 +37,8 @@ struct Answer {
 
 Answer post(int port, const std::string& body) {
   Answer a;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = test::connect_loopback(port, 60000);
   if (fd < 0) return a;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{60, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return a;
-  }
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                           "Content-Type: application/json\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body;
