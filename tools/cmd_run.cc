@@ -120,6 +120,9 @@ int run_main(int argc, char** argv) {
     draft_model = std::move(dm).value();
     ContextOptions dco = co;
     dco.kv_block = 0;
+    // A draft is small: its steps are too short to pay for waking workers, whose spinning would
+    // also take the cores from the model's own pool.
+    dco.n_threads = 1;
     auto dc = Context::create(*draft_model, dco);
     if (!dc) return fail("run", "--draft: " + dc.status().message());
     draft_ctx = std::move(dc).value();
