@@ -7,7 +7,7 @@
 
 namespace nexus {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGpt2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2 };
 enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
 
 struct ModelConfig {
@@ -27,6 +27,24 @@ struct ModelConfig {
   RopeStyle rope = RopeStyle::kNormal;
   int64_t sliding_window = 0;  // 0 = full causal attention
   bool tied_output = false;
+  // Selective state-space layers (mamba, mamba2; 0 elsewhere): the causal conv's taps, the inner
+  // width, the state size per channel, mamba's dt projection rank or mamba2's head count, and
+  // mamba2's B/C groups.
+  int64_t ssm_conv = 0;
+  int64_t ssm_inner = 0;
+  int64_t ssm_state = 0;
+  int64_t ssm_dt_rank = 0;
+  int64_t ssm_groups = 0;
+
+  bool ssm() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
+  // Scan heads and channels per head: mamba2's multi-head form; mamba is d_inner heads of one.
+  int64_t ssm_heads() const { return arch == Arch::kMamba2 ? ssm_dt_rank : ssm_inner; }
+  int64_t ssm_head_dim() const { return ssm_inner / ssm_heads(); }
+  int64_t ssm_n_groups() const { return arch == Arch::kMamba2 ? ssm_groups : 1; }
+  // Channels through the conv: x (mamba), x with B and C (mamba2).
+  int64_t ssm_conv_channels() const {
+    return arch == Arch::kMamba2 ? ssm_inner + 2 * ssm_groups * ssm_state : ssm_inner;
+  }
 };
 
 // Attention kernel: the tiled online-softmax one, or the naive one that materialises every score

@@ -15,7 +15,7 @@ namespace nexus {
 
 class GgufFile;
 
-// One transformer block's weights (absent tensors are empty Tensors).
+// One block's weights (absent tensors are empty Tensors).
 struct LayerWeights {
   Tensor attn_norm, attn_norm_b;
   Tensor wq, wk, wv, wo;           // separate projections (llama, qwen)
@@ -25,6 +25,9 @@ struct LayerWeights {
   Tensor ffn_norm, ffn_norm_b;
   Tensor w_gate, w_up, w_down;     // SwiGLU (llama, qwen) or up/down (gpt2)
   Tensor b_up, b_down;
+  // Selective state-space mixer (mamba, mamba2).
+  Tensor ssm_in, ssm_conv1d, ssm_conv1d_b, ssm_x, ssm_dt, ssm_dt_b, ssm_a, ssm_d, ssm_norm,
+      ssm_out;
 };
 
 struct ModelWeights {

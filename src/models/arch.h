@@ -13,7 +13,7 @@
 
 namespace nexus {
 
-// One tensor of a transformer block: the member it fills, its GGUF name with "%d" for the layer,
+// One tensor of a block: the member it fills, its GGUF name with "%d" for the layer,
 // its expected shape (built from the config) and whether the file must have it.
 struct LayerSlot {
   Tensor LayerWeights::*field;
@@ -49,6 +49,8 @@ struct ArchSpec {
   std::vector<ModelSlot> (*model_slots)(const ModelConfig& cfg);
   // Appends the arch-specific metadata of `cfg` (what read_config reads back).
   void (*write_config)(const ModelConfig& cfg, Metadata* out);
+  // Every block is a recurrent state-space layer: no attention keys, no KV cache.
+  bool recurrent = false;
 };
 
 // The spec for a GGUF `general.architecture` value, or nullptr when unsupported.
@@ -71,5 +73,7 @@ const ArchSpec& llama_spec();
 const ArchSpec& qwen2_spec();
 const ArchSpec& qwen3_spec();
 const ArchSpec& gpt2_spec();
+const ArchSpec& mamba_spec();
+const ArchSpec& mamba2_spec();
 
 }  // namespace nexus

@@ -10,6 +10,7 @@
 #include "nexus/model.h"
 #include "ops/decode_schedule.h"
 #include "backends/cpu/kv_cache.h"
+#include "backends/cpu/ssm_state.h"
 
 namespace nexus {
 
@@ -37,6 +38,10 @@ struct ForwardState {
   float* attn_scratch = nullptr;  // per-thread attention tiles
 
   KvCache* kv = nullptr;
+  // State-space layers: each sequence's recurrent state, and their working buffers
+  // (ssm_scratch_floats for the max batch).
+  SsmState* ssm = nullptr;
+  float* ssm_buf = nullptr;
   ThreadPool* pool = nullptr;
   Arena* scratch = nullptr;  // reset before each matmul
   // The decode step's matmul order, for the workers' prefetch of the next matmul (may be null).
@@ -59,6 +64,8 @@ void linear_group(std::initializer_list<LinearOut> outs, const float* x, int64_t
 void store_kv(int64_t layer, ForwardState& st);
 // Final norm (RMS or, with a bias, Layer norm) of the wanted rows and the output projection.
 void output_head(const Model& model, ForwardState& st, bool layer_norm);
+// Floats of ForwardState::ssm_buf for a batch of n tokens (0 without state-space layers).
+int64_t ssm_scratch_floats(const ModelConfig& c, int64_t n);
 // Runs every layer (through its layer type, models/layer.h) and the output head for the tokens
 // in `st`, whose residual stream st.x holds their embeddings.
 void forward_model(const Model& model, ForwardState& st);

@@ -2,6 +2,8 @@
 // and clearing every layer type's passes share.
 #include "models/layer.h"
 
+#include "models/ssm_layer.h"
+#include "models/transformer_layer.h"
 #include "ops/elementwise.h"
 #include "ops/round.h"
 
@@ -40,5 +42,9 @@ void LayerPass::round_grad(float* x, int64_t count) const {
 }
 
 void LayerPass::zero(float* p, int64_t count) const { fill_zero(p, count, pool); }
+
+const LayerType& layer_type(const ModelConfig& c, int64_t) {
+  return c.ssm() ? ssm_layer() : transformer_layer();
+}
 
 }  // namespace nexus

@@ -100,7 +100,8 @@ class LayerType {
   virtual void recompute(const LayerPass& p, bool selective) const = 0;
 };
 
-// The layer type of layer `l` of a config (every architecture so far: the transformer block).
+// The layer type of layer `l` of a config: the Mamba block for mamba/mamba2, else the
+// transformer block.
 const LayerType& layer_type(const ModelConfig& c, int64_t l);
 
 }  // namespace nexus

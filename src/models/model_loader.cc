@@ -81,26 +81,32 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   };
   NEXUS_RETURN_IF_ERROR(need_int("embedding_length", &c.dim));
   NEXUS_RETURN_IF_ERROR(need_int("block_count", &c.n_layers));
-  NEXUS_RETURN_IF_ERROR(need_int("feed_forward_length", &c.ffn_dim));
-  NEXUS_RETURN_IF_ERROR(need_int("attention.head_count", &c.n_heads));
   NEXUS_RETURN_IF_ERROR(need_int("context_length", &c.n_ctx_train));
-  c.n_kv_heads = f.get_int(a + "attention.head_count_kv").value_or(c.n_heads);
-  NEXUS_RETURN_IF_ERROR(positive(p, "attention.head_count_kv", c.n_kv_heads));
-  if (c.n_heads % c.n_kv_heads != 0)
-    return Status::error(p + ": head_count " + std::to_string(c.n_heads) +
-                         " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
-  c.head_dim = f.get_int(a + "attention.key_length").value_or(c.dim / c.n_heads);
-  NEXUS_RETURN_IF_ERROR(positive(p, "attention.key_length", c.head_dim));
-  if (auto vl = f.get_int(a + "attention.value_length"); vl && *vl != c.head_dim)
-    return Status::error(p + ": value_length " + std::to_string(*vl) + " != key_length " +
-                         std::to_string(c.head_dim) + " is not supported");
-  c.rope_dim = f.get_int(a + "rope.dimension_count").value_or(c.head_dim);
-  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
-    return Status::error(p + ": rope.dimension_count " + std::to_string(c.rope_dim) +
-                         " is invalid for head dim " + std::to_string(c.head_dim));
-  c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
-  c.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
-  if (c.sliding_window < 0) return Status::error(p + ": negative attention.sliding_window");
+  if (spec->recurrent) {
+    // State-space models have no attention: llama.cpp's converter writes 0 for these keys.
+    c.ffn_dim = c.n_heads = c.n_kv_heads = c.head_dim = c.rope_dim = 0;
+    c.rope = RopeStyle::kNone;
+  } else {
+    NEXUS_RETURN_IF_ERROR(need_int("feed_forward_length", &c.ffn_dim));
+    NEXUS_RETURN_IF_ERROR(need_int("attention.head_count", &c.n_heads));
+    c.n_kv_heads = f.get_int(a + "attention.head_count_kv").value_or(c.n_heads);
+    NEXUS_RETURN_IF_ERROR(positive(p, "attention.head_count_kv", c.n_kv_heads));
+    if (c.n_heads % c.n_kv_heads != 0)
+      return Status::error(p + ": head_count " + std::to_string(c.n_heads) +
+                           " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
+    c.head_dim = f.get_int(a + "attention.key_length").value_or(c.dim / c.n_heads);
+    NEXUS_RETURN_IF_ERROR(positive(p, "attention.key_length", c.head_dim));
+    if (auto vl = f.get_int(a + "attention.value_length"); vl && *vl != c.head_dim)
+      return Status::error(p + ": value_length " + std::to_string(*vl) + " != key_length " +
+                           std::to_string(c.head_dim) + " is not supported");
+    c.rope_dim = f.get_int(a + "rope.dimension_count").value_or(c.head_dim);
+    if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+      return Status::error(p + ": rope.dimension_count " + std::to_string(c.rope_dim) +
+                           " is invalid for head dim " + std::to_string(c.head_dim));
+    c.rope_theta = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
+    c.sliding_window = f.get_int(a + "attention.sliding_window").value_or(0);
+    if (c.sliding_window < 0) return Status::error(p + ": negative attention.sliding_window");
+  }
   NEXUS_RETURN_IF_ERROR(spec->read_config(f, &c));
   if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
     return Status::error(p + ": invalid normalisation epsilon");
@@ -164,12 +170,13 @@ size_t Model::weight_bytes() const {
 }
 
 const ArchSpec* find_arch(std::string_view name) {
-  for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec()})
+  for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec(), &mamba_spec(),
+                             &mamba2_spec()})
     if (s->name == name) return s;
   return nullptr;
 }
 
-std::string supported_archs() { return "llama, qwen2, qwen3, gpt2"; }
+std::string supported_archs() { return "llama, qwen2, qwen3, gpt2, mamba, mamba2"; }
 
 const ArchSpec& arch_spec(Arch arch) {
   switch (arch) {
@@ -181,6 +188,10 @@ const ArchSpec& arch_spec(Arch arch) {
       return qwen3_spec();
     case Arch::kGpt2:
       return gpt2_spec();
+    case Arch::kMamba:
+      return mamba_spec();
+    case Arch::kMamba2:
+      return mamba2_spec();
   }
   throw Error("[arch] unknown architecture id " + std::to_string(static_cast<int>(arch)));
 }
@@ -204,8 +215,8 @@ Metadata config_metadata(const ModelConfig& c) {
   u32("block_count", c.n_layers);
   u32("feed_forward_length", c.ffn_dim);
   u32("attention.head_count", c.n_heads);
-  u32("attention.head_count_kv", c.n_kv_heads);
-  if (c.head_dim * c.n_heads != c.dim) {
+  if (!spec.recurrent) u32("attention.head_count_kv", c.n_kv_heads);
+  if (!spec.recurrent && c.head_dim * c.n_heads != c.dim) {
     u32("attention.key_length", c.head_dim);
     u32("attention.value_length", c.head_dim);
   }

@@ -356,8 +356,6 @@ const LayerType& transformer_layer() {
   return layer;
 }
 
-const LayerType& layer_type(const ModelConfig&, int64_t) { return transformer_layer(); }
-
 void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,
                   const float* w, const float* b, int64_t n, ThreadPool* pool) {
   if (c.arch == Arch::kGpt2)

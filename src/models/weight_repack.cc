@@ -81,7 +81,9 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   for (LayerWeights& l : w.layers)
     for (Tensor* t : {&l.attn_norm, &l.attn_norm_b, &l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.bqkv,
                       &l.bq, &l.bk, &l.bv, &l.bo, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.ffn_norm_b,
-                      &l.w_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down})
+                      &l.w_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down, &l.ssm_in, &l.ssm_conv1d,
+                      &l.ssm_conv1d_b, &l.ssm_x, &l.ssm_dt, &l.ssm_dt_b, &l.ssm_a, &l.ssm_d,
+                      &l.ssm_norm, &l.ssm_out})
       slots.push_back(t);
   // Distinct sources (a tied output shares the token table's data), in slot order.
   std::map<const void*, size_t> offset_of;

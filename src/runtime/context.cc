@@ -34,25 +34,26 @@ class ContextImpl {
     const int64_t b = o.max_batch;
     const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
     const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, 1.0f};
-    const size_t attn = attention_scratch_floats(ap, kvw) * pool.size();
+    const size_t attn = c.n_heads > 0 ? attention_scratch_floats(ap, kvw) * pool.size() : 0;
     const size_t h_width = std::max(c.dim, qw);
     const size_t sizes[] = {static_cast<size_t>(b * c.dim), b * h_width,
                             static_cast<size_t>(b * qw),    static_cast<size_t>(b * kvw),
                             static_cast<size_t>(b * kvw),   static_cast<size_t>(b * qw),
                             static_cast<size_t>(b * c.ffn_dim), static_cast<size_t>(b * c.ffn_dim),
                             static_cast<size_t>(b * (qw + 2 * kvw)),
-                            static_cast<size_t>(b * c.rope_dim), attn};
+                            static_cast<size_t>(b * c.rope_dim), attn,
+                            static_cast<size_t>(ssm_scratch_floats(c, b))};
     size_t total = 0;
     for (size_t s : sizes) total += (s * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     activations = Arena(total, MemCategory::kActivations);
     float** bufs[] = {&st.x, &st.h, &st.q, &st.k, &st.v, &st.att, &st.a, &st.b, &st.qkv,
-                      &st.rope_cs, &st.attn_scratch};
+                      &st.rope_cs, &st.attn_scratch, &st.ssm_buf};
     for (size_t i = 0; i < std::size(sizes); ++i) *bufs[i] = activations.alloc_n<float>(sizes[i]);
     // Scratch for activation conversion in matmul: the most any weight needs for a full batch.
     size_t need = matmul_scratch_bytes(m.weights().output, b);
     for (const LayerWeights& lw : m.weights().layers)
       for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.wqkv, &lw.w_gate, &lw.w_up,
-                              &lw.w_down})
+                              &lw.w_down, &lw.ssm_in, &lw.ssm_x, &lw.ssm_dt, &lw.ssm_out})
         if (!t->empty()) need = std::max(need, matmul_scratch_bytes(*t, b));
     // matmul_group (Q/K/V, gate/up) may convert once per dot type for a decode's few tokens.
     for (const LayerWeights& lw : m.weights().layers) {
@@ -67,6 +68,12 @@ class ContextImpl {
                                                                std::to_string(b) + ")");
     tracked_scratch.emplace(scratch.base(), scratch.capacity(), MemCategory::kScratch,
                             "matmul scratch");
+    if (c.ssm()) {
+      ssm.emplace(SsmStateLayout{c.n_layers, o.n_seq, c.ssm_conv - 1, c.ssm_conv_channels(),
+                                 c.ssm_heads() * c.ssm_head_dim() * c.ssm_state});
+      st.ssm = &*ssm;
+      ssm_pos.assign(o.n_seq, 0);
+    }
     st.kv = &kv;
     st.pool = &pool;
     st.scratch = &scratch;
@@ -77,6 +84,10 @@ class ContextImpl {
   ContextOptions opts;
   ThreadPool pool;
   KvCache kv;
+  // State-space models: the recurrent state, and the position each sequence's state is at (-1:
+  // rolled back, which a recurrent state cannot follow until it is cleared).
+  std::optional<SsmState> ssm;
+  std::vector<int32_t> ssm_pos;
   Arena activations;
   Arena scratch;
   std::optional<profile::TrackedBuffer> tracked_activations, tracked_scratch;
@@ -155,6 +166,15 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
                            " given, " + std::to_string(next[s]) + " expected");
     ++next[s];
   }
+  if (im.ssm)
+    for (int64_t i = 0; i < n; ++i) {
+      const int s = batch.seq[i];
+      if (im.ssm_pos[s] != im.kv.len(s))
+        return Status::error("sequence " + std::to_string(s) +
+                             ": its recurrent state cannot be rolled back to position " +
+                             std::to_string(im.kv.len(s)) +
+                             "; clear the sequence from position 0 and decode it again");
+    }
   im.out_rows.clear();
   if (batch.want_logits.empty()) {
     im.out_rows.push_back(static_cast<int32_t>(n - 1));
@@ -193,16 +213,29 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
     const ScopedAttentionImpl attention_impl(im.opts.attention);
     forward_model(im.model, st);
   } catch (const Error& e) {
+    if (im.ssm)  // the batch's states may be part-way through the step
+      for (int64_t i = 0; i < n; ++i) im.ssm_pos[batch.seq[i]] = -1;
     return Status::error(e.what());
   }
   for (int s = 0; s < im.opts.n_seq; ++s) im.kv.set_len(s, next[s]);
+  if (im.ssm)
+    for (int64_t i = 0; i < n; ++i) im.ssm_pos[batch.seq[i]] = next[batch.seq[i]];
   NEXUS_PROFILE_COUNTER("kv_cache.tokens", std::accumulate(next.begin(), next.end(), 0.0));
   return Status::ok();
 }
 
 void Context::clear_seq(int seq, int32_t from_pos) {
-  if (seq < 0 || seq >= impl_->opts.n_seq) return;
-  impl_->kv.clear(seq, from_pos);
+  ContextImpl& im = *impl_;
+  if (seq < 0 || seq >= im.opts.n_seq) return;
+  if (im.ssm) {
+    if (from_pos <= 0) {
+      im.ssm->reset(seq);
+      im.ssm_pos[seq] = 0;
+    } else if (from_pos < im.kv.len(seq)) {
+      im.ssm_pos[seq] = -1;
+    }
+  }
+  im.kv.clear(seq, from_pos);
 }
 
 Status Context::share_prefix(int src, int dst, int32_t n_pos) {
@@ -211,7 +244,20 @@ Status Context::share_prefix(int src, int dst, int32_t n_pos) {
     return Status::error("share_prefix: sequences " + std::to_string(src) + " and " +
                          std::to_string(dst) + " must differ and lie in [0, " +
                          std::to_string(n) + ")");
-  return impl_->kv.share_prefix(src, dst, n_pos);
+  ContextImpl& im = *impl_;
+  if (im.ssm) {
+    // A recurrent state is that of its latest position only: it is shared whole or not at all.
+    if (n_pos != im.kv.len(src) || im.ssm_pos[src] != n_pos)
+      return Status::error("share_prefix: sequence " + std::to_string(src) +
+                           " has a recurrent state at position " +
+                           std::to_string(im.ssm_pos[src]) + ", not at " +
+                           std::to_string(n_pos));
+    NEXUS_RETURN_IF_ERROR(im.kv.share_prefix(src, dst, n_pos));
+    im.ssm->copy(src, dst);
+    im.ssm_pos[dst] = n_pos;
+    return Status::ok();
+  }
+  return im.kv.share_prefix(src, dst, n_pos);
 }
 
 Context::KvUsage Context::kv_usage() const {
@@ -222,6 +268,8 @@ Context::KvUsage Context::kv_usage() const {
 int32_t Context::seq_len(int seq) const { return impl_->kv.len(seq); }
 const ContextOptions& Context::options() const { return impl_->opts; }
 const Model& Context::model() const { return impl_->model; }
-size_t Context::kv_bytes() const { return impl_->kv.bytes(); }
+size_t Context::kv_bytes() const {
+  return impl_->kv.bytes() + (impl_->ssm ? impl_->ssm->bytes() : 0);
+}
 
 }  // namespace nexus

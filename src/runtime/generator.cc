@@ -54,10 +54,20 @@ std::vector<int32_t> propose(Context& draft, const std::vector<int32_t>& all, in
 
 }  // namespace
 
+Status speculation_supported(const ModelConfig& c) {
+  if (!c.ssm()) return Status::ok();
+  return Status::error("speculative decoding (--draft, --lookup-ngram) is not available for " +
+                       c.arch_name +
+                       ": it rolls rejected tokens back, and a recurrent state cannot be rolled "
+                       "back yet");
+}
+
 Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_view prompt,
                                const GenerateOptions& opts,
                                const std::function<bool(std::string_view)>& on_text) {
   NEXUS_RETURN_IF_ERROR(validate(opts.sampler));
+  if (opts.draft != nullptr || opts.lookup_ngram > 0)
+    NEXUS_RETURN_IF_ERROR(speculation_supported(ctx.model().config()));
   if (opts.n_predict < -1) return Status::error("-n must be >= 0 (or -1 for unlimited)");
   const int64_t n_ctx = ctx.options().n_ctx;
   const int64_t n_vocab = ctx.model().config().n_vocab;

@@ -8,6 +8,7 @@
 #include <span>
 #include <thread>
 
+#include "nexus/runtime/generator.h"
 #include "runtime/lookup.h"
 #include "runtime/stop.h"
 
@@ -620,6 +621,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   if (o.kv_block < 1) return Status::error("kv-block must be >= 1, got " + std::to_string(o.kv_block));
   if (o.n_ctx < 0 || o.kv_memory < 0 || o.n_threads < 1 || o.max_queue < 0 || o.prefix_cache < 0)
     return Status::error("ctx, kv-memory, queue and prefix-cache must be >= 0 and threads >= 1");
+  if (o.draft_model != nullptr || o.lookup_ngram > 0)
+    NEXUS_RETURN_IF_ERROR(speculation_supported(c));
   if (tok.n_vocab() > c.n_vocab)
     return Status::error("the tokenizer has " + std::to_string(tok.n_vocab()) +
                          " tokens but the model's embedding has " + std::to_string(c.n_vocab));
@@ -634,6 +637,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   impl->opts.kv_block = co.kv_block;
   if (o.kv_memory == 0) {
     // max_seqs full contexts; cached prefixes live in what the running sequences leave free.
+    co.kv_blocks = o.max_seqs * ((impl->n_ctx + co.kv_block - 1) / co.kv_block);
+  } else if (c.n_kv_heads == 0) {
+    // No attention: blocks only count positions, and the recurrent state is a fixed size per slot.
     co.kv_blocks = o.max_seqs * ((impl->n_ctx + co.kv_block - 1) / co.kv_block);
   } else {
     const int64_t kvw = c.n_kv_heads * c.head_dim;

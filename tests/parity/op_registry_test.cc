@@ -19,6 +19,7 @@
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "ops/round.h"
+#include "ops/ssm.h"
 
 namespace nexus {
 namespace {
@@ -495,6 +496,120 @@ TEST(OpRegistry, Round) {
           1, [&](Buffers& b) { return RoundArgs{p, b[1].data(), b[0].data(), n}; }, 0.0,
           30000.0f);
     }
+}
+
+// The selective scan at Mamba-2 shapes (one decay per head, groups) and Mamba-1 shapes (a decay per
+// state entry): every variant from a random state over lengths around the chunk size, so the
+// chunked SSD form must equal the sequential recurrence, and the state it leaves too.
+struct ScanShape {
+  int64_t b, t, heads, head_dim, state, groups, a_width;
+};
+
+SsmScanArgs bind_scan(Buffers& v, const ScanShape& s) {
+  // buffers: y, state (outputs); x, dt, a, B, C, d
+  for (float& x : v[3]) x = 0.05f + 0.5f * std::fabs(x);  // step sizes > 0
+  for (float& x : v[4]) x = -0.2f - std::fabs(x);         // decays < 0
+  const int64_t bc = s.groups * s.state;
+  return SsmScanArgs{v[2].data(), s.heads * s.head_dim, v[3].data(), s.heads, v[4].data(),
+                     s.a_width,   v[5].data(),         v[6].data(), bc,      v[7].data(),
+                     v[1].data(), v[0].data(),         s.b,         s.t,     s.heads,
+                     s.head_dim,  s.state,             s.groups};
+}
+
+std::vector<size_t> scan_sizes(const ScanShape& s) {
+  const size_t rows = s.b * s.t, y = rows * s.heads * s.head_dim;
+  return {y, size_t(s.b * s.heads * s.head_dim * s.state), y, rows * s.heads,
+          size_t(s.heads * s.a_width), rows * s.groups * s.state, rows * s.groups * s.state,
+          size_t(s.heads)};
+}
+
+TEST(OpRegistry, SsmScan) {
+  for (int64_t t : {1, 5, 63, 64, 65, 130})
+    for (const ScanShape& s : {ScanShape{2, t, 4, 8, 16, 2, 1}, ScanShape{1, t, 6, 3, 5, 1, 1},
+                               ScanShape{2, t, 12, 1, 8, 1, 8}}) {
+      const std::string what = "ssm_scan t " + std::to_string(t) + " heads " +
+                               std::to_string(s.heads) + " a_width " + std::to_string(s.a_width);
+      check_variants<SsmScanArgs>(what, scan_sizes(s), 2,
+                                  [&](Buffers& b) { return bind_scan(b, s); }, 2e-5, 0.5f);
+    }
+}
+
+TEST(OpRegistry, SsmScanBackward) {
+  for (const ScanShape& s : {ScanShape{2, 5, 4, 2, 3, 2, 1}, ScanShape{1, 4, 3, 1, 3, 1, 3}}) {
+    Buffers in = random_buffers(scan_sizes(s), 17, 0.7f);
+    bind_scan(in, s);  // make dt positive and a negative, in place
+    auto forward = [&](const Buffers& v) {
+      Buffers w = v;
+      SsmScanArgs a = bind_scan(w, s);
+      a.state = nullptr;
+      // bind_scan maps dt and a again: undo by passing the values through unchanged
+      a.dt = v[3].data();
+      a.a = v[4].data();
+      reference<SsmScanArgs>().run(a, nullptr);
+      return w[0];
+    };
+    auto backward = [&](const Buffers& v, const std::vector<float>& dy) {
+      Buffers w = v;
+      SsmScanArgs a = bind_scan(w, s);
+      a.state = nullptr;
+      a.dt = v[3].data();
+      a.a = v[4].data();
+      Buffers g = {std::vector<float>(v[2].size()), std::vector<float>(v[3].size()),
+                   std::vector<float>(v[4].size()), std::vector<float>(v[5].size()),
+                   std::vector<float>(v[6].size()), std::vector<float>(v[7].size())};
+      ssm_scan_backward(SsmScanBackwardArgs{a, dy.data(), g[0].data(), g[1].data(), g[3].data(),
+                                            g[4].data(), g[2].data(), g[5].data()});
+      return g;
+    };
+    check_gradient("ssm_scan heads " + std::to_string(s.heads), in, {2, 3, 4, 5, 6, 7}, forward,
+                   backward, 2e-2);
+  }
+}
+
+TEST(OpRegistry, SsmConv) {
+  for (int64_t t : {1, 2, 7, 40})
+    for (int64_t k : {2, 4}) {
+      const int64_t b = 2, ch = 70, ld = ch + 3;
+      // outputs: y, pre, state; inputs: x, w, bias
+      check_variants<SsmConvArgs>(
+          "ssm_conv t " + std::to_string(t) + " k " + std::to_string(k),
+          {size_t(b * t * ch), size_t(b * t * ch), size_t(b * (k - 1) * ch), size_t(b * t * ld),
+           size_t(ch * k), size_t(ch)},
+          3,
+          [&](Buffers& v) {
+            return SsmConvArgs{v[3].data(), ld,       v[2].data(), v[4].data(), v[5].data(),
+                               v[1].data(), v[0].data(), b,        t,           ch,
+                               k};
+          },
+          0.0);
+    }
+  // Backward against finite differences (state zero, as in training).
+  const int64_t b = 2, t = 6, ch = 5, k = 4, ld = 7;
+  auto run = [&](const Buffers& v, std::vector<float>* pre) {
+    std::vector<float> y(b * t * ch);
+    pre->resize(y.size());
+    ssm_conv(SsmConvArgs{v[0].data(), ld, nullptr, v[1].data(), v[2].data(), pre->data(),
+                         y.data(), b, t, ch, k});
+    return y;
+  };
+  check_gradient(
+      "ssm_conv", random_buffers({size_t(b * t * ld), size_t(ch * k), size_t(ch)}, 5, 0.8f),
+      {0, 1, 2},
+      [&](const Buffers& v) {
+        std::vector<float> pre;
+        return run(v, &pre);
+      },
+      [&](const Buffers& v, const std::vector<float>& dy) {
+        std::vector<float> pre;
+        run(v, &pre);
+        Buffers g = {std::vector<float>(v[0].size()), std::vector<float>(v[1].size()),
+                     std::vector<float>(v[2].size())};
+        ssm_conv_backward(SsmConvBackwardArgs{dy.data(), v[0].data(), ld, pre.data(), v[1].data(),
+                                              g[0].data(), ld, g[1].data(), g[2].data(), b, t,
+                                              ch, k});
+        return g;
+      },
+      2e-2);
 }
 
 // A device whose backend has no kernel for an op: an error naming the op and the device.

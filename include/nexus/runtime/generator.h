@@ -46,6 +46,10 @@ struct GenerateStats {
   int64_t decode_calls = 0;           // decode() calls after the prompt
 };
 
+// Whether speculative decoding (a draft model or prompt lookup) can run on `c`: it rolls rejected
+// tokens back, which a state-space model's recurrent state cannot do yet (an error says so).
+Status speculation_supported(const ModelConfig& c);
+
 // Runs generation on `ctx` (the sequence slot is cleared first). `on_text` receives the streamed
 // text; returning false from it stops generation. An empty prompt starts from BOS.
 Result<GenerateStats> generate(Context& ctx, const Tokenizer& tok, std::string_view prompt,

@@ -44,8 +44,9 @@ KvCache::KvCache(const KvCacheLayout& l)
       runs_(l.n_seq) {
   NEXUS_CHECK(type_ == DType::kF32 || type_ == DType::kF16 || type_ == DType::kQ8_0,
               "[kv_cache] unsupported cache type " + std::string(dtype_name(type_)));
-  NEXUS_CHECK(n_seq_ >= 1 && n_ctx_ >= 1 && n_layers_ >= 1 && width_ >= 1,
-              "[kv_cache] needs at least one layer, sequence, position and value per row");
+  // A width of 0 (a model without attention) keeps the positions and blocks but no rows.
+  NEXUS_CHECK(n_seq_ >= 1 && n_ctx_ >= 1 && n_layers_ >= 1 && width_ >= 0,
+              "[kv_cache] needs at least one layer, sequence and position");
   NEXUS_CHECK(l.block_size >= 0 && l.n_blocks >= 0, "[kv_cache] negative block size or count");
   block_ = l.block_size > 0 ? std::min(l.block_size, n_ctx_) : n_ctx_;
   const int64_t per_seq = (n_ctx_ + block_ - 1) / block_;
@@ -53,7 +54,7 @@ KvCache::KvCache(const KvCacheLayout& l)
   row_bytes_ = row_bytes(type_, width_);
   deq_ = cpu::kernels(type_).dequantize;
   total_bytes_ = row_bytes_ * 2 * n_layers_ * n_blocks_ * block_;
-  mem_ = aligned_shared(total_bytes_, MemCategory::kKvCache);
+  mem_ = aligned_shared(std::max<size_t>(total_bytes_, 64), MemCategory::kKvCache);
   refs_.assign(n_blocks_, 0);
   free_.resize(n_blocks_);
   for (int64_t b = 0; b < n_blocks_; ++b) free_[b] = static_cast<int32_t>(n_blocks_ - 1 - b);
