@@ -640,41 +640,14 @@ def run_train_case(cfg, out_dir):
                             [(n, p, g) for (n, p), (_, g) in zip(params, grads)],
                             np.random.default_rng(cfg["seed"] + 1))
 
-    # The AdamW trajectory of gen_train_fixtures.run_case, with its hyper-parameters (gt.OPT).
-    O = gt.OPT
-    decay = [p for _, p in params if p.dim() >= 2]
-    no_decay = [p for _, p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([dict(params=decay, weight_decay=O["weight_decay"]),
-                             dict(params=no_decay, weight_decay=0.0)],
-                            lr=O["lr"], betas=(O["beta1"], O["beta2"]), eps=O["eps"])
-    losses = []
-    for _ in range(O["steps"]):
-        opt.zero_grad()
-        l = loss_fn(cfg, w, tokens, targets)
-        l.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in params], O["clip"])
-        opt.step()
-        losses.append(l.item())
-    assert abs(losses[0] - loss.item()) < 1e-12
-    assert losses[-1] < losses[0], "the reference trajectory should descend"
-
-    ref = gm.GgufWriter()
-    ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-reference")
-    ref.add("train.batch", gm.GGUF_U32, B)
-    ref.add("train.seq", gm.GGUF_U32, T)
-    ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
-    ref.add_array("train.targets", gm.GGUF_I32, [int(x) for x in targets.reshape(-1)])
-    ref.add("train.loss", gm.GGUF_F32, loss.item())
-    ref.add_array("train.losses", gm.GGUF_F32, losses)
-    for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "clip"):
-        ref.add(f"train.{k}", gm.GGUF_F32, O[k])
-    for n, g in grads:
-        ref.add_tensor("grad." + n, g)
+    # The AdamW trajectory and reference file of gen_train_fixtures (its hyper-parameters).
+    losses = gt.adamw_losses(params, lambda: loss_fn(cfg, w, tokens, targets), loss)
+    ref = gt.reference_gguf(B, T, tokens, targets, loss.item(), grads, losses)
     refb = ref.serialize()
     write(os.path.join(out_dir, cfg["name"] + ".gguf"), gguf)
     write(os.path.join(out_dir, cfg["name"] + ".ref.gguf"), refb)
     print(f"{cfg['name']:13s} gguf {len(gguf):7d} B  ref {len(refb):7d} B  loss {loss.item():.6f}"
-          f" -> {losses[-1]:.6f} after {O['steps']} steps, {sum(p.numel() for _, p in params)} "
+          f" -> {losses[-1]:.6f} after {gt.OPT['steps']} steps, {sum(p.numel() for _, p in params)} "
           f"params  A-B: logits {d_logits:.2e}, states {d_states:.2e}  worst central-difference "
           f"rel. error {fd_err:.1e}")
 

@@ -140,6 +140,44 @@ def loss_fn(cfg, w, tokens, targets):
                                              torch.tensor(targets.reshape(-1), dtype=torch.long))
 
 
+def adamw_losses(params, loss_of, loss0):
+    """The loss before each of OPT["steps"] AdamW steps from the current weights (decay on
+    matrices only, clipping at OPT["clip"]); loss_of() recomputes the loss, loss0 is the first."""
+    decay = [p for _, p in params if p.dim() >= 2]
+    no_decay = [p for _, p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([dict(params=decay, weight_decay=OPT["weight_decay"]),
+                             dict(params=no_decay, weight_decay=0.0)],
+                            lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"])
+    losses = []
+    for _ in range(OPT["steps"]):
+        opt.zero_grad()
+        l = loss_of()
+        l.backward()
+        torch.nn.utils.clip_grad_norm_([p for _, p in params], OPT["clip"])
+        opt.step()
+        losses.append(l.item())
+    assert abs(losses[0] - loss0.item()) < 1e-12
+    assert losses[-1] < losses[0], "the reference trajectory should descend"
+    return losses
+
+
+def reference_gguf(B, T, tokens, targets, loss, grads, losses):
+    """The NAME.ref.gguf writer (the keys are listed in the module docstring)."""
+    ref = gm.GgufWriter()
+    ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-reference")
+    ref.add("train.batch", gm.GGUF_U32, B)
+    ref.add("train.seq", gm.GGUF_U32, T)
+    ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
+    ref.add_array("train.targets", gm.GGUF_I32, [int(x) for x in targets.reshape(-1)])
+    ref.add("train.loss", gm.GGUF_F32, loss)
+    ref.add_array("train.losses", gm.GGUF_F32, losses)
+    for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "clip"):
+        ref.add(f"train.{k}", gm.GGUF_F32, OPT[k])
+    for n, g in grads:
+        ref.add_tensor("grad." + n, g)
+    return ref
+
+
 def run_case(case):
     cfg = gm.full_config({k: v for k, v in case.items() if k not in ("batch", "seq", "seed")})
     rng = np.random.default_rng(case["seed"])
@@ -158,34 +196,8 @@ def run_case(case):
     for _, p in params:
         p.grad = None
 
-    decay = [p for _, p in params if p.dim() >= 2]
-    no_decay = [p for _, p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([dict(params=decay, weight_decay=OPT["weight_decay"]),
-                             dict(params=no_decay, weight_decay=0.0)],
-                            lr=OPT["lr"], betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"])
-    losses = []
-    for _ in range(OPT["steps"]):
-        opt.zero_grad()
-        l = loss_fn(cfg, w, tokens, targets)
-        l.backward()
-        torch.nn.utils.clip_grad_norm_([p for _, p in params], OPT["clip"])
-        opt.step()
-        losses.append(l.item())
-    assert abs(losses[0] - loss.item()) < 1e-12
-    assert losses[-1] < losses[0], "the reference trajectory should descend"
-
-    ref = gm.GgufWriter()
-    ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-reference")
-    ref.add("train.batch", gm.GGUF_U32, B)
-    ref.add("train.seq", gm.GGUF_U32, T)
-    ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
-    ref.add_array("train.targets", gm.GGUF_I32, [int(x) for x in targets.reshape(-1)])
-    ref.add("train.loss", gm.GGUF_F32, loss.item())
-    ref.add_array("train.losses", gm.GGUF_F32, losses)
-    for k in ("lr", "beta1", "beta2", "eps", "weight_decay", "clip"):
-        ref.add(f"train.{k}", gm.GGUF_F32, OPT[k])
-    for n, g in grads:
-        ref.add_tensor("grad." + n, g)
+    losses = adamw_losses(params, lambda: loss_fn(cfg, w, tokens, targets), loss)
+    ref = reference_gguf(B, T, tokens, targets, loss.item(), grads, losses)
     with open(os.path.join(OUT, case["name"] + ".gguf"), "wb") as f:
         f.write(gguf)
     with open(os.path.join(OUT, case["name"] + ".ref.gguf"), "wb") as f:
