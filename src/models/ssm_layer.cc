@@ -1,4 +1,4 @@
-// The Mamba block at inference. Per layer: h = rmsnorm(x); the input projection; the causal conv
+// The Mamba block, at inference and in training. Per layer: h = rmsnorm(x); the input projection; the causal conv
 // (with each sequence's rolling conv state) and SiLU; dt = softplus(.. + bias); the selective
 // scan from each sequence's state; y * silu(z) (mamba2: then the grouped RMSNorm); the output
 // projection added to x. Mamba-1 gets dt, B and C from the conv output through ssm_x and ssm_dt;
@@ -10,8 +10,11 @@
 #include <string>
 
 #include "models/forward.h"
+#include "models/transformer_layer.h"
+#include "ops/dense.h"
 #include "ops/elementwise.h"
 #include "ops/ssm.h"
+#include "ops/train_ops.h"
 
 namespace nexus {
 namespace {
@@ -115,18 +118,142 @@ class SsmLayer final : public LayerType {
     add_inplace(st.x, st.h, n * c.dim);
   }
 
-  // Training passes: TrainModel does not take state-space architectures yet (it says so before
-  // any pass runs), so these are never reached.
-  std::vector<SavedSlot> saved(const ModelConfig&, int64_t, int64_t) const override { return {}; }
-  std::vector<ScratchSlot> scratch(const ModelConfig&, int64_t, int64_t) const override {
-    return {};
+  // Training: b sequences of t tokens from a zero state. The input projection's output is kept
+  // (kInput) and the scan's output (kOutput); the rest is cheap to rebuild from them.
+  std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const override {
+    const int64_t n = b * t, di = c.ssm_inner;
+    const bool m2 = c.arch == Arch::kMamba2;
+    const Widths wd = widths(c);
+    return {
+        {"rstd", n, Saved::kStat},
+        {"ln", n * c.dim, Saved::kWork},
+        {"zx", n * wd.in_proj, Saved::kInput},
+        {"pre", n * wd.conv, Saved::kWork},
+        {"xc", n * wd.conv, Saved::kWork},
+        {"xdb", m2 ? 0 : n * wd.xdb, Saved::kWork},
+        {"dtr", m2 ? 0 : n * c.ssm_dt_rank, Saved::kWork},
+        {"dtraw", n * dt_width(c), Saved::kWork},
+        {"dt", n * dt_width(c), Saved::kWork},
+        {"y", n * di, Saved::kOutput},
+        {"g", n * di, Saved::kWork},
+        {"rstdg", m2 ? n * c.ssm_groups : 0, Saved::kStat},
+        {"xhat", m2 ? n * di : 0, Saved::kWork},
+        {"yn", m2 ? n * di : 0, Saved::kWork},
+    };
   }
-  void forward(const LayerPass&) const override { unsupported(); }
-  void backward(const LayerPass&) const override { unsupported(); }
-  void recompute(const LayerPass&, bool) const override { unsupported(); }
+
+  std::vector<ScratchSlot> scratch(const ModelConfig& c, int64_t b, int64_t t) const override {
+    const int64_t n = b * t, di = c.ssm_inner;
+    const bool m2 = c.arch == Arch::kMamba2;
+    const Widths wd = widths(c);
+    return {{"dzx", n * wd.in_proj},     {"dxc", n * wd.conv},
+            {"dxdb", m2 ? 0 : n * wd.xdb}, {"ddtr", m2 ? 0 : n * c.ssm_dt_rank},
+            {"ddt", n * dt_width(c)},      {"dy", n * di},
+            {"dg", n * di}};
+  }
+
+  void forward(const LayerPass& p) const override {
+    NEXUS_CHECK(p.precision == Precision::kF32 && p.h == nullptr,
+                "[ssm] state-space layers train in f32 only");
+    const ModelConfig& c = *p.cfg;
+    const int64_t n = p.n(), d = c.dim;
+    const TrainShape s = train_shape(c);
+    float* const* a = p.a;
+    norm_forward(c, a[kLn], nullptr, a[kRstd], p.x, p.weight(&LayerWeights::attn_norm), nullptr,
+                 n, p.pool);
+    matmul_forward(a[kZx], a[kLn], p.weight(&LayerWeights::ssm_in), n, d, s.w.in_proj, p.pool);
+    rebuild(p, s, /*scan=*/true);
+    if (p.y)
+      matmul_forward(p.y, s.m2 ? a[kYn] : a[kG], p.weight(&LayerWeights::ssm_out), n, c.ssm_inner,
+                     d, p.pool, false, p.x);
+  }
+
+  void backward(const LayerPass& p) const override {
+    const ModelConfig& c = *p.cfg;
+    const int64_t n = p.n(), d = c.dim, di = c.ssm_inner;
+    const TrainShape s = train_shape(c);
+    float* const* a = p.a;
+    float* const* sc = p.scratch;
+    ThreadPool* pool = p.pool;
+    // out = x + yn W_out (mamba: g W_out).
+    p.zero(sc[kDg], n * di);
+    if (s.m2) {
+      p.zero(sc[kDy], n * di);  // d yn, then d g below
+      matmul_backward(sc[kDy], p.grad(&LayerWeights::ssm_out), p.dres, a[kYn],
+                      p.weight(&LayerWeights::ssm_out), n, di, d, pool);
+      group_norm_backward(sc[kDg], p.grad(&LayerWeights::ssm_norm), sc[kDy], a[kG], a[kXhat],
+                          p.weight(&LayerWeights::ssm_norm), a[kRstdg], n, c.ssm_groups,
+                          di / c.ssm_groups, pool);
+    } else {
+      matmul_backward(sc[kDg], p.grad(&LayerWeights::ssm_out), p.dres, a[kG],
+                      p.weight(&LayerWeights::ssm_out), n, di, d, pool);
+    }
+    // g = y * silu(z): d y to dy, d z into its columns of d zx.
+    float* dzx = sc[kDzx];
+    const float* z = a[kZx] + s.z_off;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < di; ++j) {
+        const float zv = z[i * s.w.in_proj + j], sg = 1.0f / (1.0f + std::exp(-zv));
+        const float dgv = sc[kDg][i * di + j];
+        sc[kDy][i * di + j] = dgv * zv * sg;
+        dzx[i * s.w.in_proj + s.z_off + j] =
+            dgv * a[kY][i * di + j] * sg * (1.0f + zv * (1.0f - sg));
+      }
+    // The scan: d x (and the skip term) into d xc, d dt, d B and d C, and A's and D's gradients.
+    SsmScanBackwardArgs sb{scan_args(p, s), sc[kDy], sc[kDxc], sc[kDdt], nullptr, nullptr,
+                           p.grad(&LayerWeights::ssm_a), p.grad(&LayerWeights::ssm_d)};
+    float* dbc = s.m2 ? sc[kDxc] + di : sc[kDxdb] + c.ssm_dt_rank;
+    sb.dB = dbc;
+    sb.dC = dbc + s.groups * c.ssm_state;
+    ssm_scan_backward(sb, pool);
+    // dt = softplus(dtraw): d dtraw = d dt * sigmoid(dtraw) (1 above softplus's threshold).
+    const int64_t nd = n * dt_width(c);
+    for (int64_t i = 0; i < nd; ++i) {
+      const float v = a[kDtraw][i];
+      sc[kDdt][i] *= v > 20.0f ? 1.0f : 1.0f / (1.0f + std::exp(-v));
+    }
+    float* dtb = p.grad(&LayerWeights::ssm_dt_b);
+    if (s.m2) {  // dtraw = zx's dt columns + bias
+      const int64_t H = c.ssm_dt_rank, off = di + s.w.conv;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < H; ++h) {
+          dzx[i * s.w.in_proj + off + h] = sc[kDdt][i * H + h];
+          dtb[h] += sc[kDdt][i * H + h];
+        }
+    } else {  // dtraw = dtr W_dt + bias, [dtr | B | C] = xc W_x
+      const int64_t R = c.ssm_dt_rank;
+      p.zero(sc[kDdtr], n * R);
+      matmul_backward(sc[kDdtr], p.grad(&LayerWeights::ssm_dt), sc[kDdt], a[kDtr],
+                      p.weight(&LayerWeights::ssm_dt), n, R, di, pool, false, dtb);
+      for (int64_t i = 0; i < n; ++i)
+        std::copy(sc[kDdtr] + i * R, sc[kDdtr] + (i + 1) * R, sc[kDxdb] + i * s.w.xdb);
+      matmul_backward(sc[kDxc], p.grad(&LayerWeights::ssm_x), sc[kDxdb], a[kXc],
+                      p.weight(&LayerWeights::ssm_x), n, di, s.w.xdb, pool);
+    }
+    // The conv (its output's gradient is d xc) into the x (B, C) columns of d zx.
+    ssm_conv_backward({sc[kDxc], a[kZx] + s.x_off, s.w.in_proj, a[kPre],
+                       p.weight(&LayerWeights::ssm_conv1d), dzx + s.x_off, s.w.in_proj,
+                       p.grad(&LayerWeights::ssm_conv1d), p.grad(&LayerWeights::ssm_conv1d_b),
+                       p.b, p.t, s.w.conv, c.ssm_conv},
+                      pool);
+    // zx = ln W_in; ln = rmsnorm(x): d x adds to dres (the residual's own gradient).
+    p.zero(p.dln, n * d);
+    matmul_backward(p.dln, p.grad(&LayerWeights::ssm_in), dzx, a[kLn],
+                    p.weight(&LayerWeights::ssm_in), n, d, s.w.in_proj, pool);
+    norm_backward(c, p.dres, p.grad(&LayerWeights::attn_norm), nullptr, p.dln, p.x,
+                  p.weight(&LayerWeights::attn_norm), nullptr, a[kRstd], n, pool);
+  }
+
+  void recompute(const LayerPass& p, bool selective) const override {
+    const ModelConfig& c = *p.cfg;
+    const int64_t n = p.n();
+    norm_forward(c, p.a[kLn], nullptr, p.a[kRstd], p.x, p.weight(&LayerWeights::attn_norm),
+                 nullptr, n, p.pool);
+    rebuild(p, train_shape(c), selective);
+  }
 
  private:
-  // Mamba-2's norm: each of the G groups of a row normalised on its own, times its weights.
+  // Mamba-2's norm at inference: each of the G groups of a row normalised on its own.
   static void grouped_rms_norm(float* y, const float* w, float eps, int64_t n, int64_t groups,
                                int64_t width) {
     for (int64_t g = 0; g < groups; ++g)
@@ -135,8 +262,96 @@ class SsmLayer final : public LayerType {
         rms_norm(r, w + g * width, eps, r, 1, width);
       }
   }
-  [[noreturn]] static void unsupported() {
-    throw Error("[ssm] training state-space layers is not supported");
+
+  enum Act { kRstd, kLn, kZx, kPre, kXc, kXdb, kDtr, kDtraw, kDt, kY, kG, kRstdg, kXhat, kYn };
+  enum Scratch { kDzx, kDxc, kDxdb, kDdtr, kDdt, kDy, kDg };
+
+  struct TrainShape {
+    bool m2;
+    Widths w;
+    int64_t x_off, z_off, groups;
+  };
+  static int64_t dt_width(const ModelConfig& c) {
+    return c.arch == Arch::kMamba2 ? c.ssm_dt_rank : c.ssm_inner;
+  }
+  static TrainShape train_shape(const ModelConfig& c) {
+    const bool m2 = c.arch == Arch::kMamba2;
+    return {m2, widths(c), m2 ? c.ssm_inner : 0, m2 ? 0 : c.ssm_inner, c.ssm_n_groups()};
+  }
+  static SsmScanArgs scan_args(const LayerPass& p, const TrainShape& s) {
+    const ModelConfig& c = *p.cfg;
+    float* const* a = p.a;
+    const float* bc = s.m2 ? a[kXc] + c.ssm_inner : a[kXdb] + c.ssm_dt_rank;
+    const int64_t ld_bc = s.m2 ? s.w.conv : s.w.xdb;
+    return {a[kXc],        s.w.conv, a[kDt],       dt_width(c), p.weight(&LayerWeights::ssm_a),
+            s.m2 ? 1 : c.ssm_state,  bc,           bc + s.groups * c.ssm_state, ld_bc,
+            p.weight(&LayerWeights::ssm_d), nullptr, a[kY],     p.b,         p.t,
+            c.ssm_heads(), c.ssm_head_dim(), c.ssm_state, s.groups};
+  }
+
+  // Everything after the input projection: the conv, dt, (the scan), the gate and mamba2's norm.
+  static void rebuild(const LayerPass& p, const TrainShape& s, bool scan) {
+    const ModelConfig& c = *p.cfg;
+    const int64_t n = p.n(), di = c.ssm_inner;
+    float* const* a = p.a;
+    ssm_conv({a[kZx] + s.x_off, s.w.in_proj, nullptr, p.weight(&LayerWeights::ssm_conv1d),
+              p.weight(&LayerWeights::ssm_conv1d_b), a[kPre], a[kXc], p.b, p.t, s.w.conv,
+              c.ssm_conv},
+             p.pool);
+    const float* dtb = p.weight(&LayerWeights::ssm_dt_b);
+    if (s.m2) {
+      const int64_t H = c.ssm_dt_rank, off = di + s.w.conv;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < H; ++h) a[kDtraw][i * H + h] = a[kZx][i * s.w.in_proj + off + h] + dtb[h];
+    } else {
+      const int64_t R = c.ssm_dt_rank;
+      matmul_forward(a[kXdb], a[kXc], p.weight(&LayerWeights::ssm_x), n, di, s.w.xdb, p.pool);
+      for (int64_t i = 0; i < n; ++i)
+        std::copy(a[kXdb] + i * s.w.xdb, a[kXdb] + i * s.w.xdb + R, a[kDtr] + i * R);
+      matmul_forward(a[kDtraw], a[kDtr], p.weight(&LayerWeights::ssm_dt), n, R, di, p.pool, false,
+                     nullptr, dtb);
+    }
+    const int64_t nd = n * dt_width(c);
+    for (int64_t i = 0; i < nd; ++i) a[kDt][i] = softplus(a[kDtraw][i]);
+    if (scan) ssm_scan(scan_args(p, s), p.pool);
+    const float* z = a[kZx] + s.z_off;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < di; ++j) {
+        const float zv = z[i * s.w.in_proj + j];
+        a[kG][i * di + j] = a[kY][i * di + j] * (zv / (1.0f + std::exp(-zv)));
+      }
+    if (s.m2)
+      group_norm_forward(a[kYn], a[kXhat], a[kRstdg], a[kG], p.weight(&LayerWeights::ssm_norm), n,
+                         c.ssm_groups, di / c.ssm_groups, c.norm_eps, p.pool);
+  }
+
+  // Mamba-2's grouped RMSNorm through the RMSNorm op: rows of one group, normalised with unit
+  // weights (xhat), then each group scaled by its own weights.
+  static void group_norm_forward(float* out, float* xhat, float* rstd, const float* x,
+                                 const float* w, int64_t n, int64_t groups, int64_t width,
+                                 float eps, ThreadPool* pool) {
+    const std::vector<float> ones(static_cast<size_t>(width), 1.0f);
+    rmsnorm_forward(xhat, rstd, x, ones.data(), n * groups, width, eps, pool);
+    for (int64_t r = 0; r < n * groups; ++r) {
+      const float* wg = w + (r % groups) * width;
+      for (int64_t j = 0; j < width; ++j) out[r * width + j] = xhat[r * width + j] * wg[j];
+    }
+  }
+  // dx (zeroed here) and dw (accumulated) from d out.
+  static void group_norm_backward(float* dx, float* dw, float* dout, const float* x,
+                                  const float* xhat, const float* w, const float* rstd, int64_t n,
+                                  int64_t groups, int64_t width, ThreadPool* pool) {
+    for (int64_t r = 0; r < n * groups; ++r) {
+      const int64_t g = r % groups;
+      for (int64_t j = 0; j < width; ++j) {
+        dw[g * width + j] += dout[r * width + j] * xhat[r * width + j];
+        dout[r * width + j] *= w[g * width + j];  // now d xhat
+      }
+    }
+    const std::vector<float> ones(static_cast<size_t>(width), 1.0f);
+    std::vector<float> dones(static_cast<size_t>(width), 0.0f);
+    std::fill(dx, dx + n * groups * width, 0.0f);
+    rmsnorm_backward(dx, dones.data(), dout, x, ones.data(), rstd, n * groups, width, pool);
   }
 };
 

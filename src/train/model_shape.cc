@@ -19,9 +19,26 @@ Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
     cfg.norm_eps = 1e-6f;
     return Status::ok();
   }
+  if (arch == "mamba" || arch == "mamba2") {
+    // The shape's heads, kv_heads and ffn are the scan's heads, B/C groups and inner width (mamba:
+    // heads and groups 1); taps 4; state 16 (mamba) or 64 (mamba2); mamba's dt rank dim / 16.
+    const bool m2 = arch == "mamba2";
+    cfg.arch = m2 ? Arch::kMamba2 : Arch::kMamba;
+    cfg.arch_name = arch;
+    cfg.rope = RopeStyle::kNone;
+    cfg.ssm_inner = cfg.ffn_dim;
+    cfg.ssm_conv = 4;
+    cfg.ssm_state = m2 ? 64 : 16;
+    cfg.ssm_dt_rank = m2 ? cfg.n_heads : (cfg.dim + 15) / 16;
+    cfg.ssm_groups = m2 ? cfg.n_kv_heads : 0;
+    if (!m2 && (cfg.n_heads != 1 || cfg.n_kv_heads != 1))
+      return Status::error("--shape for mamba: heads and kv_heads must be 1 (dim,layers,1,1,inner)");
+    cfg.n_heads = cfg.n_kv_heads = cfg.head_dim = cfg.rope_dim = cfg.ffn_dim = 0;
+    return Status::ok();
+  }
   if (arch != "gpt2")
     return Status::error("--arch: unknown architecture '" + arch +
-                         "' (trainable: llama, qwen2, qwen3, gpt2)");
+                         "' (trainable: llama, qwen2, qwen3, gpt2, mamba, mamba2)");
   cfg.arch = Arch::kGpt2;
   cfg.arch_name = "gpt2";
   cfg.rope = RopeStyle::kNone;

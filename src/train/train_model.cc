@@ -54,10 +54,19 @@ std::string memory_modes(const TrainOptions& o) {
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.arch != Arch::kLlama && c.arch != Arch::kQwen2 && c.arch != Arch::kQwen3 &&
-      c.arch != Arch::kGpt2)
-    return Status::error(w + "only the llama, qwen2, qwen3 and gpt2 architectures are trainable (" +
-                         c.arch_name + "'s layers are not yet)");
+  if (c.ssm()) {
+    if (c.dim <= 0 || c.n_layers <= 0 || c.n_vocab <= 0 || c.ssm_inner <= 0 || c.ssm_state <= 0 ||
+        c.ssm_conv <= 0 || c.ssm_dt_rank <= 0 || c.ssm_n_groups() <= 0)
+      return Status::error(w + "dim, layers, vocab and the state-space sizes must be > 0");
+    if (c.ssm_inner % c.ssm_heads() != 0 || c.ssm_heads() % c.ssm_n_groups() != 0)
+      return Status::error(w + c.arch_name + ": inner size " + std::to_string(c.ssm_inner) +
+                           " must be a multiple of the heads (" + std::to_string(c.ssm_heads()) +
+                           "), and they of the groups (" + std::to_string(c.ssm_n_groups()) + ")");
+    if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
+    if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
+      return Status::error(w + "norm_eps must be > 0");
+    return Status::ok();
+  }
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
     return Status::error(w + "dim, layers, heads, kv_heads, head_dim, ffn and vocab must be > 0");

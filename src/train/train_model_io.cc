@@ -22,6 +22,35 @@ Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, i
   return m;
 }
 
+// The state-space mixer's own tensors, initialised as Mamba does: A = -(1 .. state) per channel
+// (mamba) or -uniform(1, 16) per head (mamba2), D = 1, step sizes log-uniform in [1e-3, 1e-1]
+// through the dt bias (softplus's inverse), conv taps uniform in +-1/sqrt(taps), the gated norm 1.
+// False for any other tensor.
+bool TrainModel::init_ssm(const ParamInfo& info, float* p, std::mt19937_64& rng) const {
+  const std::string& name = info.name;
+  const int64_t n = info.numel;
+  if (name.ends_with(".ssm_a")) {
+    std::uniform_real_distribution<float> u(1.0f, 16.0f);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = cfg_.arch == Arch::kMamba ? -static_cast<float>(i % cfg_.ssm_state + 1) : -u(rng);
+  } else if (name.ends_with(".ssm_d") || name.ends_with(".ssm_norm.weight")) {
+    std::fill(p, p + n, 1.0f);
+  } else if (name.ends_with(".ssm_dt.bias")) {
+    std::uniform_real_distribution<float> u(std::log(1e-3f), std::log(1e-1f));
+    for (int64_t i = 0; i < n; ++i) {
+      const float dt = std::exp(u(rng));
+      p[i] = dt + std::log(-std::expm1(-dt));  // softplus(p) = dt
+    }
+  } else if (name.ends_with(".ssm_conv1d.weight")) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(cfg_.ssm_conv));
+    std::uniform_real_distribution<float> u(-bound, bound);
+    for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void TrainModel::init_random(const InitOptions& init) {
   std::mt19937_64 rng(init.seed);
   const float out_std = init.scale_out_proj
@@ -29,12 +58,14 @@ void TrainModel::init_random(const InitOptions& init) {
                             : init.std;
   for (const ParamInfo& info : infos_) {
     float* p = params_ + info.offset;
+    if (init_ssm(info, p, rng)) continue;
     if (info.shape.size() == 1) {  // norm weights 1, biases 0
       std::fill(p, p + info.numel, info.name.ends_with(".bias") ? 0.0f : 1.0f);
       continue;
     }
-    const bool out_proj =
-        info.name.ends_with("attn_output.weight") || info.name.ends_with("ffn_down.weight");
+    const bool out_proj = info.name.ends_with("attn_output.weight") ||
+                          info.name.ends_with("ffn_down.weight") ||
+                          info.name.ends_with("ssm_out.weight");
     std::normal_distribution<float> dist(0.0f, out_proj ? out_std : init.std);
     for (int64_t i = 0; i < info.numel; ++i) p[i] = dist(rng);
   }

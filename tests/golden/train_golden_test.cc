@@ -110,7 +110,8 @@ TEST_P(TrainGolden, AdamWTrajectoryMatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, TrainGolden,
                          ::testing::Values("llama_tied", "llama_untied", "qwen2_untied",
-                                           "qwen3_tied", "llama_swa", "gpt2_tied"));
+                                           "qwen3_tied", "llama_swa", "gpt2_tied", "mamba_untied",
+                                           "mamba2_tied"));
 
 }  // namespace
 }  // namespace nexus::train

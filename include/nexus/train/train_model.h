@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -195,6 +196,7 @@ class TrainModel {
   const ParamInfo* find(const std::string& name) const;
   // The output head and the fused cross-entropy with their backward; returns the mean loss.
   float head_forward(int64_t n, bool for_backward);
+  bool init_ssm(const ParamInfo& info, float* p, std::mt19937_64& rng) const;
   void init_random(const InitOptions& init);
   // The pass of block l over saved-activation set `set` with weights `w` (by slot).
   LayerPass layer_pass(int64_t l, int64_t set, const float* const* w) const;
