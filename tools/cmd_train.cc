@@ -115,8 +115,8 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.set_config("--config", "", "TOML file of flags (keys are the long flag names)");
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
-  app.add_option("--init", f.init, "fine-tune this GGUF llama/gpt2 model instead of --shape");
-  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2")->capture_default_str();
+  app.add_option("--init", f.init, "fine-tune this GGUF model instead of --shape");
+  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
                "gradient checkpointing: recompute each block in backward (less memory)");
   app.add_flag("--selective-recompute", f.train_opts.selective_recompute,
@@ -291,7 +291,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
 }
 
 int train_main(int argc, char** argv) {
-  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3 or gpt2 model (CPU; f32, bf16 or f16)", "nexus train"};
+  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba or mamba2 model (CPU; f32, bf16 or f16)", "nexus train"};
   Flags f;
   profile::SessionOptions prof;
   add_flags(app, f, prof);
