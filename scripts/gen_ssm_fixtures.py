@@ -1,15 +1,17 @@
 #!/usr/bin/python3
-"""Golden fixtures for the state-space models: tiny random-weight Mamba-1 ("mamba") and Mamba-2
-("mamba2") models written as GGUF files, with float64 reference logits and final recurrent states
+"""Golden fixtures for the state-space models: tiny random-weight Mamba-1 ("mamba"), Mamba-2
+("mamba2") and hybrid Mamba-2 / attention ("granitehybrid", IBM Granite 4.0-H, Bamba style) models
+written as GGUF files, with float64 reference logits and final recurrent states
 (tests/fixtures/models/) and training references: loss, every gradient and a 20-step AdamW loss
 trajectory (tests/fixtures/train/).
 
 Run with Debian's python (torch + numpy, nothing else, no network):
 
-    /usr/bin/python3 scripts/gen_ssm_fixtures.py              # writes all four cases
+    /usr/bin/python3 scripts/gen_ssm_fixtures.py              # writes all seven cases
     /usr/bin/python3 scripts/gen_ssm_fixtures.py mamba2_tied  # one case
 
-The math (written here from these definitions; all in float64). Both models:
+The math (written here from these definitions; all in float64). mamba and mamba2 (granitehybrid
+adds an FFN to every layer, below):
     x = token_embd[tokens];  per layer  x = x + mixer(rmsnorm(x) * attn_norm.weight);
     logits = (rmsnorm(x) * output_norm.weight) @ output.weight^T  (token_embd when tied)
 with rmsnorm(v) = v / sqrt(mean(v^2) + eps), softplus(v) = log1p(exp(v)) for v <= 20 else v,
@@ -30,37 +32,63 @@ silu(v) = v * sigmoid(v), and a causal depthwise convolution of width K per chan
     y = y * silu(z); each of the G slices of D/G channels RMS-normalised on its own (eps) and
     multiplied by ssm_norm.weight [G, D/G]; out = y @ ssm_out^T
 
-Two formulations, which must agree to 1e-9 on every logit and on every layer's final conv and SSM
-state before anything is written:
+  granitehybrid: layer i is recurrent (the Mamba-2 mixer above) or attention, as listed by
+  .attention.head_count_kv[i] (0: recurrent), and every layer has a SwiGLU FFN as well:
+    x = x + mixer_i(rmsnorm(x) * attn_norm.weight)
+    x = x + ffn_down(silu(ffn_gate(u)) * ffn_up(u)),  u = rmsnorm(x) * ffn_norm.weight
+  The attention mixer is llama's (gen_model_fixtures.py): q, k, v = h Wq^T, h Wk^T, h Wv^T (no
+  biases), n_heads query heads of head_dim = dim / n_heads, n_kv_heads K/V heads (query head h
+  reads K/V head h // (n_heads / n_kv_heads)), causal softmax(q k^T / sqrt(head_dim)) v, then
+  attn_output. RoPE (llama's adjacent pairs, base 1e4, all of head_dim) only when
+  .rope.scaling.finetuned is true; otherwise no positional encoding at all (NoPE, as Granite
+  4.0-H ships). No embedding / residual / attention / logit multipliers.
+
+Two formulations, which must agree to 1e-9 on every logit and on every recurrent layer's final conv
+and SSM state before anything is written:
   A  batched torch, differentiated by autograd for the training references. Mamba-1 is the
      selective scan (exp(dt A) and dt B u on whole tensors, a python loop over time); Mamba-2 is
      the chunked SSD ("state space duality") form with chunks of L = 4 tokens: within a chunk
      y = (exp(segsum(dt A)) masked causal * (C B^T)) (dt x), across chunks the chunk-end states
      are passed on with the decays exp(segsum) of the chunk totals of dt A. A sequence whose
      length is not a multiple of L is padded at the end with dt = 0, x = 0 rows (decay 1, no
-     input), which are dropped afterwards. The convolution is torch's grouped conv1d.
+     input), which are dropped afterwards. The convolution is torch's grouped conv1d. Attention
+     is a full causal mask over the sequence with repeat_interleave'd K/V heads and
+     gen_model_fixtures' rotate-half RoPE on a permuted view.
   B  numpy, one token at a time as a decoder with a recurrent cache runs it: a rolling conv state
-     of the last K-1 conv inputs and the SSM state updated in place (per-head loops for Mamba-2).
+     of the last K-1 conv inputs and the SSM state updated in place (per-head loops for Mamba-2),
+     and for attention layers a growing K/V cache with per-head loops and gen_model_fixtures'
+     complex-multiplication RoPE.
 The fixtures are also checked to be sensitive (the gen_model_fixtures.py way): each of these
 mistakes moves the logits by more than 100 times the C++ F32 tolerance 1e-4 + 1e-5 |ref|:
 softplus omitted, conv taps reversed, B and C swapped, ssm_d omitted, the state reset at every
-token, and for Mamba-2 head h reading group h % G, and the group norm applied before the gate.
+token, and for the Mamba-2 mixer (mamba2, granitehybrid) head h reading group h % G, and the group
+norm applied before the gate; for granitehybrid also RoPE toggled (applied to the NoPE case, left
+out of the RoPE case), the NeoX (halves) RoPE style (RoPE case), the layer kinds shifted by one
+(the first attention layer's mixer swapped with its recurrent neighbour's, norms and FFNs in
+place), the FFN skipped on the recurrent layers, and query head h reading K/V head h % n_kv_heads.
 
 Files. tests/fixtures/models/NAME.{gguf,logits.bin,json} exactly as gen_model_fixtures.py writes
 them (see tests/fixtures/models/README.md); NAME.json also holds, for sequence 0, every layer's
 final conv state ([K-1][channels], oldest token first: the conv inputs, i.e. x for mamba and xBC
-for mamba2, before the convolution) and SSM state (mamba [d_inner][N], mamba2 [H][P][N]), row-major.
+for mamba2 and granitehybrid, before the convolution) and SSM state (mamba [d_inner][N], mamba2 and
+granitehybrid [H][P][N]), row-major; for granitehybrid only the recurrent layers are listed, each
+with its "layer" index.
 tests/fixtures/train/NAME.gguf + NAME.ref.gguf exactly as gen_train_fixtures.py writes them:
 train.batch/seq/tokens/targets/loss, train.losses of 20 AdamW steps with train.lr/beta1/beta2/
 eps/weight_decay/clip (its OPT; weight decay on the tensors of rank >= 2, as the trainer does,
-which here includes ssm_conv1d.weight, ssm_a, and mamba2's ssm_d [H, 1] and ssm_norm.weight)
-and grad.NAME = d mean cross-entropy / d the tensor NAME as stored (grad.blk.0.ssm_a is w.r.t. A
-itself; tied: token_embd gets both uses). The gradients are also checked against central
+which here includes ssm_conv1d.weight, ssm_a, and the Mamba-2 mixer's ssm_d [H, 1] and
+ssm_norm.weight) and grad.NAME = d mean cross-entropy / d the tensor NAME as stored
+(grad.blk.0.ssm_a is w.r.t. A itself; tied: token_embd gets both uses). The gradients are also checked against central
 differences on a few elements of every tensor.
 
-GGUF: llama.cpp's names and keys (mamba / mamba2 .ssm.conv_kernel, .ssm.inner_size,
-.ssm.state_size, .ssm.time_step_rank (mamba: R; mamba2: H), .ssm.group_count (mamba2)); dims are
-written innermost first, so a numpy [a, b] tensor has ggml ne = {b, a}.
+GGUF: llama.cpp's names and keys (ARCH.ssm.conv_kernel, .ssm.inner_size, .ssm.state_size,
+.ssm.time_step_rank (mamba: R; mamba2, granitehybrid: H), .ssm.group_count (mamba2,
+granitehybrid)); dims are written innermost first, so a numpy [a, b] tensor has ggml ne = {b, a}.
+granitehybrid also has .feed_forward_length, .attention.head_count, .attention.head_count_kv (a u32
+array, one entry per layer: 0 for the recurrent layers), .rope.freq_base, .rope.dimension_count
+(= head_dim) and .rope.scaling.finetuned (bool: the attention layers use RoPE); its recurrent
+layers hold mamba2's block tensors, its attention layers attn_q/attn_k/attn_v/attn_output.weight,
+and every layer attn_norm, ffn_norm, ffn_gate, ffn_up and ffn_down.weight.
 """
 
 import argparse
@@ -81,8 +109,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 # --------------------------------------------------------------------------------------------
-# Cases. The mutation flags (softplus ... recurrence) are only changed by the self-check's
-# deliberate mistakes (see MUTATIONS).
+# Cases. The mutation flags (softplus ... norm_first, and granitehybrid's rope_style ...
+# mixer_from) are only changed by the self-check's deliberate mistakes (see MUTATIONS and
+# hybrid_mutations). New cases go at the end: an inference case's seed follows its index.
 # --------------------------------------------------------------------------------------------
 
 BASE = dict(n_ctx=64, n_layers=2, dim=32, d_inner=64, d_conv=4, norm_eps=1e-5, chunk=4,
@@ -90,6 +119,15 @@ BASE = dict(n_ctx=64, n_layers=2, dim=32, d_inner=64, d_conv=4, norm_eps=1e-5, c
             recurrence=True, group_map="div", norm_first=False)
 MAMBA = dict(arch="mamba", d_state=8, dt_rank=4, tied=False)
 MAMBA2 = dict(arch="mamba2", d_state=16, n_head=4, n_group=2, tied=True)
+# granitehybrid: the Mamba-2 mixer of MAMBA2 on the recurrent layers (n_head SSM heads), llama
+# attention with n_heads query / n_kv_heads K/V heads on the others, a SwiGLU FFN on every layer.
+# rope_style "neox", gqa_map "tile", ffn_on_ssm False and mixer_from (layer i runs the mixer of
+# layer mixer_from[i]) are mistakes; attn_self_only (each query sees only its own key) is used
+# by scale_stats to measure how much attention takes from earlier tokens.
+GRANITE = dict(arch="granitehybrid", n_layers=4, layer_kinds=("ssm", "attn", "ssm", "ssm"),
+               d_state=16, n_head=4, n_group=2, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=48,
+               rope=False, rope_base=10000.0, tied=True, rope_style="normal",
+               gqa_map="interleave", ffn_on_ssm=True, mixer_from=None, attn_self_only=False)
 
 CASES = [
     dict(MAMBA, name="mamba", kind="model", n_vocab=96,
@@ -102,6 +140,17 @@ CASES = [
                 "RMSNorm (norm after the gate), tied output"),
     dict(MAMBA, name="mamba_untied", kind="train", n_vocab=64, batch=2, seq=12, seed=21),
     dict(MAMBA2, name="mamba2_tied", kind="train", n_vocab=64, batch=2, seq=10, seed=22),
+    dict(GRANITE, name="granitehybrid", kind="model", n_vocab=96,
+         checks="granitehybrid (Granite 4.0-H style hybrid): 4 layers ssm, attn, ssm, ssm "
+                "(head_count_kv [0, 2, 0, 0]); Mamba-2 mixer as mamba2 (d_inner 64 = 4 heads x 16, "
+                "d_state 16, 2 groups, d_conv 4); attention 4 query / 2 KV heads of head_dim 16 (key_length), "
+                "no RoPE (rope.scaling.finetuned false); SwiGLU FFN 48 on every layer; tied"),
+    dict(GRANITE, name="granitehybrid_rope", kind="model", n_vocab=96,
+         layer_kinds=("attn", "ssm", "ssm", "attn"), rope=True, tied=False,
+         checks="granitehybrid with layers attn, ssm, ssm, attn (head_count_kv [2, 0, 0, 2]) and "
+                "llama's adjacent-pair RoPE base 1e4 over head_dim 16 (rope.scaling.finetuned "
+                "true), GQA 4/2, SwiGLU FFN 48 on every layer, untied output"),
+    dict(GRANITE, name="granitehybrid_tied", kind="train", n_vocab=64, batch=2, seq=10, seed=23),
 ]
 
 MUTATIONS = [  # (what, config change, archs)
@@ -116,14 +165,47 @@ MUTATIONS = [  # (what, config change, archs)
 LEAST_EXCESS = 100
 
 
+def hybrid_mutations(cfg):
+    """granitehybrid's mistakes: the Mamba-2 mixer's (MUTATIONS) plus those of the hybrid
+    structure and its attention, as (what, config change)."""
+    m = [(what, change) for what, change, archs in MUTATIONS if "mamba2" in archs]
+    kinds = cfg["layer_kinds"]
+    if cfg["rope"]:
+        m.append(("RoPE left out", dict(rope=False)))
+        m.append(("NeoX RoPE (halves)", dict(rope_style="neox")))
+    else:
+        m.append(("RoPE applied (NoPE model)", dict(rope=True)))
+    a = kinds.index("attn")  # the first attention layer changes places with a recurrent neighbour
+    b = a + 1 if a + 1 < len(kinds) and kinds[a + 1] != "attn" else a - 1
+    order = list(range(len(kinds)))
+    order[a], order[b] = b, a
+    m.append((f"layer kinds shifted (attention at layer {b}, not {a})", dict(mixer_from=order)))
+    m.append(("FFN skipped on recurrent layers", dict(ffn_on_ssm=False)))
+    m.append(("GQA head h -> KV head h % n_kv", dict(gqa_map="tile")))
+    return m
+
+
 def full_config(case):
+    """The case over BASE, with its derived sizes: ssm_head_dim (P, channels per SSM head of the
+    Mamba-2 mixer; mamba2's JSON calls it head_dim), head_dim (granitehybrid: the attention head
+    width), conv_channels, and layer_kinds ("ssm" for every layer of mamba and mamba2)."""
     cfg = dict(BASE)
     cfg.update(case)
-    if cfg["arch"] == "mamba2":
-        cfg["head_dim"] = cfg["d_inner"] // cfg["n_head"]
-        cfg["conv_channels"] = cfg["d_inner"] + 2 * cfg["n_group"] * cfg["d_state"]
-    else:
+    if cfg["arch"] == "mamba":
         cfg["conv_channels"] = cfg["d_inner"]
+    else:
+        cfg["ssm_head_dim"] = cfg["d_inner"] // cfg["n_head"]
+        cfg["conv_channels"] = cfg["d_inner"] + 2 * cfg["n_group"] * cfg["d_state"]
+    if cfg["arch"] == "mamba2":
+        cfg["head_dim"] = cfg["ssm_head_dim"]
+    if cfg["arch"] == "granitehybrid":
+        # head_dim 16 > dim / heads keeps the K/V row (2 x 16) a multiple of 32, which a Q8_0 KV
+        # cache needs (and writes attention.key_length / value_length).
+        cfg["head_dim"] = cfg.get("head_dim") or cfg["dim"] // cfg["n_heads"]
+        cfg["layer_kinds"] = list(cfg["layer_kinds"])
+        assert len(cfg["layer_kinds"]) == cfg["n_layers"]
+    else:
+        cfg["layer_kinds"] = ["ssm"] * cfg["n_layers"]
     return cfg
 
 
@@ -132,6 +214,11 @@ def full_config(case):
 # Scaled so that every activation is O(1): dt = softplus(bias + ...) with softplus(bias) in
 # [0.05, 0.5] (log-uniform, the Mamba initialisation), A in [-8, -1], so exp(dt A) spans ~0.02..0.95
 # and a token's input is remembered for a few steps: the state matters as much as the D skip.
+# granitehybrid's attention and FFN weights are gen_model_fixtures'/gen_train_fixtures' (q and k
+# with gain 1.5 so that the softmax is not flat, v, output and FFN projections with gain 1), and
+# so is its embedding std of 0.25: with 0.5 its four tied layers learn the training batch within
+# the 20 AdamW steps (loss 7.9 -> 0.007, where float32 cross-entropy's rounding is 2e-6 of the
+# loss); with 0.25 it goes 5.1 -> 0.15 (mamba2_tied: 7.8 -> 0.13).
 # --------------------------------------------------------------------------------------------
 
 def make_weights(cfg, rng):
@@ -155,10 +242,15 @@ def make_weights(cfg, rng):
         dt = np.exp(rng.uniform(math.log(0.05), math.log(0.5), n))
         return t(np.log(np.expm1(dt)))
 
-    w = {"tok_embd": normal((V, d), 0.5), "layers": []}
-    for _ in range(cfg["n_layers"]):
+    emb_std = 0.25 if cfg["arch"] == "granitehybrid" else 0.5
+    w = {"tok_embd": normal((V, d), emb_std), "layers": []}
+    for kind in cfg["layer_kinds"]:
         L = {"attn_norm": norm_w(d)}
-        if cfg["arch"] == "mamba":
+        if kind == "attn":
+            qd, kvd = cfg["n_heads"] * cfg["head_dim"], cfg["n_kv_heads"] * cfg["head_dim"]
+            L["wq"], L["wk"], L["wv"] = lin(qd, d, 1.5), lin(kvd, d, 1.5), lin(kvd, d)
+            L["wo"] = lin(d, qd)
+        elif cfg["arch"] == "mamba":
             R = cfg["dt_rank"]
             L["ssm_in"] = lin(2 * di, d)
             L["conv_w"], L["conv_b"] = normal((ch, K), 0.5), normal(ch, 0.1)
@@ -175,7 +267,12 @@ def make_weights(cfg, rng):
             L["ssm_a"] = t(-rng.uniform(1.0, 8.0, (H, 1)))
             L["ssm_d"] = t(rng.uniform(0.5, 1.5, (H, 1)))
             L["ssm_norm"] = norm_w((G, di // G))
-        L["ssm_out"] = lin(d, di)
+        if kind == "ssm":
+            L["ssm_out"] = lin(d, di)
+        if cfg["arch"] == "granitehybrid":
+            f = cfg["ffn_dim"]
+            L["ffn_norm"] = norm_w(d)
+            L["w_gate"], L["w_up"], L["w_down"] = lin(f, d), lin(f, d), lin(d, f)
         w["layers"].append(L)
     w["out_norm"] = norm_w(d)
     w["output"] = w["tok_embd"] if cfg["tied"] else lin(V, d)
@@ -186,7 +283,11 @@ LAYER_NAMES = [("attn_norm", "attn_norm.weight"), ("ssm_in", "ssm_in.weight"),
                ("conv_w", "ssm_conv1d.weight"), ("conv_b", "ssm_conv1d.bias"),
                ("ssm_x", "ssm_x.weight"), ("ssm_dt", "ssm_dt.weight"), ("dt_bias", "ssm_dt.bias"),
                ("ssm_a", "ssm_a"), ("ssm_d", "ssm_d"), ("ssm_norm", "ssm_norm.weight"),
-               ("ssm_out", "ssm_out.weight")]
+               ("ssm_out", "ssm_out.weight"),
+               ("wq", "attn_q.weight"), ("wk", "attn_k.weight"), ("wv", "attn_v.weight"),
+               ("wo", "attn_output.weight"), ("ffn_norm", "ffn_norm.weight"),
+               ("w_gate", "ffn_gate.weight"), ("w_up", "ffn_up.weight"),
+               ("w_down", "ffn_down.weight")]
 
 
 def named_params(cfg, w):
@@ -209,15 +310,29 @@ def build_gguf(cfg, w):
     gw.add(f"{a}.context_length", gm.GGUF_U32, cfg["n_ctx"])
     gw.add(f"{a}.embedding_length", gm.GGUF_U32, cfg["dim"])
     gw.add(f"{a}.block_count", gm.GGUF_U32, cfg["n_layers"])
-    gw.add(f"{a}.feed_forward_length", gm.GGUF_U32, 0)
-    gw.add(f"{a}.attention.head_count", gm.GGUF_U32, 0)
+    if a == "granitehybrid":
+        gw.add(f"{a}.feed_forward_length", gm.GGUF_U32, cfg["ffn_dim"])
+        gw.add(f"{a}.attention.head_count", gm.GGUF_U32, cfg["n_heads"])
+        # One entry per layer; 0 marks a recurrent layer (how llama.cpp tells the kinds apart).
+        gw.add_array(f"{a}.attention.head_count_kv", gm.GGUF_U32,
+                     [cfg["n_kv_heads"] if k == "attn" else 0 for k in cfg["layer_kinds"]])
+        if cfg["head_dim"] * cfg["n_heads"] != cfg["dim"]:
+            gw.add(f"{a}.attention.key_length", gm.GGUF_U32, cfg["head_dim"])
+            gw.add(f"{a}.attention.value_length", gm.GGUF_U32, cfg["head_dim"])
+    else:
+        gw.add(f"{a}.feed_forward_length", gm.GGUF_U32, 0)
+        gw.add(f"{a}.attention.head_count", gm.GGUF_U32, 0)
     gw.add(f"{a}.attention.layer_norm_rms_epsilon", gm.GGUF_F32, cfg["norm_eps"])
+    if a == "granitehybrid":
+        gw.add(f"{a}.rope.freq_base", gm.GGUF_F32, cfg["rope_base"])
+        gw.add(f"{a}.rope.dimension_count", gm.GGUF_U32, cfg["head_dim"])
+        gw.add(f"{a}.rope.scaling.finetuned", gm.GGUF_BOOL, cfg["rope"])  # false: NoPE
     gw.add(f"{a}.ssm.conv_kernel", gm.GGUF_U32, cfg["d_conv"])
     gw.add(f"{a}.ssm.inner_size", gm.GGUF_U32, cfg["d_inner"])
     gw.add(f"{a}.ssm.state_size", gm.GGUF_U32, cfg["d_state"])
     gw.add(f"{a}.ssm.time_step_rank", gm.GGUF_U32,
            cfg["dt_rank"] if a == "mamba" else cfg["n_head"])
-    if a == "mamba2":
+    if a != "mamba":
         gw.add(f"{a}.ssm.group_count", gm.GGUF_U32, cfg["n_group"])
     # Byte-level BPE vocabulary with the "gpt-2" pre-tokenizer (Mamba checkpoints ship the
     # GPT-NeoX tokenizer, a byte-level BPE of the same kind).
@@ -335,7 +450,8 @@ def group_rms_a(cfg, y, wt):
 
 
 def mamba2_mixer_a(cfg, L, h):
-    di, N, H, P, G = cfg["d_inner"], cfg["d_state"], cfg["n_head"], cfg["head_dim"], cfg["n_group"]
+    di, N, H, G = cfg["d_inner"], cfg["d_state"], cfg["n_head"], cfg["n_group"]
+    P = cfg["ssm_head_dim"]
     b, T, _ = h.shape
     zxbcdt = h @ L["ssm_in"].T
     z, xBC, dt_raw = zxbcdt[..., :di], zxbcdt[..., di:2 * di + 2 * G * N], zxbcdt[..., -H:]
@@ -366,17 +482,60 @@ def mamba2_mixer_a(cfg, L, h):
     return y @ L["ssm_out"].T, conv_state_a(cfg, xBC), s
 
 
+def rope_cfg(cfg):
+    """The keys gen_model_fixtures' rope_a / rope_b read, for granitehybrid's attention."""
+    return dict(rope=cfg["rope_style"] if cfg["rope"] else "none", rope_dim=cfg["head_dim"],
+                rope_base=cfg["rope_base"])
+
+
+def attention_a(cfg, L, h):
+    """llama's causal GQA attention of h (b, T, dim), positions 0..T-1, no biases."""
+    H, KV, hd = cfg["n_heads"], cfg["n_kv_heads"], cfg["head_dim"]
+    b, T, _ = h.shape
+    q = (h @ L["wq"].T).view(b, T, H, hd)
+    k = (h @ L["wk"].T).view(b, T, KV, hd)
+    v = (h @ L["wv"].T).view(b, T, KV, hd)
+    pos = torch.arange(T)
+    q, k = gm.rope_a(q, pos, rope_cfg(cfg)), gm.rope_a(k, pos, rope_cfg(cfg))  # "none": as is
+    if cfg["gqa_map"] == "interleave":  # query head h reads KV head h // (H / KV)
+        k, v = k.repeat_interleave(H // KV, dim=2), v.repeat_interleave(H // KV, dim=2)
+    else:                               # wrong on purpose (mutation): h % KV
+        k, v = k.repeat(1, 1, H // KV, 1), v.repeat(1, 1, H // KV, 1)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(hd)
+    i, j = pos[:, None], pos[None, :]
+    visible = (j == i) if cfg["attn_self_only"] else (j <= i)
+    s = s.masked_fill(~visible, float("-inf"))
+    a = torch.einsum("bhij,bjhd->bihd", torch.softmax(s, -1), v).reshape(b, T, H * hd)
+    return a @ L["wo"].T
+
+
+def swiglu_a(L, u):
+    return (silu_a(u @ L["w_gate"].T) * (u @ L["w_up"].T)) @ L["w_down"].T
+
+
 def forward_a(cfg, w, tokens):
     """tokens (b, T) -> logits (b, T, n_vocab) and, per layer, (conv state (b, K-1, ch),
-    SSM state (b, d_inner, N) or (b, H, P, N)) after the last token."""
-    mixer = mamba_mixer_a if cfg["arch"] == "mamba" else mamba2_mixer_a
+    SSM state (b, d_inner, N) or (b, H, P, N)) after the last token; None for attention layers."""
+    eps = cfg["norm_eps"]
+    ssm_mixer = mamba_mixer_a if cfg["arch"] == "mamba" else mamba2_mixer_a
+    layers = w["layers"]
+    mixer_from = cfg.get("mixer_from") or range(len(layers))
     x = w["tok_embd"][torch.as_tensor(tokens, dtype=torch.long)]
     states = []
-    for L in w["layers"]:
-        out, conv, ssm = mixer(cfg, L, rms_norm_a(x, L["attn_norm"], cfg["norm_eps"]))
-        x = x + out
-        states.append((conv, ssm))
-    x = rms_norm_a(x, w["out_norm"], cfg["norm_eps"])
+    for i, L in enumerate(layers):
+        M = layers[mixer_from[i]]  # the mixer's weights (another layer's only in a mutation)
+        h = rms_norm_a(x, L["attn_norm"], eps)
+        kind = cfg["layer_kinds"][mixer_from[i]]
+        if kind == "attn":
+            x = x + attention_a(cfg, M, h)
+            states.append(None)
+        else:
+            out, conv, ssm = ssm_mixer(cfg, M, h)
+            x = x + out
+            states.append((conv, ssm))
+        if "ffn_norm" in L and (kind == "attn" or cfg["ffn_on_ssm"]):  # granitehybrid
+            x = x + swiglu_a(L, rms_norm_a(x, L["ffn_norm"], eps))
+    x = rms_norm_a(x, w["out_norm"], eps)
     return x @ w["output"].T, states
 
 
@@ -424,7 +583,8 @@ def mamba_step_b(cfg, L, h, cache):
 
 
 def mamba2_step_b(cfg, L, h, cache):
-    di, N, H, P, G = cfg["d_inner"], cfg["d_state"], cfg["n_head"], cfg["head_dim"], cfg["n_group"]
+    di, N, H, G = cfg["d_inner"], cfg["d_state"], cfg["n_head"], cfg["n_group"]
+    P = cfg["ssm_head_dim"]
     zxbcdt = L["ssm_in"] @ h
     z, xBC, dt_raw = zxbcdt[:di], zxbcdt[di:2 * di + 2 * G * N], zxbcdt[2 * di + 2 * G * N:]
     xc, cache["conv"] = conv_step_b(cache["conv"], xBC, L)
@@ -446,23 +606,49 @@ def mamba2_step_b(cfg, L, h, cache):
     return L["ssm_out"] @ y
 
 
+def attention_step_b(cfg, L, h, cache):
+    """One token of llama attention at position p = tokens already in the K/V cache (lists of
+    (KV, head_dim) rows, RoPE'd keys)."""
+    H, KV, hd = cfg["n_heads"], cfg["n_kv_heads"], cfg["head_dim"]
+    p = len(cache["k"])
+    q = (L["wq"] @ h).reshape(H, hd)
+    k = (L["wk"] @ h).reshape(KV, hd)
+    q, k = gm.rope_b(q, p, rope_cfg(cfg)), gm.rope_b(k, p, rope_cfg(cfg))
+    cache["k"].append(k)
+    cache["v"].append((L["wv"] @ h).reshape(KV, hd))
+    att = np.zeros((H, hd))
+    for hh in range(H):
+        g = hh // (H // KV)
+        s = np.array([q[hh] @ kj[g] for kj in cache["k"]]) / math.sqrt(hd)
+        e = np.exp(s - s.max())
+        e /= e.sum()
+        att[hh] = sum(ej * vj[g] for ej, vj in zip(e, cache["v"]))
+    return L["wo"] @ att.reshape(-1)
+
+
 def forward_b(cfg, w, tokens):
-    """One sequence: logits (T, n_vocab) and the caches [(conv (K-1, ch), ssm)] at the end."""
+    """One sequence: logits (T, n_vocab) and the caches [(conv (K-1, ch), ssm)] at the end (None
+    for attention layers)."""
     eps = cfg["norm_eps"]
     layers = [{k: v.numpy() for k, v in L.items()} for L in w["layers"]]
     ssm_shape = ((cfg["d_inner"], cfg["d_state"]) if cfg["arch"] == "mamba" else
-                 (cfg["n_head"], cfg["head_dim"], cfg["d_state"]))
+                 (cfg["n_head"], cfg["ssm_head_dim"], cfg["d_state"]))
     caches = [dict(conv=np.zeros((cfg["d_conv"] - 1, cfg["conv_channels"])),
-                   ssm=np.zeros(ssm_shape)) for _ in layers]
-    step = mamba_step_b if cfg["arch"] == "mamba" else mamba2_step_b
+                   ssm=np.zeros(ssm_shape)) if kind == "ssm" else dict(k=[], v=[])
+              for kind in cfg["layer_kinds"]]
+    ssm_step = mamba_step_b if cfg["arch"] == "mamba" else mamba2_step_b
     emb, out_w, out_norm = w["tok_embd"].numpy(), w["output"].numpy(), w["out_norm"].numpy()
     logits = []
     for tok in tokens:
         x = emb[tok].copy()
-        for L, cache in zip(layers, caches):
+        for L, kind, cache in zip(layers, cfg["layer_kinds"], caches):
+            step = attention_step_b if kind == "attn" else ssm_step
             x = x + step(cfg, L, rms_b(x, L["attn_norm"], eps), cache)
+            if "ffn_norm" in L:  # granitehybrid: every layer
+                u = rms_b(x, L["ffn_norm"], eps)
+                x = x + L["w_down"] @ (silu_b(L["w_gate"] @ u) * (L["w_up"] @ u))
         logits.append(out_w @ rms_b(x, out_norm, eps))
-    return np.stack(logits), [(c["conv"], c["ssm"]) for c in caches]
+    return np.stack(logits), [(c["conv"], c["ssm"]) if "ssm" in c else None for c in caches]
 
 
 # --------------------------------------------------------------------------------------------
@@ -470,13 +656,13 @@ def forward_b(cfg, w, tokens):
 # --------------------------------------------------------------------------------------------
 
 def agreement(cfg, w, seqs):
-    """Largest |A - B| over the logits and over the final states of every layer."""
+    """Largest |A - B| over the logits and over the final states of every recurrent layer."""
     d_logits = d_states = 0.0
     for s in seqs:
         la, sa = forward_a(cfg, w, [s])
         lb, sb = forward_b(cfg, w, s)
         d_logits = max(d_logits, float(np.abs(la[0].numpy() - lb).max()))
-        for (ca, ma), (cb, mb) in zip(sa, sb):
+        for (ca, ma), (cb, mb) in ((a, b) for a, b in zip(sa, sb) if a is not None):
             d_states = max(d_states, float(np.abs(ca[0].numpy() - cb).max()),
                            float(np.abs(ma[0].numpy() - mb).max()))
     if not (d_logits <= 1e-9 and d_states <= 1e-9):
@@ -486,10 +672,12 @@ def agreement(cfg, w, seqs):
 
 
 def sensitivity(cfg, w, seqs, refs):
+    if cfg["arch"] == "granitehybrid":
+        mutations = hybrid_mutations(cfg)
+    else:
+        mutations = [(what, change) for what, change, archs in MUTATIONS if cfg["arch"] in archs]
     report = {}
-    for what, change, archs in MUTATIONS:
-        if cfg["arch"] not in archs:
-            continue
+    for what, change in mutations:
         mcfg = dict(cfg, **change)
         excess = min(gm.max_excess(forward_a(mcfg, w, [s])[0][0], r) for s, r in zip(seqs, refs))
         if not excess >= LEAST_EXCESS:
@@ -515,6 +703,44 @@ def scale_stats(cfg, w, tokens):
         stats["memory_share"].append(round(rms(out - local) / rms(out), 3))
         stats["mixer_over_residual"].append(round(rms(out) / rms(x), 3))
         x = x + out
+    return stats
+
+
+def hybrid_scale_stats(cfg, w, tokens):
+    """scale_stats for granitehybrid, per layer (None where a figure does not apply): for the
+    recurrent layers the same three figures, for the attention layers the share of the attention
+    output that comes from earlier tokens (its rms change when each query sees only its own key)
+    and |attention out| / |residual|; for every layer |FFN out| / |residual before the FFN|; and
+    how much the attention layers move the logits (their rms change when every attn_output is
+    zeroed, over rms logits)."""
+    rms = lambda v: float(v.pow(2).mean().sqrt())  # noqa: E731
+    eps = cfg["norm_eps"]
+    x = w["tok_embd"][torch.as_tensor([tokens])]
+    n = cfg["n_layers"]
+    stats = {"layer_kinds": cfg["layer_kinds"], "state_over_d_term": [None] * n,
+             "memory_share": [None] * n, "mixer_over_residual": [None] * n,
+             "ffn_over_residual": [None] * n}
+    for i, (kind, L) in enumerate(zip(cfg["layer_kinds"], w["layers"])):
+        h = rms_norm_a(x, L["attn_norm"], eps)
+        if kind == "attn":
+            out = attention_a(cfg, L, h)
+            local = attention_a(dict(cfg, attn_self_only=True), L, h)
+        else:
+            out = mamba2_mixer_a(cfg, L, h)[0]
+            state_only = mamba2_mixer_a(dict(cfg, use_d=False), L, h)[0]
+            local = mamba2_mixer_a(dict(cfg, recurrence=False), L, h)[0]
+            stats["state_over_d_term"][i] = round(rms(state_only) / rms(out - state_only), 3)
+        stats["memory_share"][i] = round(rms(out - local) / rms(out), 3)
+        stats["mixer_over_residual"][i] = round(rms(out) / rms(x), 3)
+        x = x + out
+        ffn = swiglu_a(L, rms_norm_a(x, L["ffn_norm"], eps))
+        stats["ffn_over_residual"][i] = round(rms(ffn) / rms(x), 3)
+        x = x + ffn
+    logits = forward_a(cfg, w, [tokens])[0]
+    no_attn = dict(w, layers=[dict(L, wo=torch.zeros_like(L["wo"])) if "wo" in L else L
+                              for L in w["layers"]])
+    change = rms(forward_a(cfg, no_attn, [tokens])[0] - logits) / rms(logits)
+    stats["logit_change_without_attention"] = round(change, 3)
     return stats
 
 
@@ -562,11 +788,17 @@ def run_model_case(cfg, seed, out_dir, generator):
     gguf = build_gguf(cfg, w)
     lbin = gm.logits_bin(cfg["n_vocab"], seqs, [r.to(torch.float32).numpy() for r in refs])
     K, ch = cfg["d_conv"], cfg["conv_channels"]
+    hybrid = cfg["arch"] == "granitehybrid"
     if cfg["arch"] == "mamba":
         ssm_layout = f"[d_inner {cfg['d_inner']}][d_state {cfg['d_state']}]"
     else:
-        ssm_layout = (f"[n_head {cfg['n_head']}][head_dim {cfg['head_dim']}]"
-                      f"[d_state {cfg['d_state']}]")
+        ssm_layout = (f"[n_head {cfg['n_head']}][{'ssm_' if hybrid else ''}head_dim "
+                      f"{cfg['ssm_head_dim']}][d_state {cfg['d_state']}]")
+    if hybrid:  # the recurrent layers only, each with its index
+        layer_states = [{"layer": i, "conv": flat(st[0][0]), "ssm": flat(st[1][0])}
+                        for i, st in enumerate(runs[0][1]) if st is not None]
+    else:
+        layer_states = [{"conv": flat(conv[0]), "ssm": flat(ssm[0])} for conv, ssm in runs[0][1]]
     states = {
         "sequence": 0,
         "after_tokens": len(seqs[0]),
@@ -576,11 +808,16 @@ def run_model_case(cfg, seed, out_dir, generator):
                         "xBC = x, B, C, the d_inner + 2*n_group*d_state outputs of ssm_in after "
                         "z") + ") of the last d_conv-1 tokens, before the conv and its bias",
         "ssm_layout": ssm_layout + " row-major",
-        "layers": [{"conv": flat(conv[0]), "ssm": flat(ssm[0])} for conv, ssm in runs[0][1]],
+        "layers": layer_states,
     }
-    keys = ["arch", "n_vocab", "n_ctx", "dim", "n_layers", "d_inner", "d_state", "d_conv"]
-    keys += ["dt_rank"] if cfg["arch"] == "mamba" else ["n_head", "head_dim", "n_group"]
-    keys += ["norm_eps", "tied"]
+    if hybrid:
+        keys = ["arch", "n_vocab", "n_ctx", "dim", "n_layers", "n_heads", "n_kv_heads",
+                "head_dim", "ffn_dim", "layer_kinds", "rope", "rope_base", "d_inner", "d_state",
+                "d_conv", "n_head", "ssm_head_dim", "n_group", "norm_eps", "tied"]
+    else:
+        keys = ["arch", "n_vocab", "n_ctx", "dim", "n_layers", "d_inner", "d_state", "d_conv"]
+        keys += ["dt_rank"] if cfg["arch"] == "mamba" else ["n_head", "head_dim", "n_group"]
+        keys += ["norm_eps", "tied"]
     desc = {
         "name": name,
         "checks": cfg["checks"],
@@ -595,21 +832,21 @@ def run_model_case(cfg, seed, out_dir, generator):
         "max_abs_logit": round(max(float(r.abs().max()) for r in refs), 4),
         "formulations_max_abs_diff": {"logits": float("%.3g" % d_logits),
                                       "final_states": float("%.3g" % d_states)},
-        "scale": scale_stats(cfg, w, seqs[1]),
+        "scale": (hybrid_scale_stats if hybrid else scale_stats)(cfg, w, seqs[1]),
         "mutation_excess_over_f32_tolerance": sens,
         "final_state": states,
         "generator": generator,
     }
-    if cfg["arch"] == "mamba2":
+    if cfg["arch"] != "mamba":
         desc["config"]["reference_chunk_len"] = cfg["chunk"]
     write(os.path.join(out_dir, name + ".gguf"), gguf)
     write(os.path.join(out_dir, name + ".logits.bin"), lbin)
     write(os.path.join(out_dir, name + ".json"),
           (json.dumps(desc, indent=1) + "\n").encode())
-    print(f"{name:13s} gguf {len(gguf):7d} B  logits {len(lbin):6d} B  "
+    print(f"{name:18s} gguf {len(gguf):7d} B  logits {len(lbin):6d} B  "
           f"max|logit| {desc['max_abs_logit']:6.3f}  A-B: logits {d_logits:.2e}, states "
           f"{d_states:.2e}  scale {desc['scale']}")
-    print(f"{'':13s} mutation excess: " + ", ".join(f"{k} {v:.0f}" for k, v in sens.items()))
+    print(f"{'':18s} mutation excess: " + ", ".join(f"{k} {v:.0f}" for k, v in sens.items()))
 
 
 def loss_fn(cfg, w, tokens, targets):
@@ -646,7 +883,7 @@ def run_train_case(cfg, out_dir):
     refb = ref.serialize()
     write(os.path.join(out_dir, cfg["name"] + ".gguf"), gguf)
     write(os.path.join(out_dir, cfg["name"] + ".ref.gguf"), refb)
-    print(f"{cfg['name']:13s} gguf {len(gguf):7d} B  ref {len(refb):7d} B  loss {loss.item():.6f}"
+    print(f"{cfg['name']:18s} gguf {len(gguf):7d} B  ref {len(refb):7d} B  loss {loss.item():.6f}"
           f" -> {losses[-1]:.6f} after {gt.OPT['steps']} steps, {sum(p.numel() for _, p in params)} "
           f"params  A-B: logits {d_logits:.2e}, states {d_states:.2e}  worst central-difference "
           f"rel. error {fd_err:.1e}")

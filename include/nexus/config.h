@@ -4,10 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace nexus {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2, kGraniteHybrid };
 enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
 
 struct ModelConfig {
@@ -35,16 +36,34 @@ struct ModelConfig {
   int64_t ssm_state = 0;
   int64_t ssm_dt_rank = 0;
   int64_t ssm_groups = 0;
+  // Hybrids (granitehybrid): 1 for the layers that are state-space (head_count_kv 0), 0 for the
+  // attention layers.
+  std::vector<uint8_t> recurrent;
 
+  // Every layer is state-space (mamba, mamba2).
   bool ssm() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }
+  bool hybrid() const { return arch == Arch::kGraniteHybrid; }
+  bool has_recurrent() const { return ssm() || hybrid(); }
+  bool recurrent_layer(int64_t l) const {
+    return ssm() || (hybrid() && recurrent[static_cast<size_t>(l)] != 0);
+  }
+  // The state-space mixer is Mamba-2's (multi-head, grouped B/C, gated norm).
+  bool mamba2_mixer() const { return arch == Arch::kMamba2 || arch == Arch::kGraniteHybrid; }
   // Scan heads and channels per head: mamba2's multi-head form; mamba is d_inner heads of one.
-  int64_t ssm_heads() const { return arch == Arch::kMamba2 ? ssm_dt_rank : ssm_inner; }
+  int64_t ssm_heads() const { return mamba2_mixer() ? ssm_dt_rank : ssm_inner; }
   int64_t ssm_head_dim() const { return ssm_inner / ssm_heads(); }
-  int64_t ssm_n_groups() const { return arch == Arch::kMamba2 ? ssm_groups : 1; }
+  int64_t ssm_n_groups() const { return mamba2_mixer() ? ssm_groups : 1; }
   // Channels through the conv: x (mamba), x with B and C (mamba2).
   int64_t ssm_conv_channels() const {
-    return arch == Arch::kMamba2 ? ssm_inner + 2 * ssm_groups * ssm_state : ssm_inner;
+    return mamba2_mixer() ? ssm_inner + 2 * ssm_groups * ssm_state : ssm_inner;
   }
+  // Layers of each kind.
+  int64_t n_recurrent_layers() const {
+    int64_t k = 0;
+    for (int64_t l = 0; l < n_layers; ++l) k += recurrent_layer(l) ? 1 : 0;
+    return k;
+  }
+  int64_t n_attention_layers() const { return n_layers - n_recurrent_layers(); }
 };
 
 // Attention kernel: the tiled online-softmax one, or the naive one that materialises every score

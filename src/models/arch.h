@@ -13,14 +13,21 @@
 
 namespace nexus {
 
+// Which layers of a hybrid have a tensor: all of them, or only its attention or state-space ones.
+enum class LayerKind : uint8_t { kAll, kAttention, kRecurrent };
+
 // One tensor of a block: the member it fills, its GGUF name with "%d" for the layer,
-// its expected shape (built from the config) and whether the file must have it.
+// its expected shape (built from the config), whether the file must have it, and which layers do.
 struct LayerSlot {
   Tensor LayerWeights::*field;
   const char* name;
   std::vector<int64_t> shape;
   bool required;
+  LayerKind kind = LayerKind::kAll;
 };
+
+// Whether layer l of c has the slot's tensor.
+bool slot_in_layer(const LayerSlot& s, const ModelConfig& c, int64_t l);
 
 // A tensor outside the blocks: the member of ModelWeights it fills, its GGUF name, its shape,
 // whether the file must have it, and whether it follows the blocks (the output head) rather than
@@ -75,5 +82,12 @@ const ArchSpec& qwen3_spec();
 const ArchSpec& gpt2_spec();
 const ArchSpec& mamba_spec();
 const ArchSpec& mamba2_spec();
+const ArchSpec& granite_hybrid_spec();
+
+// The state-space keys (ssm.*) every architecture with Mamba layers reads and writes, and
+// Mamba-2's block tensors (without the block's input norm).
+Status read_ssm_keys(const GgufFile& f, ModelConfig* c);
+void write_ssm_keys(const ModelConfig& c, Metadata* out);
+std::vector<LayerSlot> mamba2_mixer_slots(const ModelConfig& c);
 
 }  // namespace nexus

@@ -59,7 +59,7 @@ void store_kv(int64_t layer, ForwardState& st) {
   NEXUS_PROFILE_OP("store_kv", static_cast<int>(layer), profile::kv_store_bytes(*st.kv, st.n), 0,
                    "");
   for (int64_t t = 0; t < st.n; ++t)
-    st.kv->store(layer, st.seq[t], st.pos[t], st.k + t * w, st.v + t * w);
+    st.kv->store(st.kv_index(layer), st.seq[t], st.pos[t], st.k + t * w, st.v + t * w);
 }
 
 void output_head(const Model& model, ForwardState& st, bool layer_norm) {

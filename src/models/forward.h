@@ -42,6 +42,12 @@ struct ForwardState {
   // (ssm_scratch_floats for the max batch).
   SsmState* ssm = nullptr;
   float* ssm_buf = nullptr;
+  // Hybrids: the KV cache layer of each attention layer and the state layer of each state-space
+  // layer (null: the model's layer index).
+  const int32_t* kv_slot = nullptr;
+  const int32_t* state_slot = nullptr;
+  int64_t kv_index(int64_t l) const { return kv_slot ? kv_slot[l] : l; }
+  int64_t state_index(int64_t l) const { return state_slot ? state_slot[l] : l; }
   ThreadPool* pool = nullptr;
   Arena* scratch = nullptr;  // reset before each matmul
   // The decode step's matmul order, for the workers' prefetch of the next matmul (may be null).

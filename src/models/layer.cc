@@ -43,8 +43,8 @@ void LayerPass::round_grad(float* x, int64_t count) const {
 
 void LayerPass::zero(float* p, int64_t count) const { fill_zero(p, count, pool); }
 
-const LayerType& layer_type(const ModelConfig& c, int64_t) {
-  return c.ssm() ? ssm_layer() : transformer_layer();
+const LayerType& layer_type(const ModelConfig& c, int64_t l) {
+  return c.recurrent_layer(l) ? ssm_layer() : transformer_layer();
 }
 
 }  // namespace nexus

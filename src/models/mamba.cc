@@ -24,10 +24,30 @@ std::vector<LayerSlot> mamba_slots(const ModelConfig& c) {
 }
 
 std::vector<LayerSlot> mamba2_slots(const ModelConfig& c) {
+  std::vector<LayerSlot> s = {{&LayerWeights::attn_norm, "blk.%d.attn_norm.weight", {c.dim}, true}};
+  for (LayerSlot& m : mamba2_mixer_slots(c)) s.push_back(std::move(m));
+  return s;
+}
+
+Status read_ssm_config(const GgufFile& f, ModelConfig* c) {
+  NEXUS_RETURN_IF_ERROR(read_ssm_keys(f, c));
+  c->norm_eps = static_cast<float>(
+      f.get_float(c->arch_name + ".attention.layer_norm_rms_epsilon").value_or(1e-5));
+  return Status::ok();
+}
+
+void write_ssm_config(const ModelConfig& c, Metadata* out) {
+  write_ssm_keys(c, out);
+  out->emplace_back(std::string(arch_spec(c.arch).name) + ".attention.layer_norm_rms_epsilon",
+                    gguf_f32(c.norm_eps));
+}
+
+}  // namespace
+
+std::vector<LayerSlot> mamba2_mixer_slots(const ModelConfig& c) {
   const int64_t di = c.ssm_inner, h = c.ssm_dt_rank, g = c.ssm_groups;
   const int64_t conv = c.ssm_conv_channels();
   return {
-      {&LayerWeights::attn_norm, "blk.%d.attn_norm.weight", {c.dim}, true},
       {&LayerWeights::ssm_in, "blk.%d.ssm_in.weight", {di + conv + h, c.dim}, true},
       {&LayerWeights::ssm_conv1d, "blk.%d.ssm_conv1d.weight", {conv, c.ssm_conv}, true},
       {&LayerWeights::ssm_conv1d_b, "blk.%d.ssm_conv1d.bias", {conv}, true},
@@ -39,7 +59,7 @@ std::vector<LayerSlot> mamba2_slots(const ModelConfig& c) {
   };
 }
 
-Status read_ssm_config(const GgufFile& f, ModelConfig* c) {
+Status read_ssm_keys(const GgufFile& f, ModelConfig* c) {
   const std::string a = c->arch_name + ".";
   const std::string& p = f.path();
   auto need = [&](const char* key, int64_t* out) -> Status {
@@ -55,7 +75,7 @@ Status read_ssm_config(const GgufFile& f, ModelConfig* c) {
   NEXUS_RETURN_IF_ERROR(need("ssm.inner_size", &c->ssm_inner));
   NEXUS_RETURN_IF_ERROR(need("ssm.state_size", &c->ssm_state));
   NEXUS_RETURN_IF_ERROR(need("ssm.time_step_rank", &c->ssm_dt_rank));
-  if (c->arch == Arch::kMamba2) {
+  if (c->mamba2_mixer()) {
     NEXUS_RETURN_IF_ERROR(need("ssm.group_count", &c->ssm_groups));
     if (c->ssm_inner % c->ssm_dt_rank != 0 || c->ssm_dt_rank % c->ssm_groups != 0)
       return Status::error(p + ": mamba2 needs inner_size (" + std::to_string(c->ssm_inner) +
@@ -66,12 +86,10 @@ Status read_ssm_config(const GgufFile& f, ModelConfig* c) {
   if (f.get_int(a + "ssm.dt_b_c_rms").value_or(0) != 0)
     return Status::error(p + ": ssm.dt_b_c_rms (Falcon-Mamba's norms of dt, B and C) is not "
                              "supported");
-  c->norm_eps = static_cast<float>(
-      f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   return Status::ok();
 }
 
-void write_ssm_config(const ModelConfig& c, Metadata* out) {
+void write_ssm_keys(const ModelConfig& c, Metadata* out) {
   const std::string a = std::string(arch_spec(c.arch).name) + ".";
   auto u32 = [&](const char* key, int64_t v) {
     out->emplace_back(a + key, gguf_u32(static_cast<uint32_t>(v)));
@@ -80,11 +98,8 @@ void write_ssm_config(const ModelConfig& c, Metadata* out) {
   u32("ssm.inner_size", c.ssm_inner);
   u32("ssm.state_size", c.ssm_state);
   u32("ssm.time_step_rank", c.ssm_dt_rank);
-  if (c.arch == Arch::kMamba2) u32("ssm.group_count", c.ssm_groups);
-  out->emplace_back(a + "attention.layer_norm_rms_epsilon", gguf_f32(c.norm_eps));
+  if (c.mamba2_mixer()) u32("ssm.group_count", c.ssm_groups);
 }
-
-}  // namespace
 
 const ArchSpec& mamba_spec() {
   static const ArchSpec spec{"mamba",           Arch::kMamba,      read_ssm_config, mamba_slots,

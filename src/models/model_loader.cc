@@ -134,8 +134,9 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   w.layers.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l)
     for (const LayerSlot& s : slots)
-      NEXUS_RETURN_IF_ERROR(
-          bind(f, layer_tensor_name(s.name, l), s.shape, s.required, &(w.layers[l].*(s.field))));
+      if (slot_in_layer(s, c, l))
+        NEXUS_RETURN_IF_ERROR(bind(f, layer_tensor_name(s.name, l), s.shape, s.required,
+                                   &(w.layers[l].*(s.field))));
   // Faster in-memory layouts for some matmul weights (which ones is decided there).
   MappedSource source;
   if (file_mapped && !f.tensors().empty()) {
@@ -171,12 +172,24 @@ size_t Model::weight_bytes() const {
 
 const ArchSpec* find_arch(std::string_view name) {
   for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec(), &mamba_spec(),
-                             &mamba2_spec()})
+                             &mamba2_spec(), &granite_hybrid_spec()})
     if (s->name == name) return s;
   return nullptr;
 }
 
-std::string supported_archs() { return "llama, qwen2, qwen3, gpt2, mamba, mamba2"; }
+std::string supported_archs() { return "llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid"; }
+
+bool slot_in_layer(const LayerSlot& s, const ModelConfig& c, int64_t l) {
+  switch (s.kind) {
+    case LayerKind::kAll:
+      return true;
+    case LayerKind::kAttention:
+      return !c.recurrent_layer(l);
+    case LayerKind::kRecurrent:
+      return c.recurrent_layer(l);
+  }
+  return true;
+}
 
 const ArchSpec& arch_spec(Arch arch) {
   switch (arch) {
@@ -192,6 +205,8 @@ const ArchSpec& arch_spec(Arch arch) {
       return mamba_spec();
     case Arch::kMamba2:
       return mamba2_spec();
+    case Arch::kGraniteHybrid:
+      return granite_hybrid_spec();
   }
   throw Error("[arch] unknown architecture id " + std::to_string(static_cast<int>(arch)));
 }
@@ -215,7 +230,8 @@ Metadata config_metadata(const ModelConfig& c) {
   u32("block_count", c.n_layers);
   u32("feed_forward_length", c.ffn_dim);
   u32("attention.head_count", c.n_heads);
-  if (!spec.recurrent) u32("attention.head_count_kv", c.n_kv_heads);
+  // (a hybrid writes its per-layer array itself)
+  if (!spec.recurrent && !c.hybrid()) u32("attention.head_count_kv", c.n_kv_heads);
   if (!spec.recurrent && c.head_dim * c.n_heads != c.dim) {
     u32("attention.key_length", c.head_dim);
     u32("attention.value_length", c.head_dim);

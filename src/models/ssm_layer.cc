@@ -27,7 +27,7 @@ struct Widths {
 };
 
 Widths widths(const ModelConfig& c) {
-  const bool m2 = c.arch == Arch::kMamba2;
+  const bool m2 = c.mamba2_mixer();
   const int64_t conv = c.ssm_conv_channels();
   return {m2 ? c.ssm_inner + conv + c.ssm_dt_rank : 2 * c.ssm_inner, conv,
           m2 ? 0 : c.ssm_dt_rank + 2 * c.ssm_state, m2 ? c.ssm_dt_rank : c.ssm_inner + c.ssm_dt_rank,
@@ -61,7 +61,7 @@ class SsmLayer final : public LayerType {
                                   {&w.ssm_conv1d_b, "ssm_conv1d.bias"}, {&w.ssm_a, "ssm_a"},
                                   {&w.ssm_d, "ssm_d"}, {&w.ssm_dt_b, "ssm_dt.bias"}})
       check_f32(*t, name, l);
-    const bool m2 = c.arch == Arch::kMamba2;
+    const bool m2 = c.mamba2_mixer();
     const int64_t n = st.n, di = c.ssm_inner, N = c.ssm_state, H = c.ssm_heads();
     const int64_t P = c.ssm_head_dim(), G = c.ssm_n_groups(), R = c.ssm_dt_rank;
     const Widths wd = widths(c);
@@ -77,7 +77,7 @@ class SsmLayer final : public LayerType {
     const float* xin = m2 ? zx + di : zx;
     const float* z = m2 ? zx : zx + di;
     for_each_run(st, [&](int seq, int64_t r0, int64_t len) {
-      ssm_conv({xin + r0 * wd.in_proj, wd.in_proj, st.ssm->conv(l, seq), vec(w.ssm_conv1d),
+      ssm_conv({xin + r0 * wd.in_proj, wd.in_proj, st.ssm->conv(st.state_index(l), seq), vec(w.ssm_conv1d),
                 vec(w.ssm_conv1d_b), nullptr, xc + r0 * wd.conv, 1, len, wd.conv, c.ssm_conv},
                st.pool);
     });
@@ -104,7 +104,7 @@ class SsmLayer final : public LayerType {
     }
     for_each_run(st, [&](int seq, int64_t r0, int64_t len) {
       ssm_scan({xc + r0 * wd.conv, wd.conv, dt + r0 * H, H, vec(w.ssm_a), m2 ? 1 : N,
-                B + r0 * ld_bc, C + r0 * ld_bc, ld_bc, vec(w.ssm_d), st.ssm->scan(l, seq),
+                B + r0 * ld_bc, C + r0 * ld_bc, ld_bc, vec(w.ssm_d), st.ssm->scan(st.state_index(l), seq),
                 y + r0 * di, 1, len, H, P, N, G},
                st.pool);
     });
@@ -116,13 +116,21 @@ class SsmLayer final : public LayerType {
     if (m2) grouped_rms_norm(y, vec(w.ssm_norm), c.norm_eps, n, G, di / G);
     linear(w.ssm_out, Tensor(), y, n, st.h, st, "ssm_out");
     add_inplace(st.x, st.h, n * c.dim);
+    if (!w.w_gate.empty()) {  // hybrids: the layer's SwiGLU feed-forward
+      rms_norm(st.x, vec(w.ffn_norm), c.norm_eps, st.h, n, c.dim);
+      const Tensor none;
+      linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
+      swiglu(st.a, st.b, n * c.ffn_dim);
+      linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
+      add_inplace(st.x, st.h, n * c.dim);
+    }
   }
 
   // Training: b sequences of t tokens from a zero state. The input projection's output is kept
   // (kInput) and the scan's output (kOutput); the rest is cheap to rebuild from them.
   std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const override {
     const int64_t n = b * t, di = c.ssm_inner;
-    const bool m2 = c.arch == Arch::kMamba2;
+    const bool m2 = c.mamba2_mixer();
     const Widths wd = widths(c);
     return {
         {"rstd", n, Saved::kStat},
@@ -144,7 +152,7 @@ class SsmLayer final : public LayerType {
 
   std::vector<ScratchSlot> scratch(const ModelConfig& c, int64_t b, int64_t t) const override {
     const int64_t n = b * t, di = c.ssm_inner;
-    const bool m2 = c.arch == Arch::kMamba2;
+    const bool m2 = c.mamba2_mixer();
     const Widths wd = widths(c);
     return {{"dzx", n * wd.in_proj},     {"dxc", n * wd.conv},
             {"dxdb", m2 ? 0 : n * wd.xdb}, {"ddtr", m2 ? 0 : n * c.ssm_dt_rank},
@@ -272,10 +280,10 @@ class SsmLayer final : public LayerType {
     int64_t x_off, z_off, groups;
   };
   static int64_t dt_width(const ModelConfig& c) {
-    return c.arch == Arch::kMamba2 ? c.ssm_dt_rank : c.ssm_inner;
+    return c.mamba2_mixer() ? c.ssm_dt_rank : c.ssm_inner;
   }
   static TrainShape train_shape(const ModelConfig& c) {
-    const bool m2 = c.arch == Arch::kMamba2;
+    const bool m2 = c.mamba2_mixer();
     return {m2, widths(c), m2 ? c.ssm_inner : 0, m2 ? 0 : c.ssm_inner, c.ssm_n_groups()};
   }
   static SsmScanArgs scan_args(const LayerPass& p, const TrainShape& s) {
@@ -363,7 +371,7 @@ const LayerType& ssm_layer() {
 }
 
 int64_t ssm_scratch_floats(const ModelConfig& c, int64_t n) {
-  if (!c.ssm()) return 0;
+  if (!c.has_recurrent()) return 0;
   const Widths w = widths(c);
   return n * (w.in_proj + w.conv + w.xdb + w.dt + w.y);
 }

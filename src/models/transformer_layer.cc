@@ -108,10 +108,12 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
     rms_norm(st.q, vec(w.q_norm), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
     rms_norm(st.k, vec(w.k_norm), c.norm_eps, st.k, n * c.n_kv_heads, c.head_dim);
   }
-  rope_apply(st.q, n, c.n_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
-  rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
+  if (c.rope != RopeStyle::kNone) {  // granitehybrid may have no positional encoding
+    rope_apply(st.q, n, c.n_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
+    rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
+  }
   store_kv(l, st);
-  attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
+  attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
   linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
   add_inplace(st.x, st.h, n * c.dim);
 
@@ -139,7 +141,7 @@ void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
     std::memcpy(st.v + t * kvw, r + qw + kvw, kvw * sizeof(float));
   }
   store_kv(l, st);
-  attention(st.q, *st.kv, l, st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
+  attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
   linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
   add_inplace(st.x, st.h, n * c.dim);
 

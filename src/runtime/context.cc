@@ -28,8 +28,10 @@ class ContextImpl {
       : model(m),
         opts(o),
         pool(o.n_threads),
-        kv(KvCacheLayout{m.config().n_layers, o.n_seq, o.n_ctx, m.config().n_kv_heads,
-                         m.config().head_dim, o.kv_type, o.kv_block, o.kv_blocks}) {
+        // Attention layers only (a state-space model keeps one row-less layer for the positions).
+        kv(KvCacheLayout{std::max<int64_t>(1, m.config().n_attention_layers()), o.n_seq, o.n_ctx,
+                         m.config().n_kv_heads, m.config().head_dim, o.kv_type, o.kv_block,
+                         o.kv_blocks}) {
     const ModelConfig& c = m.config();
     const int64_t b = o.max_batch;
     const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
@@ -68,11 +70,22 @@ class ContextImpl {
                                                                std::to_string(b) + ")");
     tracked_scratch.emplace(scratch.base(), scratch.capacity(), MemCategory::kScratch,
                             "matmul scratch");
-    if (c.ssm()) {
-      ssm.emplace(SsmStateLayout{c.n_layers, o.n_seq, c.ssm_conv - 1, c.ssm_conv_channels(),
+    if (c.has_recurrent()) {
+      ssm.emplace(SsmStateLayout{c.n_recurrent_layers(), o.n_seq, c.ssm_conv - 1,
+                                 c.ssm_conv_channels(),
                                  c.ssm_heads() * c.ssm_head_dim() * c.ssm_state});
       st.ssm = &*ssm;
       ssm_pos.assign(o.n_seq, 0);
+    }
+    if (c.hybrid()) {  // each kind of layer numbered on its own in its cache
+      int32_t kv_n = 0, state_n = 0;
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        const bool r = c.recurrent_layer(l);
+        kv_slot.push_back(r ? -1 : kv_n++);
+        state_slot.push_back(r ? state_n++ : -1);
+      }
+      st.kv_slot = kv_slot.data();
+      st.state_slot = state_slot.data();
     }
     st.kv = &kv;
     st.pool = &pool;
@@ -88,6 +101,7 @@ class ContextImpl {
   // rolled back, which a recurrent state cannot follow until it is cleared).
   std::optional<SsmState> ssm;
   std::vector<int32_t> ssm_pos;
+  std::vector<int32_t> kv_slot, state_slot;
   Arena activations;
   Arena scratch;
   std::optional<profile::TrackedBuffer> tracked_activations, tracked_scratch;

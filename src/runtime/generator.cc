@@ -55,7 +55,7 @@ std::vector<int32_t> propose(Context& draft, const std::vector<int32_t>& all, in
 }  // namespace
 
 Status speculation_supported(const ModelConfig& c) {
-  if (!c.ssm()) return Status::ok();
+  if (!c.has_recurrent()) return Status::ok();
   return Status::error("speculative decoding (--draft, --lookup-ngram) is not available for " +
                        c.arch_name +
                        ": it rolls rejected tokens back, and a recurrent state cannot be rolled "

@@ -31,9 +31,10 @@ namespace {
 using test::read_reference;
 using test::Reference;
 
-constexpr std::array<const char*, 8> kFixtures = {"llama_gqa_tied", "llama_untied", "qwen2",
-                                                  "qwen3",          "gpt2",         "llama_swa",
-                                                  "mamba",          "mamba2"};
+constexpr std::array<const char*, 10> kFixtures = {
+    "llama_gqa_tied", "llama_untied", "qwen2",         "qwen3",
+    "gpt2",           "llama_swa",    "mamba",         "mamba2",
+    "granitehybrid",  "granitehybrid_rope"};
 
 std::string fixture_path(const std::string& name, const char* ext) {
   return test::fixtures_dir() + "/models/" + name + ext;
@@ -213,6 +214,7 @@ TEST_P(ModelGolden, ConfigMatchesFixture) {
                          : arch == "qwen3"  ? Arch::kQwen3
                          : arch == "mamba"  ? Arch::kMamba
                          : arch == "mamba2" ? Arch::kMamba2
+                         : arch == "granitehybrid" ? Arch::kGraniteHybrid
                                             : Arch::kGpt2;
   EXPECT_EQ(c.arch, want_arch);
   EXPECT_EQ(c.n_vocab, f.at("n_vocab").get<int64_t>());
@@ -222,6 +224,27 @@ TEST_P(ModelGolden, ConfigMatchesFixture) {
   EXPECT_EQ(c.tied_output, f.at("tied").get<bool>());
   EXPECT_FLOAT_EQ(c.norm_eps, f.at("norm_eps").get<float>());
   EXPECT_EQ(g.model().n_params(), j.at("n_params").get<int64_t>());
+  if (c.hybrid()) {
+    EXPECT_EQ(c.n_heads, f.at("n_heads").get<int64_t>());
+    EXPECT_EQ(c.n_kv_heads, f.at("n_kv_heads").get<int64_t>());
+    EXPECT_EQ(c.head_dim, f.at("head_dim").get<int64_t>());
+    EXPECT_EQ(c.ffn_dim, f.at("ffn_dim").get<int64_t>());
+    EXPECT_EQ(c.rope, f.at("rope").get<bool>() ? RopeStyle::kNormal : RopeStyle::kNone);
+    EXPECT_EQ(c.ssm_inner, f.at("d_inner").get<int64_t>());
+    EXPECT_EQ(c.ssm_state, f.at("d_state").get<int64_t>());
+    EXPECT_EQ(c.ssm_heads(), f.at("n_head").get<int64_t>());
+    EXPECT_EQ(c.ssm_n_groups(), f.at("n_group").get<int64_t>());
+    const auto kinds = f.at("layer_kinds").get<std::vector<std::string>>();
+    ASSERT_EQ(static_cast<int64_t>(kinds.size()), c.n_layers);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& lw = g.model().weights().layers[l];
+      EXPECT_EQ(c.recurrent_layer(l), kinds[l] == "ssm") << "layer " << l;
+      EXPECT_EQ(lw.ssm_in.empty(), kinds[l] != "ssm") << "layer " << l;
+      EXPECT_EQ(lw.wq.empty(), kinds[l] == "ssm") << "layer " << l;
+      EXPECT_FALSE(lw.w_gate.empty()) << "layer " << l;
+    }
+    return;
+  }
   if (c.ssm()) {
     EXPECT_EQ(c.ssm_inner, f.at("d_inner").get<int64_t>());
     EXPECT_EQ(c.ssm_state, f.at("d_state").get<int64_t>());
@@ -431,7 +454,7 @@ TEST_P(ModelGolden, ClearAndReplay) {
   EXPECT_EQ(ctx->seq_len(0), 5);
   b.clear();
   std::vector<WantRow> want;
-  if (g.model().config().ssm()) {
+  if (g.model().config().has_recurrent()) {
     // A recurrent state holds the latest position only: replaying from 5 is refused by name.
     b.add(s0[5], 5, 0, true);
     const Status st = ctx->decode(b, &logits);
@@ -604,11 +627,14 @@ TEST_P(ModelGoldenWeights, BothSequencesInOneBatch) {
   for (int s = 0; s < 2; ++s)
     for (size_t p = 0; p < ref->tokens[s].size(); ++p)
       want.push_back(want_row(*ref, s, static_cast<int>(p)));
+  // The hybrid without positional encoding is the most sensitive fixture to 8-bit rounding: its
+  // worst quantized logits (Q8_0, Q5_1) err up to 1.4x the bound the others stay within.
+  const double slack = std::string(name) == "granitehybrid" ? 1.5 : 1.0;
   const std::string what = std::string(name) + " weights " + std::string(dtype_name(wc.type));
   if (wc.vs_torch > 0) {
-    EXPECT_TRUE(logits_match(got, want, {wc.vs_torch * ref->max_abs, 0.0}, what + " vs torch"));
+    EXPECT_TRUE(logits_match(got, want, {slack * wc.vs_torch * ref->max_abs, 0.0}, what + " vs torch"));
     EXPECT_TRUE(
-        logits_match(got_steps, want, {wc.vs_torch * ref->max_abs, 0.0}, what + " steps vs torch"));
+        logits_match(got_steps, want, {slack * wc.vs_torch * ref->max_abs, 0.0}, what + " steps vs torch"));
   }
 
   // The same weights dequantized to F32 (a second conversion of the quantized file).
@@ -620,7 +646,7 @@ TEST_P(ModelGoldenWeights, BothSequencesInOneBatch) {
   const size_t nv = static_cast<size_t>(ref->n_vocab);
   for (size_t r = 0; r < want_exact.size(); ++r)
     want_exact[r].logits = std::span<const float>(exact).subspan(r * nv, nv);
-  EXPECT_TRUE(logits_match(got_steps, want_exact, {wc.vs_dequant * ref->max_abs, 0.0},
+  EXPECT_TRUE(logits_match(got_steps, want_exact, {slack * wc.vs_dequant * ref->max_abs, 0.0},
                            what + " steps vs f32 of its weights"));
   const auto [on_blas, matrices] =
       matrices_on_blas(*quant, static_cast<int64_t>(got.size()) / ref->n_vocab);
@@ -633,11 +659,11 @@ TEST_P(ModelGoldenWeights, BothSequencesInOneBatch) {
     // Some or all matrices (those of 8 rows and more, repacked at load) run the integer kernels of
     // decode on 8-bit activations in prefill too: the batch is as far from f32 as the steps, and
     // when every matrix does, it differs from the steps only in how attention rounds.
-    EXPECT_TRUE(logits_match(got, want_exact, {wc.vs_dequant * ref->max_abs, 0.0},
+    EXPECT_TRUE(logits_match(got, want_exact, {slack * wc.vs_dequant * ref->max_abs, 0.0},
                              what + " vs f32 of its weights"));
     // State-space models: a batch runs the chunked scan, steps the sequential one; their last-bit
     // differences can move an 8-bit activation by a quantum, so only the bound above applies.
-    if (on_blas > 0 || quant->config().ssm()) return;
+    if (on_blas > 0 || quant->config().has_recurrent()) return;
     std::vector<WantRow> want_steps = want;
     for (size_t r = 0; r < want_steps.size(); ++r)
       want_steps[r].logits = std::span<const float>(got_steps).subspan(r * nv, nv);
