@@ -55,6 +55,7 @@ std::string eta_string(double secs) {
 struct Flags {
   std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
   std::string metrics, plot, ckpt_dir, arch = "llama", precision = "f32", loss_scale;
+  std::string attention_layers;
   std::string optimizer_state = "f32";
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
@@ -116,7 +117,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF model instead of --shape");
-  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
+  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
+  app.add_option("--attention-layers", f.attention_layers,
+                 "granitehybrid: the attention layers, e.g. 3,7 (default: every 4th from the 4th)");
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
                "gradient checkpointing: recompute each block in backward (less memory)");
   app.add_flag("--selective-recompute", f.train_opts.selective_recompute,
@@ -279,6 +282,8 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
     if (cfg.value().n_vocab == 0) cfg.value().n_vocab = r.tokenizer->n_vocab();
     cfg.value().n_ctx_train = f.seq;
     NEXUS_RETURN_IF_ERROR(train::set_shape_arch(cfg.value(), f.arch));
+    if (!f.attention_layers.empty())
+      NEXUS_RETURN_IF_ERROR(train::set_attention_layers(cfg.value(), f.attention_layers));
     model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true}, topts);
   }
   if (!model) return model.status();
@@ -291,7 +296,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
 }
 
 int train_main(int argc, char** argv) {
-  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba or mamba2 model (CPU; f32, bf16 or f16)", "nexus train"};
+  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba, mamba2 or granitehybrid model (CPU; f32, bf16 or f16)", "nexus train"};
   Flags f;
   profile::SessionOptions prof;
   add_flags(app, f, prof);

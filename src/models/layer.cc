@@ -2,6 +2,7 @@
 // and clearing every layer type's passes share.
 #include "models/layer.h"
 
+#include "models/hybrid_layer.h"
 #include "models/ssm_layer.h"
 #include "models/transformer_layer.h"
 #include "ops/elementwise.h"
@@ -44,6 +45,7 @@ void LayerPass::round_grad(float* x, int64_t count) const {
 void LayerPass::zero(float* p, int64_t count) const { fill_zero(p, count, pool); }
 
 const LayerType& layer_type(const ModelConfig& c, int64_t l) {
+  if (c.hybrid()) return hybrid_layer();
   return c.recurrent_layer(l) ? ssm_layer() : transformer_layer();
 }
 

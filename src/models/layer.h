@@ -50,6 +50,7 @@ struct ScratchSlot {
 struct LayerPass {
   const ModelConfig* cfg;
   const std::vector<LayerSlot>* slots;
+  int64_t layer;  // the model's layer index (hybrids pick the layer's kind by it)
   int64_t b, t;  // sequences of t tokens
   ThreadPool* pool;
   Precision precision;  // kept activations and activation gradients are rounded to it
@@ -100,8 +101,8 @@ class LayerType {
   virtual void recompute(const LayerPass& p, bool selective) const = 0;
 };
 
-// The layer type of layer `l` of a config: the Mamba block for mamba/mamba2, else the
-// transformer block.
+// The layer type of layer `l` of a config: the Mamba block for mamba/mamba2, the hybrid block
+// (attention or Mamba by layer) for granitehybrid, else the transformer block.
 const LayerType& layer_type(const ModelConfig& c, int64_t l);
 
 }  // namespace nexus

@@ -147,6 +147,13 @@ class SsmLayer final : public LayerType {
         {"rstdg", m2 ? n * c.ssm_groups : 0, Saved::kStat},
         {"xhat", m2 ? n * di : 0, Saved::kWork},
         {"yn", m2 ? n * di : 0, Saved::kWork},
+        // hybrids' feed-forward: the residual after the mixer, its norm, gate, up, activation
+        {"mid", ffn(c) ? n * c.dim : 0, Saved::kStat},
+        {"ln2", ffn(c) ? n * c.dim : 0, Saved::kWork},
+        {"rstd2", ffn(c) ? n : 0, Saved::kStat},
+        {"fg", n * ffn(c), Saved::kInput},
+        {"fu", n * ffn(c), Saved::kInput},
+        {"hact", n * ffn(c), Saved::kWork},
     };
   }
 
@@ -157,7 +164,8 @@ class SsmLayer final : public LayerType {
     return {{"dzx", n * wd.in_proj},     {"dxc", n * wd.conv},
             {"dxdb", m2 ? 0 : n * wd.xdb}, {"ddtr", m2 ? 0 : n * c.ssm_dt_rank},
             {"ddt", n * dt_width(c)},      {"dy", n * di},
-            {"dg", n * di}};
+            {"dg", n * di},                {"dhact", n * ffn(c)},
+            {"dfu", n * ffn(c)}};
   }
 
   void forward(const LayerPass& p) const override {
@@ -171,9 +179,25 @@ class SsmLayer final : public LayerType {
                  n, p.pool);
     matmul_forward(a[kZx], a[kLn], p.weight(&LayerWeights::ssm_in), n, d, s.w.in_proj, p.pool);
     rebuild(p, s, /*scan=*/true);
+    const float* mixed = s.m2 ? a[kYn] : a[kG];
+    if (!ffn(c)) {
+      if (p.y)
+        matmul_forward(p.y, mixed, p.weight(&LayerWeights::ssm_out), n, c.ssm_inner, d, p.pool,
+                       false, p.x);
+      return;
+    }
+    // Hybrids: mid = x + mixer, then out = mid + down(silu(gate(ln2)) * up(ln2)).
+    const int64_t f = c.ffn_dim;
+    matmul_forward(a[kMid], mixed, p.weight(&LayerWeights::ssm_out), n, c.ssm_inner, d, p.pool,
+                   false, p.x);
+    norm_forward(c, a[kLn2], nullptr, a[kRstd2], a[kMid], p.weight(&LayerWeights::ffn_norm),
+                 nullptr, n, p.pool);
+    matmul_forward(a[kFg], a[kLn2], p.weight(&LayerWeights::w_gate), n, d, f, p.pool);
+    matmul_forward(a[kFu], a[kLn2], p.weight(&LayerWeights::w_up), n, d, f, p.pool);
+    swiglu_forward(a[kHact], a[kFg], a[kFu], n * f, p.pool);
     if (p.y)
-      matmul_forward(p.y, s.m2 ? a[kYn] : a[kG], p.weight(&LayerWeights::ssm_out), n, c.ssm_inner,
-                     d, p.pool, false, p.x);
+      matmul_forward(p.y, a[kHact], p.weight(&LayerWeights::w_down), n, f, d, p.pool, false,
+                     a[kMid]);
   }
 
   void backward(const LayerPass& p) const override {
@@ -183,6 +207,21 @@ class SsmLayer final : public LayerType {
     float* const* a = p.a;
     float* const* sc = p.scratch;
     ThreadPool* pool = p.pool;
+    if (ffn(c)) {  // the feed-forward half first: dres becomes d mid
+      const int64_t f = c.ffn_dim;
+      p.zero(sc[kDhact], n * f);
+      matmul_backward(sc[kDhact], p.grad(&LayerWeights::w_down), p.dres, a[kHact],
+                      p.weight(&LayerWeights::w_down), n, f, d, pool);
+      // hact is dead now: it takes the gate's gradient.
+      swiglu_backward(a[kHact], sc[kDfu], sc[kDhact], a[kFg], a[kFu], n * f, pool);
+      p.zero(p.dln, n * d);
+      matmul_backward(p.dln, p.grad(&LayerWeights::w_gate), a[kHact], a[kLn2],
+                      p.weight(&LayerWeights::w_gate), n, d, f, pool);
+      matmul_backward(p.dln, p.grad(&LayerWeights::w_up), sc[kDfu], a[kLn2],
+                      p.weight(&LayerWeights::w_up), n, d, f, pool);
+      norm_backward(c, p.dres, p.grad(&LayerWeights::ffn_norm), nullptr, p.dln, a[kMid],
+                    p.weight(&LayerWeights::ffn_norm), nullptr, a[kRstd2], n, pool);
+    }
     // out = x + yn W_out (mamba: g W_out).
     p.zero(sc[kDg], n * di);
     if (s.m2) {
@@ -258,6 +297,11 @@ class SsmLayer final : public LayerType {
     norm_forward(c, p.a[kLn], nullptr, p.a[kRstd], p.x, p.weight(&LayerWeights::attn_norm),
                  nullptr, n, p.pool);
     rebuild(p, train_shape(c), selective);
+    if (ffn(c)) {
+      norm_forward(c, p.a[kLn2], nullptr, p.a[kRstd2], p.a[kMid],
+                   p.weight(&LayerWeights::ffn_norm), nullptr, n, p.pool);
+      swiglu_forward(p.a[kHact], p.a[kFg], p.a[kFu], n * c.ffn_dim, p.pool);
+    }
   }
 
  private:
@@ -271,8 +315,12 @@ class SsmLayer final : public LayerType {
       }
   }
 
-  enum Act { kRstd, kLn, kZx, kPre, kXc, kXdb, kDtr, kDtraw, kDt, kY, kG, kRstdg, kXhat, kYn };
-  enum Scratch { kDzx, kDxc, kDxdb, kDdtr, kDdt, kDy, kDg };
+  enum Act { kRstd, kLn, kZx, kPre, kXc, kXdb, kDtr, kDtraw, kDt, kY, kG, kRstdg, kXhat, kYn,
+             kMid, kLn2, kRstd2, kFg, kFu, kHact };
+  enum Scratch { kDzx, kDxc, kDxdb, kDdtr, kDdt, kDy, kDg, kDhact, kDfu };
+
+  // The feed-forward width of a hybrid's layers (0: the block has none).
+  static int64_t ffn(const ModelConfig& c) { return c.hybrid() ? c.ffn_dim : 0; }
 
   struct TrainShape {
     bool m2;

@@ -2,6 +2,7 @@
 #include "nexus/train/model_shape.h"
 
 #include <cctype>
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -36,9 +37,26 @@ Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
     cfg.n_heads = cfg.n_kv_heads = cfg.head_dim = cfg.rope_dim = cfg.ffn_dim = 0;
     return Status::ok();
   }
+  if (arch == "granitehybrid") {
+    // Attention layers as the shape says, every 4th layer from the 4th (or the layers given by
+    // --attention-layers), the others Mamba-2 with inner width 2 dim in heads of 64 (fewer when
+    // narrower), one B/C group, a state of 64 and 4 conv taps; no positional encoding (Granite
+    // 4.0-H's choice); a SwiGLU feed-forward of ffn on every layer.
+    cfg.arch = Arch::kGraniteHybrid;
+    cfg.arch_name = arch;
+    cfg.rope = RopeStyle::kNone;
+    cfg.ssm_inner = 2 * cfg.dim;
+    cfg.ssm_dt_rank = std::max<int64_t>(1, cfg.ssm_inner / 64);
+    cfg.ssm_groups = 1;
+    cfg.ssm_state = 64;
+    cfg.ssm_conv = 4;
+    cfg.recurrent.assign(static_cast<size_t>(cfg.n_layers), 1);
+    for (int64_t l = 3; l < cfg.n_layers; l += 4) cfg.recurrent[static_cast<size_t>(l)] = 0;
+    return Status::ok();
+  }
   if (arch != "gpt2")
     return Status::error("--arch: unknown architecture '" + arch +
-                         "' (trainable: llama, qwen2, qwen3, gpt2, mamba, mamba2)");
+                         "' (trainable: llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid)");
   cfg.arch = Arch::kGpt2;
   cfg.arch_name = "gpt2";
   cfg.rope = RopeStyle::kNone;
@@ -76,6 +94,27 @@ Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string
   c.rope_dim = c.head_dim;
   c.tied_output = true;
   return c;
+}
+
+Status set_attention_layers(ModelConfig& cfg, const std::string& list) {
+  if (!cfg.hybrid()) return Status::error("--attention-layers goes with --arch granitehybrid");
+  std::vector<uint8_t> rec(static_cast<size_t>(cfg.n_layers), 1);
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t l = -1;
+    try {
+      l = std::stoll(item, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != item.size() || l < 0 || l >= cfg.n_layers)
+      return Status::error("--attention-layers: '" + item + "' is not a layer index in [0, " +
+                           std::to_string(cfg.n_layers) + ")");
+    rec[static_cast<size_t>(l)] = 0;
+  }
+  cfg.recurrent = std::move(rec);
+  return Status::ok();
 }
 
 Result<uint64_t> parse_byte_size(const std::string& text) {

@@ -54,7 +54,7 @@ std::string memory_modes(const TrainOptions& o) {
 
 Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   const std::string w = "[train] ";
-  if (c.ssm()) {
+  if (c.has_recurrent()) {
     if (c.dim <= 0 || c.n_layers <= 0 || c.n_vocab <= 0 || c.ssm_inner <= 0 || c.ssm_state <= 0 ||
         c.ssm_conv <= 0 || c.ssm_dt_rank <= 0 || c.ssm_n_groups() <= 0)
       return Status::error(w + "dim, layers, vocab and the state-space sizes must be > 0");
@@ -65,7 +65,8 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
     if (batch <= 0 || seq <= 0) return Status::error(w + "batch and seq must be > 0");
     if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
       return Status::error(w + "norm_eps must be > 0");
-    return Status::ok();
+    // A hybrid without attention layers has no attention sizes to check.
+    if (c.ssm() || c.n_attention_layers() == 0) return Status::ok();
   }
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
       c.n_vocab <= 0 || c.head_dim <= 0)
@@ -89,6 +90,10 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   }
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return Status::error(w + "rope_dim " + std::to_string(c.rope_dim) + " is invalid");
+  if (c.hybrid()) {  // granitehybrid: adjacent-pair RoPE or none
+    if (c.rope == RopeStyle::kNeox) return Status::error(w + "granitehybrid uses llama's RoPE or none");
+    return Status::ok();
+  }
   const bool qwen = c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3;
   if (c.rope != (qwen ? RopeStyle::kNeox : RopeStyle::kNormal))
     return Status::error(w + (qwen ? std::string(c.arch == Arch::kQwen2 ? "qwen2" : "qwen3") +
@@ -109,8 +114,14 @@ TrainModel::TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const
   blocks_begin_ = layer_range_.front().first;
   blocks_end_ = layer_range_.back().second;
   block_floats_ = layer_range_.front().second - blocks_begin_;
-  for (const auto& [b, e] : layer_range_)
-    NEXUS_CHECK(e - b == block_floats_, "[train] blocks of different sizes");
+  for (const auto& [b, e] : layer_range_) {
+    // A hybrid's attention and state-space blocks differ in size; updating in backward shares one
+    // block-sized gradient slot, which needs them equal.
+    NEXUS_CHECK(e - b == block_floats_ || !opts_.update_in_backward,
+                "[train] --optimizer-in-backward needs blocks of one size (" + cfg_.arch_name +
+                    "'s differ)");
+    block_floats_ = std::max(block_floats_, e - b);
+  }
   // Updating in backward, the blocks' gradients share one block's slot: in the gradient array,
   // or, when checkpointing, in the activation arena beside the memory the head's logits use
   // (layout_activations), since the slot is dead while the head runs.
@@ -179,7 +190,7 @@ void TrainModel::layout_params() {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     layer_range_[l].first = n_params_;
     for (const LayerSlot& ls : slots_)
-      if (ls.required) add(layer_tensor_name(ls.name, l), ls.shape);
+      if (ls.required && slot_in_layer(ls, c, l)) add(layer_tensor_name(ls.name, l), ls.shape);
     layer_range_[l].second = n_params_;
   }
   for (const ModelSlot& o : outer)
@@ -493,6 +504,7 @@ LayerPass TrainModel::layer_pass(int64_t l, int64_t set, const float* const* w) 
   LayerPass p{};
   p.cfg = &cfg_;
   p.slots = &slots_;
+  p.layer = l;
   p.b = cur_b_;
   p.t = cur_t_;
   p.pool = pool_.get();

@@ -133,8 +133,11 @@ TEST_F(TrainArchCli, Qwen3TrainsInEveryF32MemoryModeAndRuns) {
 // The state-space architectures train with the same losses in every f32 memory mode, learn,
 // export a file that `nexus run` reads and `--init` fine-tunes, and refuse 16-bit activations.
 TEST_F(TrainArchCli, MambaTrainsInEveryF32MemoryModeRunsAndFineTunes) {
-  for (const char* arch : {"mamba", "mamba2"}) {
-    const std::string shape = std::string(arch) == "mamba" ? "32,2,1,1,64" : "32,2,4,2,64";
+  for (const char* arch : {"mamba", "mamba2", "granitehybrid"}) {
+    const std::string a = arch;
+    const std::string shape = a == "mamba"    ? "32,2,1,1,64"
+                              : a == "mamba2" ? "32,2,4,2,64"
+                                              : "32,4,4,2,48 --attention-layers 1";
     auto cmd = [&](const std::string& extra) {
       return "train --arch " + std::string(arch) + " --shape " + shape + " --tokenizer " +
              quoted(tok_) + " --data " + quoted(dir_ + "/text.txt") +
@@ -158,7 +161,12 @@ TEST_F(TrainArchCli, MambaTrainsInEveryF32MemoryModeRunsAndFineTunes) {
         << arch;
     CliResult info = run_cli("info " + quoted(dir_ + "/s.gguf") + " --tensors");
     ASSERT_EQ(info.code, 0) << info.output;
-    EXPECT_NE(info.out.find("blk.1.ssm_conv1d.weight"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("blk.0.ssm_conv1d.weight"), std::string::npos) << info.out;
+    if (a == "granitehybrid") {  // layer 1 attends, the others scan
+      EXPECT_NE(info.out.find("blk.1.attn_q.weight"), std::string::npos) << info.out;
+      EXPECT_EQ(info.out.find("blk.1.ssm_in.weight"), std::string::npos) << info.out;
+      EXPECT_NE(info.out.find("blk.2.ssm_in.weight"), std::string::npos) << info.out;
+    }
     CliResult run = run_cli("run -m " + quoted(dir_ + "/s.gguf") + " -p 'the cat' -n 6 --temp 0");
     ASSERT_EQ(run.code, 0) << run.output;
     CliResult tune = run_cli("train --init " + quoted(dir_ + "/s.gguf") + " --data " +

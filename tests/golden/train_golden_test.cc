@@ -111,7 +111,7 @@ TEST_P(TrainGolden, AdamWTrajectoryMatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Cases, TrainGolden,
                          ::testing::Values("llama_tied", "llama_untied", "qwen2_untied",
                                            "qwen3_tied", "llama_swa", "gpt2_tied", "mamba_untied",
-                                           "mamba2_tied"));
+                                           "mamba2_tied", "granitehybrid_tied"));
 
 }  // namespace
 }  // namespace nexus::train

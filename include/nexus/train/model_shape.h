@@ -15,9 +15,13 @@ namespace nexus::train {
 // name the flag `flag` and the bad part.
 Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag = "--shape");
 
-// Turns a parsed shape into the named architecture: "llama" (as parsed) or "gpt2" (learned
-// positions, LayerNorm, GELU, biases; no RoPE). Errors name the unknown architecture.
+// Turns a parsed shape into the named architecture: "llama" (as parsed), "qwen2"/"qwen3", "gpt2"
+// (learned positions, LayerNorm, GELU, biases; no RoPE), "mamba"/"mamba2" (heads, kv_heads and
+// ffn are the scan's heads, B/C groups and inner width) or "granitehybrid" (the attention layers'
+// sizes as given, Mamba-2 layers between them). Errors name the unknown architecture.
 Status set_shape_arch(ModelConfig& cfg, const std::string& arch);
+// A granitehybrid's attention layers: "3,7" (the others are state-space).
+Status set_attention_layers(ModelConfig& cfg, const std::string& list);
 
 // "4GiB", "512MiB", "1.5GB", "64KiB", "123" (bytes): units B, KB/MB/GB/TB (powers of 1000) and
 // KiB/MiB/GiB/TiB (powers of 1024), case-insensitive; errors quote the text.
