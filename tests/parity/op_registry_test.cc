@@ -566,6 +566,40 @@ TEST(OpRegistry, SsmScanBackward) {
   }
 }
 
+// Every scan backward variant against the reference, Mamba-2 and Mamba-1 shapes.
+TEST(OpRegistry, SsmScanBackwardVariants) {
+  for (int64_t t : {1, 7, 70})
+    for (const ScanShape& s : {ScanShape{2, t, 4, 8, 16, 2, 1}, ScanShape{1, t, 12, 1, 8, 1, 8}}) {
+      std::vector<size_t> sizes = scan_sizes(s);
+      const size_t rows = s.b * s.t, bc = rows * s.groups * s.state;
+      // outputs: dx, ddt, dB, dC, da, dd; then the forward's buffers and dy
+      std::vector<size_t> all = {sizes[2], sizes[3], bc, bc, sizes[4], sizes[7]};
+      all.insert(all.end(), sizes.begin(), sizes.end());
+      all.push_back(sizes[0]);
+      check_variants<SsmScanBackwardArgs>(
+          "ssm_scan_backward t " + std::to_string(t) + " a_width " + std::to_string(s.a_width),
+          all, 6,
+          [&](Buffers& v) {
+            Buffers fwd(v.begin() + 6, v.begin() + 14);
+            SsmScanArgs a = bind_scan(fwd, s);
+            std::copy(fwd[3].begin(), fwd[3].end(), v[9].begin());  // the mapped dt and a
+            std::copy(fwd[4].begin(), fwd[4].end(), v[10].begin());
+            a = bind_scan(fwd, s);
+            a.x = v[8].data();
+            a.dt = v[9].data();
+            a.a = v[10].data();
+            a.B = v[11].data();
+            a.C = v[12].data();
+            a.d = v[13].data();
+            a.state = nullptr;
+            a.y = v[6].data();
+            return SsmScanBackwardArgs{a,           v[14].data(), v[0].data(), v[1].data(),
+                                       v[2].data(), v[3].data(),  v[4].data(), v[5].data()};
+          },
+          1e-4, 0.5f);
+    }
+}
+
 TEST(OpRegistry, SsmConv) {
   for (int64_t t : {1, 2, 7, 40})
     for (int64_t k : {2, 4}) {
@@ -581,7 +615,7 @@ TEST(OpRegistry, SsmConv) {
                                v[1].data(), v[0].data(), b,        t,           ch,
                                k};
           },
-          0.0);
+          1e-6);  // FMA contraction in the AVX2 build
     }
   // Backward against finite differences (state zero, as in training).
   const int64_t b = 2, t = 6, ch = 5, k = 4, ld = 7;

@@ -14,7 +14,11 @@ KernelVariants<SsmConvBackwardArgs> ssm_conv_backward_kernels();
 KernelVariants<SsmScanArgs> ssm_scan_kernels();
 KernelVariants<SsmScanBackwardArgs> ssm_scan_backward_kernels();
 
-// Tokens per chunk of the chunked scan.
-constexpr int64_t kSsmChunk = 64;
+// The AVX2/FMA builds of the kernels (ssm_avx2.cc).
+void ssm_conv_avx2(const SsmConvArgs& a, ThreadPool* pool);
+void ssm_conv_backward_avx2(const SsmConvBackwardArgs& a, ThreadPool* pool);
+void ssm_scan_chunked_avx2(const SsmScanArgs& a, ThreadPool* pool);
+void ssm_scan_sequential_avx2(const SsmScanArgs& a, ThreadPool* pool);
+void ssm_scan_backward_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
 
 }  // namespace nexus::cpu

@@ -1,0 +1,348 @@
+// The selective state-space kernels, shared by ssm.cc (portable flags: the reference tables) and
+// ssm_avx2.cc (AVX2/FMA, -O3 and reassociation, so the loops below vectorise: every inner loop
+// runs over a contiguous row). Everything has internal linkage (an unnamed namespace), so the copy
+// compiled with AVX2 can never stand in for the portable one. Work is split over sequences and
+// heads (scan) or channel blocks (conv), each computed on its own, so results do not depend on
+// the thread count.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/api/ssm.h"
+#include "nexus/core/thread_pool.h"
+#ifdef __AVX2__
+#include "backends/cpu/exp_avx2.h"
+#endif
+
+namespace nexus::cpu {
+namespace {
+
+template <typename Fn>
+void split(ThreadPool* pool, int64_t n, const Fn& fn) {
+  if (pool == nullptr || pool->size() == 1 || n < 2) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool->parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  });
+}
+
+// y[i] = exp(x[i]) (x may be y); the AVX2 build's is the vectorised one (relative error ~2e-7).
+inline void exp_row(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX2__
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, avx2::exp_clamped(_mm256_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+// s[i] = sigmoid(x[i]).
+inline void sigmoid_row(const float* x, float* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) s[i] = -x[i];
+  exp_row(s, s, n);
+  for (int64_t i = 0; i < n; ++i) s[i] = 1.0f / (1.0f + s[i]);
+}
+
+// y[i] += a * x[i]
+inline void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// --- conv ---
+
+constexpr int64_t kConvBlock = 64;  // channels per work item
+
+// Channels [c0, c1) of one sequence: the taps of the block transposed to [k][channels] so every
+// product runs along a row of channels.
+void conv_block(const SsmConvArgs& a, int64_t seq, int64_t c0, int64_t c1) {
+  const int64_t k = a.k, km = k - 1, t = a.t, C = a.channels, w = c1 - c0;
+  float* st = a.state != nullptr ? a.state + seq * km * C : nullptr;
+  std::vector<float> wt(k * w), acc(w);
+  const std::vector<float> zeros(w, 0.0f);
+  for (int64_t c = 0; c < w; ++c)
+    for (int64_t j = 0; j < k; ++j) wt[j * w + c] = a.w[(c0 + c) * k + j];
+  auto u = [&](int64_t i) -> const float* {  // row i of [state rows, x rows], at channel c0
+    if (i < km) return st != nullptr ? st + i * C + c0 : zeros.data();
+    return a.x + (seq * t + i - km) * a.ld_x + c0;
+  };
+  for (int64_t i = 0; i < t; ++i) {
+    std::copy(a.bias + c0, a.bias + c1, acc.begin());
+    for (int64_t j = 0; j < k; ++j) {
+      const float* __restrict ur = u(i + j);
+      const float* __restrict wj = wt.data() + j * w;
+      float* __restrict ac = acc.data();
+      for (int64_t c = 0; c < w; ++c) ac[c] += wj[c] * ur[c];
+    }
+    const int64_t row = seq * t + i;
+    if (a.pre != nullptr) std::copy(acc.begin(), acc.end(), a.pre + row * C + c0);
+    float* y = a.y + row * C + c0;
+    sigmoid_row(acc.data(), y, w);
+    for (int64_t c = 0; c < w; ++c) y[c] *= acc[c];
+  }
+  if (st == nullptr) return;
+  // The new state is the last k - 1 rows of [state, x]: built first, as it may read the old one.
+  std::vector<float> nw(km * w);
+  for (int64_t r = 0; r < km; ++r) std::copy(u(t + r), u(t + r) + w, nw.begin() + r * w);
+  for (int64_t r = 0; r < km; ++r) std::copy(nw.begin() + r * w, nw.begin() + (r + 1) * w, st + r * C + c0);
+}
+
+void conv_run(const SsmConvArgs& a, ThreadPool* pool) {
+  const int64_t blocks = (a.channels + kConvBlock - 1) / kConvBlock;
+  split(pool, a.b * blocks, [&](int64_t w) {
+    const int64_t c0 = (w % blocks) * kConvBlock;
+    conv_block(a, w / blocks, c0, std::min(a.channels, c0 + kConvBlock));
+  });
+}
+
+void conv_backward_block(const SsmConvBackwardArgs& a, int64_t c0, int64_t c1) {
+  const int64_t k = a.k, km = k - 1, t = a.t, C = a.channels, w = c1 - c0;
+  std::vector<float> dpre(t * w), dw(k * w, 0.0f), db(w, 0.0f), dx(w);
+  for (int64_t s = 0; s < a.b; ++s) {
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t row = s * t + i;
+      const float* pre = a.pre + row * C + c0;
+      const float* dy = a.dy + row * C + c0;
+      float* dp = dpre.data() + i * w;
+      sigmoid_row(pre, dp, w);
+      for (int64_t c = 0; c < w; ++c) dp[c] = dy[c] * dp[c] * (1.0f + pre[c] * (1.0f - dp[c]));
+      axpy(db.data(), 1.0f, dp, w);
+      // u[i + j] is x row i + j - km (zero before the sequence).
+      for (int64_t j = std::max<int64_t>(0, km - i); j < k; ++j) {
+        const float* x = a.x + (s * t + i + j - km) * a.ld_x + c0;
+        float* dwj = dw.data() + j * w;
+        for (int64_t c = 0; c < w; ++c) dwj[c] += dp[c] * x[c];
+      }
+    }
+    for (int64_t r = 0; r < t; ++r) {  // x row r feeds outputs i = r - j + km
+      std::fill(dx.begin(), dx.end(), 0.0f);
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t i = r - j + km;
+        if (i < 0 || i >= t) continue;
+        const float* dp = dpre.data() + i * w;
+        for (int64_t c = 0; c < w; ++c) dx[c] += a.w[(c0 + c) * k + j] * dp[c];
+      }
+      std::copy(dx.begin(), dx.end(), a.dx + (s * t + r) * a.ld_dx + c0);
+    }
+  }
+  for (int64_t c = 0; c < w; ++c) {
+    a.dbias[c0 + c] += db[c];
+    for (int64_t j = 0; j < k; ++j) a.dw[(c0 + c) * k + j] += dw[j * w + c];
+  }
+}
+
+void conv_backward_run(const SsmConvBackwardArgs& a, ThreadPool* pool) {
+  const int64_t blocks = (a.channels + kConvBlock - 1) / kConvBlock;
+  split(pool, blocks, [&](int64_t w) {
+    const int64_t c0 = w * kConvBlock;
+    conv_backward_block(a, c0, std::min(a.channels, c0 + kConvBlock));
+  });
+}
+
+// --- scan ---
+
+// Pointers of head h of sequence s at token i.
+struct HeadRow {
+  const float* x;
+  float dt;
+  const float* B;
+  const float* C;
+};
+
+HeadRow head_row(const SsmScanArgs& a, int64_t s, int64_t h, int64_t i) {
+  const int64_t row = s * a.t + i, g = h / (a.heads / a.groups);
+  return {a.x + row * a.ld_x + h * a.head_dim, a.dt[row * a.ld_dt + h],
+          a.B + row * a.ld_bc + g * a.state_size, a.C + row * a.ld_bc + g * a.state_size};
+}
+
+// One step of the recurrence on head state st[P][N]; y[p] written.
+void scan_step(const SsmScanArgs& a, int64_t h, const HeadRow& r, float* st, float* y,
+               float* decay) {
+  const int64_t P = a.head_dim, N = a.state_size;
+  const float* ah = a.a + h * a.a_width;
+  for (int64_t n = 0; n < a.a_width; ++n) decay[n] = std::exp(r.dt * ah[n]);
+  const float dd = a.d != nullptr ? a.d[h] : 0.0f;
+  for (int64_t p = 0; p < P; ++p) {
+    float* sp = st + p * N;
+    const float xdt = r.x[p] * r.dt;
+    float sum = 0.0f;
+    if (a.a_width == 1) {
+      const float e = decay[0];
+      for (int64_t n = 0; n < N; ++n) {
+        sp[n] = sp[n] * e + xdt * r.B[n];
+        sum += sp[n] * r.C[n];
+      }
+    } else {
+      for (int64_t n = 0; n < N; ++n) {
+        sp[n] = sp[n] * decay[n] + xdt * r.B[n];
+        sum += sp[n] * r.C[n];
+      }
+    }
+    y[p] = sum + dd * r.x[p];
+  }
+}
+
+void scan_sequential_run(const SsmScanArgs& a, ThreadPool* pool) {
+  const int64_t PN = a.head_dim * a.state_size;
+  split(pool, a.b * a.heads, [&](int64_t w) {
+    const int64_t s = w / a.heads, h = w % a.heads;
+    std::vector<float> local(a.state == nullptr ? PN : 0), decay(a.a_width);
+    float* st = a.state != nullptr ? a.state + w * PN : local.data();
+    for (int64_t i = 0; i < a.t; ++i)
+      scan_step(a, h, head_row(a, s, h, i), st,
+                a.y + (s * a.t + i) * a.heads * a.head_dim + h * a.head_dim, decay.data());
+  });
+}
+
+// Tokens per chunk of the chunked scan.
+constexpr int64_t kChunk = 64;
+
+// The SSD form for one decay per head. Within a chunk of L tokens with cum[i] = sum_{j<=i} dt_j a,
+//   y_i = sum_{j<=i} (C_i . B_j) exp(cum_i - cum_j) dt_j x_j + exp(cum_i) C_i s_prev + d x_i,
+//   s_next = exp(cum_last) s_prev + sum_j exp(cum_last - cum_j) dt_j x_j B_j^T,
+// the recurrence unrolled into products of L x N, L x L and L x P matrices. The state is held
+// transposed ([N][P]) and B transposed ([N][L]) so every product is a row update.
+void scan_chunked_head(const SsmScanArgs& a, int64_t s, int64_t h, float* st) {
+  const int64_t P = a.head_dim, N = a.state_size, L = std::min(kChunk, a.t);
+  const float ah = a.a[h], dd = a.d != nullptr ? a.d[h] : 0.0f;
+  std::vector<float> cum(L), xd(L * P), w(L), dec(L), bt(N * L), sT(N * P);
+  std::vector<HeadRow> rows(L);
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) sT[n * P + p] = st[p * N + n];
+  for (int64_t c0 = 0; c0 < a.t; c0 += L) {
+    const int64_t len = std::min(L, a.t - c0);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < len; ++j) {
+      rows[j] = head_row(a, s, h, c0 + j);
+      acc += rows[j].dt * ah;
+      cum[j] = acc;
+      for (int64_t p = 0; p < P; ++p) xd[j * P + p] = rows[j].dt * rows[j].x[p];
+      for (int64_t n = 0; n < N; ++n) bt[n * L + j] = rows[j].B[n];
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      const HeadRow& ri = rows[i];
+      float* y = a.y + (s * a.t + c0 + i) * a.heads * P + h * P;
+      const float ei = std::exp(cum[i]);
+      for (int64_t p = 0; p < P; ++p) y[p] = dd * ri.x[p];
+      for (int64_t n = 0; n < N; ++n) axpy(y, ei * ri.C[n], sT.data() + n * P, P);
+      // w[j] = C_i . B_j for j <= i, then the decay from j to i.
+      std::fill(w.begin(), w.begin() + i + 1, 0.0f);
+      for (int64_t n = 0; n < N; ++n) axpy(w.data(), ri.C[n], bt.data() + n * L, i + 1);
+      for (int64_t j = 0; j <= i; ++j) dec[j] = cum[i] - cum[j];
+      exp_row(dec.data(), dec.data(), i + 1);
+      for (int64_t j = 0; j <= i; ++j) w[j] *= dec[j];
+      for (int64_t j = 0; j <= i; ++j) axpy(y, w[j], xd.data() + j * P, P);
+    }
+    const float last = cum[len - 1], el = std::exp(last);
+    for (int64_t j = 0; j < len; ++j) w[j] = std::exp(last - cum[j]);
+    for (int64_t n = 0; n < N; ++n) {
+      float* sn = sT.data() + n * P;
+      for (int64_t p = 0; p < P; ++p) sn[p] *= el;
+      for (int64_t j = 0; j < len; ++j) axpy(sn, w[j] * bt[n * L + j], xd.data() + j * P, P);
+    }
+  }
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) st[p * N + n] = sT[n * P + p];
+}
+
+void scan_chunked_run(const SsmScanArgs& a, ThreadPool* pool) {
+  const int64_t PN = a.head_dim * a.state_size;
+  split(pool, a.b * a.heads, [&](int64_t w) {
+    std::vector<float> local(a.state == nullptr ? PN : 0);
+    scan_chunked_head(a, w / a.heads, w % a.heads,
+                      a.state != nullptr ? a.state + w * PN : local.data());
+  });
+}
+
+// Backward of one sequence and group (the heads sharing its B and C): the states are recomputed
+// forward and kept, then the gradient of the state runs backward in time.
+void scan_backward_unit(const SsmScanBackwardArgs& g, int64_t s, int64_t grp, float* da,
+                        float* dd) {
+  const SsmScanArgs& a = g.fwd;
+  const int64_t P = a.head_dim, N = a.state_size, PN = P * N, hpg = a.heads / a.groups;
+  const int64_t t = a.t, Y = a.heads * P;
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t row = s * t + i;
+    std::memset(g.dB + row * a.ld_bc + grp * N, 0, N * sizeof(float));
+    std::memset(g.dC + row * a.ld_bc + grp * N, 0, N * sizeof(float));
+  }
+  std::vector<float> states((t + 1) * PN), gs(PN), decay(a.a_width), ytmp(P), dan(N);
+  for (int64_t h = grp * hpg; h < (grp + 1) * hpg; ++h) {
+    const float* ah = a.a + h * a.a_width;
+    const float dh = a.d != nullptr ? a.d[h] : 0.0f;
+    std::fill(states.begin(), states.begin() + PN, 0.0f);
+    for (int64_t i = 0; i < t; ++i) {
+      std::copy(states.begin() + i * PN, states.begin() + (i + 1) * PN,
+                states.begin() + (i + 1) * PN);
+      scan_step(a, h, head_row(a, s, h, i), states.data() + (i + 1) * PN, ytmp.data(),
+                decay.data());
+    }
+    std::fill(gs.begin(), gs.end(), 0.0f);
+    for (int64_t i = t - 1; i >= 0; --i) {
+      const int64_t row = s * t + i;
+      const HeadRow r = head_row(a, s, h, i);
+      const float* dy = g.dy + row * Y + h * P;
+      const float* s1 = states.data() + (i + 1) * PN;  // after step i
+      const float* s0 = states.data() + i * PN;        // before it
+      float* dx = g.dx + row * a.ld_x + h * P;
+      float* dB = g.dB + row * a.ld_bc + grp * N;
+      float* dC = g.dC + row * a.ld_bc + grp * N;
+      for (int64_t n = 0; n < a.a_width; ++n) decay[n] = std::exp(r.dt * ah[n]);
+      float ddt = 0.0f;
+      std::fill(dan.begin(), dan.end(), 0.0f);
+      for (int64_t p = 0; p < P; ++p) {
+        float* __restrict gp = gs.data() + p * N;
+        const float* __restrict s1p = s1 + p * N;
+        const float* __restrict s0p = s0 + p * N;
+        const float dyp = dy[p], xp = r.x[p];
+        if (dd != nullptr) dd[h] += dyp * xp;
+        // With one decay per head, a_n = ah[0] for every n; otherwise a per-entry decay.
+        float dxp = 0.0f, ddtp = 0.0f;
+        for (int64_t n = 0; n < N; ++n) {
+          const int64_t an = a.a_width == 1 ? 0 : n;
+          const float e = decay[an], ga = gp[n] + dyp * r.C[n];
+          dC[n] += dyp * s1p[n];
+          dB[n] += r.dt * ga * xp;
+          dxp += ga * r.B[n];
+          ddtp += ga * (xp * r.B[n] + ah[an] * e * s0p[n]);
+          dan[n] += ga * e * s0p[n];
+          gp[n] = ga * e;
+        }
+        dx[p] = dh * dyp + r.dt * dxp;
+        ddt += ddtp;
+      }
+      g.ddt[row * a.ld_dt + h] = ddt;
+      if (a.a_width == 1) {
+        float sum = 0.0f;
+        for (int64_t n = 0; n < N; ++n) sum += dan[n];
+        da[h] += r.dt * sum;
+      } else {
+        for (int64_t n = 0; n < N; ++n) da[h * a.a_width + n] += r.dt * dan[n];
+      }
+    }
+  }
+}
+
+void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+  const SsmScanArgs& a = g.fwd;
+  const int64_t units = a.b * a.groups, na = a.heads * a.a_width;
+  // Per-unit partial sums of da and dd, added in unit order after.
+  std::vector<float> part(units * (na + a.heads), 0.0f);
+  split(pool, units, [&](int64_t u) {
+    float* pa = part.data() + u * (na + a.heads);
+    scan_backward_unit(g, u / a.groups, u % a.groups, pa, g.dd != nullptr ? pa + na : nullptr);
+  });
+  for (int64_t u = 0; u < units; ++u) {
+    const float* pa = part.data() + u * (na + a.heads);
+    for (int64_t i = 0; i < na; ++i) g.da[i] += pa[i];
+    if (g.dd != nullptr)
+      for (int64_t h = 0; h < a.heads; ++h) g.dd[h] += pa[na + h];
+  }
+}
+
+}  // namespace
+}  // namespace nexus::cpu
