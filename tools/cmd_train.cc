@@ -56,6 +56,7 @@ struct Flags {
   std::string shape, init, tokenizer, resume, data, val, out, schedule = "cosine";
   std::string metrics, plot, ckpt_dir, arch = "llama", precision = "f32", loss_scale;
   std::string attention_layers;
+  int64_t ssm_state = 0;
   std::string optimizer_state = "f32";
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
@@ -118,6 +119,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF model instead of --shape");
   app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
+  app.add_option("--ssm-state", f.ssm_state,
+                 "mamba, mamba2, granitehybrid: the scan's state size per channel (default 16 for "
+                 "mamba, 64 otherwise)");
   app.add_option("--attention-layers", f.attention_layers,
                  "granitehybrid: the attention layers, e.g. 3,7 (default: every 4th from the 4th)");
   app.add_flag("--grad-checkpoint", f.train_opts.recompute_blocks,
@@ -284,6 +288,11 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
     NEXUS_RETURN_IF_ERROR(train::set_shape_arch(cfg.value(), f.arch));
     if (!f.attention_layers.empty())
       NEXUS_RETURN_IF_ERROR(train::set_attention_layers(cfg.value(), f.attention_layers));
+    if (f.ssm_state != 0) {
+      if (!cfg.value().has_recurrent() || f.ssm_state < 0)
+        return Status::error("--ssm-state takes a positive size and a state-space --arch");
+      cfg.value().ssm_state = f.ssm_state;
+    }
     model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true}, topts);
   }
   if (!model) return model.status();

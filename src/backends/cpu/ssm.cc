@@ -20,8 +20,12 @@ const KernelVariant<SsmScanArgs> kScan[] = {
     {"sequential_avx2", avx2_active, ssm_scan_sequential_avx2},
     {"chunked", always_available, scan_chunked_run, one_decay_per_head},
     {"sequential", always_available, scan_sequential_run}};
+bool one_decay_per_head_bwd(const SsmScanBackwardArgs& a) { return a.fwd.a_width == 1; }
+
 const KernelVariant<SsmScanBackwardArgs> kScanBackward[] = {
-    {"avx2", avx2_active, ssm_scan_backward_avx2},
+    {"chunked_avx2", avx2_active, ssm_scan_backward_chunked_avx2, one_decay_per_head_bwd},
+    {"sequential_avx2", avx2_active, ssm_scan_backward_avx2},
+    {"chunked", always_available, scan_backward_chunked_run, one_decay_per_head_bwd},
     {"sequential", always_available, scan_backward_run}};
 
 }  // namespace

@@ -20,5 +20,6 @@ void ssm_conv_backward_avx2(const SsmConvBackwardArgs& a, ThreadPool* pool);
 void ssm_scan_chunked_avx2(const SsmScanArgs& a, ThreadPool* pool);
 void ssm_scan_sequential_avx2(const SsmScanArgs& a, ThreadPool* pool);
 void ssm_scan_backward_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
+void ssm_scan_backward_chunked_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
 
 }  // namespace nexus::cpu

@@ -16,5 +16,8 @@ void ssm_scan_sequential_avx2(const SsmScanArgs& a, ThreadPool* pool) {
 void ssm_scan_backward_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool) {
   scan_backward_run(a, pool);
 }
+void ssm_scan_backward_chunked_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool) {
+  scan_backward_chunked_run(a, pool);
+}
 
 }  // namespace nexus::cpu

@@ -327,14 +327,154 @@ void scan_backward_unit(const SsmScanBackwardArgs& g, int64_t s, int64_t grp, fl
   }
 }
 
-void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+inline float dot(const float* __restrict x, const float* __restrict y, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// The chunked form's backward for one sequence and group, one decay per head. Per head: the
+// state entering each chunk from a forward pass over the chunks, then the chunks in reverse with
+// dS, the gradient of the state leaving the chunk. With M_ij = (C_i . B_j) exp(c_i - c_j) and
+// c the chunk's cumulative dt a (the forward's notation):
+//   d xd_j = sum_{i>=j} M_ij dy_i + exp(c_L - c_j) dS B_j       (xd_j = dt_j x_j)
+//   d M_ij = dy_i . xd_j;  d C_i += sum_j dM_ij E_ij B_j + exp(c_i) dy_i S_prev
+//   d B_j += sum_i dM_ij E_ij C_i + exp(c_L - c_j) dS^T xd_j
+//   d c from the decays, summed back into d(dt a) over the chunk;  dS_prev = exp(c_L) dS +
+//   sum_i exp(c_i) dy_i C_i^T.  State and dS are held transposed ([N][P]) as in the forward.
+void scan_backward_chunked_unit(const SsmScanBackwardArgs& g, int64_t s, int64_t grp, float* da,
+                                float* dd) {
+  const SsmScanArgs& a = g.fwd;
+  const int64_t P = a.head_dim, N = a.state_size, PN = P * N, hpg = a.heads / a.groups;
+  const int64_t t = a.t, Y = a.heads * P, L = std::min(kChunk, t), nc = (t + L - 1) / L;
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t row = s * t + i;
+    std::memset(g.dB + row * a.ld_bc + grp * N, 0, N * sizeof(float));
+    std::memset(g.dC + row * a.ld_bc + grp * N, 0, N * sizeof(float));
+  }
+  std::vector<float> starts(nc * PN), dsT(PN), cum(L), xd(L * P), dxd(L * P), dcum(L), ec(L),
+      el_j(L), mrow(L), erow(L), dmrow(L), u(P), yin(P), w(L), bt(N * L);
+  std::vector<HeadRow> rows(L);
+  for (int64_t h = grp * hpg; h < (grp + 1) * hpg; ++h) {
+    const float ah = a.a[h], dh = a.d != nullptr ? a.d[h] : 0.0f;
+    auto load_chunk = [&](int64_t c0, int64_t len) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < len; ++j) {
+        rows[j] = head_row(a, s, h, c0 + j);
+        acc += rows[j].dt * ah;
+        cum[j] = acc;
+        for (int64_t p = 0; p < P; ++p) xd[j * P + p] = rows[j].dt * rows[j].x[p];
+        for (int64_t n = 0; n < N; ++n) bt[n * L + j] = rows[j].B[n];
+      }
+    };
+    // The state entering each chunk ([N][P]).
+    std::fill(starts.begin(), starts.begin() + PN, 0.0f);
+    for (int64_t c = 0; c + 1 < nc; ++c) {
+      const int64_t c0 = c * L, len = std::min(L, t - c0);
+      load_chunk(c0, len);
+      const float last = cum[len - 1], el = std::exp(last);
+      for (int64_t j = 0; j < len; ++j) w[j] = last - cum[j];
+      exp_row(w.data(), w.data(), len);
+      float* sn = starts.data() + (c + 1) * PN;
+      const float* sp = starts.data() + c * PN;
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t p = 0; p < P; ++p) sn[n * P + p] = el * sp[n * P + p];
+        for (int64_t j = 0; j < len; ++j) axpy(sn + n * P, w[j] * bt[n * L + j], xd.data() + j * P, P);
+      }
+    }
+    std::fill(dsT.begin(), dsT.end(), 0.0f);
+    float dah = 0.0f, ddh = 0.0f;
+    for (int64_t c = nc - 1; c >= 0; --c) {
+      const int64_t c0 = c * L, len = std::min(L, t - c0);
+      load_chunk(c0, len);
+      const float* sT = starts.data() + c * PN;
+      const float last = cum[len - 1], el = std::exp(last);
+      exp_row(cum.data(), ec.data(), len);  // exp(c_i)
+      for (int64_t j = 0; j < len; ++j) el_j[j] = last - cum[j];
+      exp_row(el_j.data(), el_j.data(), len);  // exp(c_L - c_j)
+      std::fill(dxd.begin(), dxd.begin() + len * P, 0.0f);
+      std::fill(dcum.begin(), dcum.begin() + len, 0.0f);
+      // The state's terms: d xd_j and d B_j from dS, and c_L's share.
+      for (int64_t j = 0; j < len; ++j) {
+        std::fill(u.begin(), u.end(), 0.0f);
+        for (int64_t n = 0; n < N; ++n) axpy(u.data(), rows[j].B[n], dsT.data() + n * P, P);
+        axpy(dxd.data() + j * P, el_j[j], u.data(), P);
+        const float q = el_j[j] * dot(xd.data() + j * P, u.data(), P);
+        dcum[len - 1] += q;
+        dcum[j] -= q;
+        float* dB = g.dB + (s * t + c0 + j) * a.ld_bc + grp * N;
+        for (int64_t n = 0; n < N; ++n)
+          dB[n] += el_j[j] * dot(dsT.data() + n * P, xd.data() + j * P, P);
+      }
+      dcum[len - 1] += el * dot(dsT.data(), sT, PN);
+      // The outputs' terms, row by row.
+      for (int64_t i = 0; i < len; ++i) {
+        const HeadRow& ri = rows[i];
+        const int64_t row = s * t + c0 + i;
+        const float* dy = g.dy + row * Y + h * P;
+        float* dC = g.dC + row * a.ld_bc + grp * N;
+        // From the carried state: y_i += exp(c_i) C_i S_prev.
+        std::fill(yin.begin(), yin.end(), 0.0f);
+        for (int64_t n = 0; n < N; ++n) {
+          axpy(yin.data(), ri.C[n], sT + n * P, P);
+          dC[n] += ec[i] * dot(dy, sT + n * P, P);
+        }
+        dcum[i] += ec[i] * dot(dy, yin.data(), P);
+        // Within the chunk: M_ij for j <= i.
+        std::fill(mrow.begin(), mrow.begin() + i + 1, 0.0f);
+        for (int64_t n = 0; n < N; ++n) axpy(mrow.data(), ri.C[n], bt.data() + n * L, i + 1);
+        for (int64_t j = 0; j <= i; ++j) erow[j] = cum[i] - cum[j];
+        exp_row(erow.data(), erow.data(), i + 1);
+        for (int64_t j = 0; j <= i; ++j) {
+          const float m = mrow[j] * erow[j];
+          const float dm = dot(dy, xd.data() + j * P, P);
+          axpy(dxd.data() + j * P, m, dy, P);
+          const float t_ij = dm * m;
+          dcum[i] += t_ij;
+          dcum[j] -= t_ij;
+          dmrow[j] = dm * erow[j];  // d G_ij
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          axpy(dC, dmrow[j], rows[j].B, N);
+          axpy(g.dB + (s * t + c0 + j) * a.ld_bc + grp * N, dmrow[j], ri.C, N);
+        }
+      }
+      // d(dt a) is dcum summed from the token on; then x's, dt's, A's and D's gradients.
+      float r = 0.0f;
+      for (int64_t k = len - 1; k >= 0; --k) {
+        r += dcum[k];
+        const HeadRow& rk = rows[k];
+        const int64_t row = s * t + c0 + k;
+        const float* dy = g.dy + row * Y + h * P;
+        float* dx = g.dx + row * a.ld_x + h * P;
+        const float* dxk = dxd.data() + k * P;
+        for (int64_t p = 0; p < P; ++p) dx[p] = rk.dt * dxk[p] + dh * dy[p];
+        g.ddt[row * a.ld_dt + h] = ah * r + dot(dxk, rk.x, P);
+        dah += rk.dt * r;
+        ddh += dot(dy, rk.x, P);
+      }
+      // The gradient of the state entering this chunk.
+      for (int64_t n = 0; n < N; ++n) {
+        float* dn = dsT.data() + n * P;
+        for (int64_t p = 0; p < P; ++p) dn[p] *= el;
+        for (int64_t i = 0; i < len; ++i)
+          axpy(dn, ec[i] * rows[i].C[n], g.dy + (s * t + c0 + i) * Y + h * P, P);
+      }
+    }
+    da[h] += dah;
+    if (dd != nullptr) dd[h] += ddh;
+  }
+}
+
+template <void (*unit)(const SsmScanBackwardArgs&, int64_t, int64_t, float*, float*)>
+void scan_backward_units(const SsmScanBackwardArgs& g, ThreadPool* pool) {
   const SsmScanArgs& a = g.fwd;
   const int64_t units = a.b * a.groups, na = a.heads * a.a_width;
   // Per-unit partial sums of da and dd, added in unit order after.
   std::vector<float> part(units * (na + a.heads), 0.0f);
   split(pool, units, [&](int64_t u) {
     float* pa = part.data() + u * (na + a.heads);
-    scan_backward_unit(g, u / a.groups, u % a.groups, pa, g.dd != nullptr ? pa + na : nullptr);
+    unit(g, u / a.groups, u % a.groups, pa, g.dd != nullptr ? pa + na : nullptr);
   });
   for (int64_t u = 0; u < units; ++u) {
     const float* pa = part.data() + u * (na + a.heads);
@@ -342,6 +482,14 @@ void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
     if (g.dd != nullptr)
       for (int64_t h = 0; h < a.heads; ++h) g.dd[h] += pa[na + h];
   }
+}
+
+void scan_backward_chunked_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+  scan_backward_units<scan_backward_chunked_unit>(g, pool);
+}
+
+void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+  scan_backward_units<scan_backward_unit>(g, pool);
 }
 
 }  // namespace
