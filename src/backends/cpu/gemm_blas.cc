@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
 #include "nexus/status.h"
@@ -28,13 +29,13 @@ void pin_blas_to_one_thread() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-// F32, F16 and BF16 weights go to our AVX2 GEMM where it is the active f32 GEMM (not on AVX-512
-// hosts, where OpenBLAS's wider kernel was not measured against it; NEXUS_NO_F32_GEMM=1 turns it
-// off): it converts F16 and BF16 rows as it packs them, and skips sgemm's zeroing of C and its
-// packing of the activations again for each panel: 5-14% faster prefill than sgemm
-// (docs/KERNELS.md).
+// F32, F16 and BF16 weights go to our AVX2 GEMM where it is the active f32 GEMM (NEXUS_NO_F32_GEMM=1
+// turns it off; NEXUS_BLAS_PREFILL=1 sends prefill to OpenBLAS instead): it converts F16 and BF16
+// rows as it packs them, and skips sgemm's zeroing of C and its packing of the activations again
+// for each panel: 5-14% faster prefill than sgemm on AVX2 hosts, and on this AVX-512 Xeon 1.8-2.2x
+// faster than OpenBLAS's sgemm (docs/KERNELS.md).
 bool prefill_on_our_gemm(DType w) {
-  static const bool on = gemm_f32_active() && !avx512_active();
+  static const bool on = gemm_f32_active() && !env_is_one("NEXUS_BLAS_PREFILL");
   return on && (w == DType::kF32 || w == DType::kF16 || w == DType::kBF16);
 }
 

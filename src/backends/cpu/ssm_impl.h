@@ -53,6 +53,40 @@ inline void axpy(float* __restrict y, float a, const float* __restrict x, int64_
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// c[m x n] += a[m x k] b[k x n] (row strides lda, ldb, ldc): 4 x 16 tiles whose sums stay in
+// registers through the k loop (8 AVX2 vectors in the AVX2 build), the edges by rows.
+inline void gemm_acc(int64_t m, int64_t n, int64_t k, const float* __restrict a, int64_t lda,
+                     const float* __restrict b, int64_t ldb, float* __restrict c, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      float acc[4][16];
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 16; ++q) acc[r][q] = c[(i + r) * ldc + j + q];
+      const float* a0 = a + i * lda;
+      for (int64_t p = 0; p < k; ++p) {
+        const float* bp = b + p * ldb + j;
+        const float x0 = a0[p], x1 = a0[lda + p], x2 = a0[2 * lda + p], x3 = a0[3 * lda + p];
+        for (int q = 0; q < 16; ++q) {
+          acc[0][q] += x0 * bp[q];
+          acc[1][q] += x1 * bp[q];
+          acc[2][q] += x2 * bp[q];
+          acc[3][q] += x3 * bp[q];
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 16; ++q) c[(i + r) * ldc + j + q] = acc[r][q];
+    }
+    if (j < n)
+      for (int r = 0; r < 4; ++r)
+        for (int64_t p = 0; p < k; ++p)
+          axpy(c + (i + r) * ldc + j, a[(i + r) * lda + p], b + p * ldb + j, n - j);
+  }
+  for (; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) axpy(c + i * ldc, a[i * lda + p], b + p * ldb, n);
+}
+
 // --- conv ---
 
 constexpr int64_t kConvBlock = 64;  // channels per work item
@@ -206,55 +240,79 @@ constexpr int64_t kChunk = 64;
 //   s_next = exp(cum_last) s_prev + sum_j exp(cum_last - cum_j) dt_j x_j B_j^T,
 // the recurrence unrolled into products of L x N, L x L and L x P matrices. The state is held
 // transposed ([N][P]) and B transposed ([N][L]) so every product is a row update.
-void scan_chunked_head(const SsmScanArgs& a, int64_t s, int64_t h, float* st) {
+// gmat: every chunk's C B^T for this head's sequence and group ([chunk][L][L]), shared by the
+// group's heads.
+void scan_chunked_head(const SsmScanArgs& a, int64_t s, int64_t h, float* st, const float* gmat) {
   const int64_t P = a.head_dim, N = a.state_size, L = std::min(kChunk, a.t);
+  const int64_t Y = a.heads * P;
   const float ah = a.a[h], dd = a.d != nullptr ? a.d[h] : 0.0f;
-  std::vector<float> cum(L), xd(L * P), w(L), dec(L), bt(N * L), sT(N * P);
-  std::vector<HeadRow> rows(L);
+  const int64_t g = h / (a.heads / a.groups);
+  std::vector<float> cum(L), xd(L * P), w(L), ec(L), bt(N * L), cs(L * N), m(L * L), sT(N * P);
   for (int64_t p = 0; p < P; ++p)
     for (int64_t n = 0; n < N; ++n) sT[n * P + p] = st[p * N + n];
   for (int64_t c0 = 0; c0 < a.t; c0 += L) {
-    const int64_t len = std::min(L, a.t - c0);
+    const int64_t len = std::min(L, a.t - c0), row0 = s * a.t + c0;
+    const float* C = a.C + row0 * a.ld_bc + g * N;  // the chunk's C rows (stride ld_bc)
     float acc = 0.0f;
     for (int64_t j = 0; j < len; ++j) {
-      rows[j] = head_row(a, s, h, c0 + j);
-      acc += rows[j].dt * ah;
+      const HeadRow r = head_row(a, s, h, c0 + j);
+      acc += r.dt * ah;
       cum[j] = acc;
-      for (int64_t p = 0; p < P; ++p) xd[j * P + p] = rows[j].dt * rows[j].x[p];
-      for (int64_t n = 0; n < N; ++n) bt[n * L + j] = rows[j].B[n];
+      for (int64_t p = 0; p < P; ++p) xd[j * P + p] = r.dt * r.x[p];
+      for (int64_t n = 0; n < N; ++n) bt[n * L + j] = r.B[n];
     }
+    exp_row(cum.data(), ec.data(), len);
+    float* y0 = a.y + row0 * Y + h * P;  // the chunk's output rows (stride Y)
+    // The skip term, then the carried state: y += diag(exp(c)) C S^T.
     for (int64_t i = 0; i < len; ++i) {
-      const HeadRow& ri = rows[i];
-      float* y = a.y + (s * a.t + c0 + i) * a.heads * P + h * P;
-      const float ei = std::exp(cum[i]);
-      for (int64_t p = 0; p < P; ++p) y[p] = dd * ri.x[p];
-      for (int64_t n = 0; n < N; ++n) axpy(y, ei * ri.C[n], sT.data() + n * P, P);
-      // w[j] = C_i . B_j for j <= i, then the decay from j to i.
-      std::fill(w.begin(), w.begin() + i + 1, 0.0f);
-      for (int64_t n = 0; n < N; ++n) axpy(w.data(), ri.C[n], bt.data() + n * L, i + 1);
-      for (int64_t j = 0; j <= i; ++j) dec[j] = cum[i] - cum[j];
-      exp_row(dec.data(), dec.data(), i + 1);
-      for (int64_t j = 0; j <= i; ++j) w[j] *= dec[j];
-      for (int64_t j = 0; j <= i; ++j) axpy(y, w[j], xd.data() + j * P, P);
+      const float* x = a.x + (row0 + i) * a.ld_x + h * P;
+      for (int64_t p = 0; p < P; ++p) y0[i * Y + p] = dd * x[p];
+      for (int64_t n = 0; n < N; ++n) cs[i * N + n] = ec[i] * C[i * a.ld_bc + n];
     }
+    gemm_acc(len, P, N, cs.data(), N, sT.data(), P, y0, Y);
+    // Within the chunk: M = (C B^T) masked to j <= i and decayed by exp(c_i - c_j); y += M xd.
+    std::copy(gmat + (c0 / L) * L * L, gmat + (c0 / L) * L * L + len * L, m.begin());
+    for (int64_t i = 0; i < len; ++i) {
+      float* mi = m.data() + i * L;
+      for (int64_t j = 0; j <= i; ++j) w[j] = cum[i] - cum[j];
+      exp_row(w.data(), w.data(), i + 1);
+      for (int64_t j = 0; j <= i; ++j) mi[j] *= w[j];
+      for (int64_t j = i + 1; j < len; ++j) mi[j] = 0.0f;
+    }
+    gemm_acc(len, P, len, m.data(), L, xd.data(), P, y0, Y);
+    // The state leaving the chunk: S^T = exp(c_last) S^T + (B^T diag(exp(c_last - c))) xd.
     const float last = cum[len - 1], el = std::exp(last);
-    for (int64_t j = 0; j < len; ++j) w[j] = std::exp(last - cum[j]);
+    for (int64_t j = 0; j < len; ++j) w[j] = last - cum[j];
+    exp_row(w.data(), w.data(), len);
     for (int64_t n = 0; n < N; ++n) {
-      float* sn = sT.data() + n * P;
-      for (int64_t p = 0; p < P; ++p) sn[p] *= el;
-      for (int64_t j = 0; j < len; ++j) axpy(sn, w[j] * bt[n * L + j], xd.data() + j * P, P);
+      for (int64_t j = 0; j < len; ++j) bt[n * L + j] *= w[j];
+      for (int64_t p = 0; p < P; ++p) sT[n * P + p] *= el;
     }
+    gemm_acc(N, P, len, bt.data(), L, xd.data(), P, sT.data(), P);
   }
   for (int64_t p = 0; p < P; ++p)
     for (int64_t n = 0; n < N; ++n) st[p * N + n] = sT[n * P + p];
 }
 
 void scan_chunked_run(const SsmScanArgs& a, ThreadPool* pool) {
-  const int64_t PN = a.head_dim * a.state_size;
+  const int64_t PN = a.head_dim * a.state_size, N = a.state_size, L = std::min(kChunk, a.t);
+  const int64_t nc = (a.t + L - 1) / L, per = nc * L * L;
+  // C B^T of every chunk, once per sequence and group.
+  std::vector<float> gmat(a.b * a.groups * per, 0.0f);
+  split(pool, a.b * a.groups * nc, [&](int64_t u) {
+    const int64_t s = u / (a.groups * nc), g = (u / nc) % a.groups, c = u % nc;
+    const int64_t c0 = c * L, len = std::min(L, a.t - c0), row0 = s * a.t + c0;
+    std::vector<float> bt(N * L);
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t n = 0; n < N; ++n) bt[n * L + j] = a.B[(row0 + j) * a.ld_bc + g * N + n];
+    gemm_acc(len, len, N, a.C + row0 * a.ld_bc + g * N, a.ld_bc, bt.data(), L,
+             gmat.data() + (s * a.groups + g) * per + c * L * L, L);
+  });
   split(pool, a.b * a.heads, [&](int64_t w) {
+    const int64_t s = w / a.heads, h = w % a.heads, g = h / (a.heads / a.groups);
     std::vector<float> local(a.state == nullptr ? PN : 0);
-    scan_chunked_head(a, w / a.heads, w % a.heads,
-                      a.state != nullptr ? a.state + w * PN : local.data());
+    scan_chunked_head(a, s, h, a.state != nullptr ? a.state + w * PN : local.data(),
+                      gmat.data() + (s * a.groups + g) * per);
   });
 }
 
