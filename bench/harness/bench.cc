@@ -114,10 +114,17 @@ double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_typ
       step += n_seq * row;                               // one embedding row per token
     if (!lookup) step += static_cast<double>(t.nbytes);  // read in full (the tied head included)
   }
-  // Attention at position p reads p + 1 K and V rows per layer; the mean over the generated ones.
+  // Attention at position p reads p + 1 K and V rows per attention layer; the mean over the
+  // generated ones. State-space layers read and write their fixed state once per token.
   const double kv_row = value_bytes(kv_type, c.n_kv_heads * c.head_dim);
-  const double kv = c.n_layers * 2.0 * kv_row * (std::max(0, n_depth) + (n_gen + 1) / 2.0);
-  return step / std::max(1, n_seq) + kv;
+  const double kv =
+      c.n_attention_layers() * 2.0 * kv_row * (std::max(0, n_depth) + (n_gen + 1) / 2.0);
+  const double state =
+      c.has_recurrent() ? 2.0 * 4.0 * c.n_recurrent_layers() *
+                              (c.ssm_heads() * c.ssm_head_dim() * c.ssm_state +
+                               (c.ssm_conv - 1) * c.ssm_conv_channels())
+                        : 0.0;
+  return step / std::max(1, n_seq) + kv + state;
 }
 
 Result<BenchResult> run_bench_test(const Model& model, const BenchModelInfo& info,

@@ -8,7 +8,9 @@
 namespace nexus::cpu {
 namespace {
 
-bool one_decay_per_head(const SsmScanArgs& a) { return a.a_width == 1; }
+// The chunked form pays transposes and a C B^T per chunk: for a few tokens (decode) the
+// recurrence is cheaper.
+bool one_decay_per_head(const SsmScanArgs& a) { return a.a_width == 1 && a.t >= 8; }
 
 const KernelVariant<SsmConvArgs> kConv[] = {{"avx2", avx2_active, ssm_conv_avx2},
                                             {"scalar", always_available, conv_run}};
