@@ -77,6 +77,13 @@ class Context {
     int64_t blocks_used = 0;   // taken by at least one sequence
   };
   KvUsage kv_usage() const;
+  // State-space layers: sequence `seq`'s recurrent state at model layer `layer` after its latest
+  // token: the conv's last k - 1 input rows ([k - 1][channels], oldest first) and the scan's state
+  // ([heads][head_dim][state]). Empty spans for an attention layer or a model without state.
+  struct RecurrentState {
+    std::span<const float> conv, scan;
+  };
+  RecurrentState recurrent_state(int seq, int64_t layer) const;
   const ContextOptions& options() const;
   const Model& model() const;
   size_t kv_bytes() const;

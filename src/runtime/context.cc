@@ -280,6 +280,19 @@ Context::KvUsage Context::kv_usage() const {
 }
 
 int32_t Context::seq_len(int seq) const { return impl_->kv.len(seq); }
+
+Context::RecurrentState Context::recurrent_state(int seq, int64_t layer) const {
+  const ContextImpl& im = *impl_;
+  const ModelConfig& c = im.model.config();
+  if (!im.ssm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers ||
+      !c.recurrent_layer(layer))
+    return {};
+  const int64_t slot = im.st.state_index(layer);
+  SsmState& st = const_cast<SsmState&>(*im.ssm);
+  return {{st.conv(slot, seq), static_cast<size_t>((c.ssm_conv - 1) * c.ssm_conv_channels())},
+          {st.scan(slot, seq),
+           static_cast<size_t>(c.ssm_heads() * c.ssm_head_dim() * c.ssm_state)}};
+}
 const ContextOptions& Context::options() const { return impl_->opts; }
 const Model& Context::model() const { return impl_->model; }
 size_t Context::kv_bytes() const {

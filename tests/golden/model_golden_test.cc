@@ -428,6 +428,49 @@ TEST_P(ModelGolden, FullKvPoolIsAClearErrorAndRecovers) {
   EXPECT_TRUE(logits_match(logits, {want_row(ref, 1, 4)}, {}, g.name() + " after the pool freed"));
 }
 
+// State-space models: after sequence 0, every recurrent layer's conv rows and scan state equal
+// the PyTorch reference's (NAME.json's final_state).
+class ModelGoldenState : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ModelGoldenState, RecurrentStateMatchesFixture) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  ASSERT_TRUE(g.model().config().has_recurrent());
+  std::ifstream in(fixture_path(GetParam(), ".json"));
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json& fs = j.at("final_state");
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1);
+  const std::vector<int32_t>& s0 = g.ref().tokens[fs.at("sequence").get<int>()];
+  ASSERT_EQ(static_cast<int>(s0.size()), fs.at("after_tokens").get<int>());
+  Batch b;
+  for (int p = 0; p < static_cast<int>(s0.size()); ++p) b.add(s0[p], p, 0, false);
+  std::vector<float> logits;
+  NEXUS_DECODE(*ctx, b, logits);
+  int64_t recurrent = 0;
+  for (int64_t l = 0; l < g.model().config().n_layers; ++l)
+    recurrent += g.model().config().recurrent_layer(l) ? 1 : 0;
+  ASSERT_EQ(static_cast<int64_t>(fs.at("layers").size()), recurrent);
+  int64_t idx = 0;
+  for (const nlohmann::json& layer : fs.at("layers")) {
+    const int64_t l = layer.contains("layer") ? layer.at("layer").get<int64_t>() : idx;
+    ++idx;
+    const Context::RecurrentState got = ctx->recurrent_state(0, l);
+    for (const auto& [name, span] : {std::pair{"conv", got.conv}, {"ssm", got.scan}}) {
+      const auto want = layer.at(name).get<std::vector<float>>();
+      ASSERT_EQ(span.size(), want.size()) << "layer " << l << " " << name;
+      double scale = 1e-3, worst = 0.0;
+      for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(span[i]) - want[i]));
+      EXPECT_LE(worst, 1e-5 * scale + 1e-6) << "layer " << l << " " << name << " (max " << scale << ")";
+    }
+  }
+  EXPECT_TRUE(ctx->recurrent_state(0, -1).scan.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGoldenState,
+                         ::testing::Values("mamba", "mamba2", "granitehybrid",
+                                           "granitehybrid_rope"));
+
 // want_logits left empty returns only the last row; clear_seq(seq, from) truncates a sequence
 // so it can be re-decoded from there; a cleared slot takes a new, longer sequence.
 TEST_P(ModelGolden, ClearAndReplay) {
