@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "backends/cpu/quant.h"
+#include "nexus/compress/quantize.h"
 #include "nexus/core/thread_pool.h"
 #include "io/gguf_stream_writer.h"
 #include "harness/random_model_vocab.h"
@@ -72,12 +73,6 @@ Status check_shape(const ModelShape& s) {
     return bad("vocab must be in [" + std::to_string(kMinRandomVocab) + ", 2^24]");
   if (!(s.rope_theta > 0) || !(s.norm_eps > 0)) return bad("rope_theta and eps must be positive");
   return Status::ok();
-}
-
-// llama-quantize's "use more bits" layers of Q4_K_M: the first and last eighth, every third
-// between.
-bool use_more_bits(int64_t i, int64_t n) {
-  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
 // llama-quantize's fallback when a row does not fit the block size; nullopt = no fallback exists.

@@ -1,0 +1,72 @@
+// `nexus quantize`: a GGUF's tensors to a llama-quantize style type or mix. Each tensor's type is
+// planned from its name and shape (plan_tensor), then converted row by row (gguf_convert.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nexus/dtype.h"
+#include "nexus/io/gguf.h"
+#include "nexus/status.h"
+
+namespace nexus {
+
+// A named type: one weight type for every matrix (Q8_0, Q4_0, F16, ...) or a k-quant mix:
+// "_M" raises attn_v and ffn_down a class on the first and last eighth of the layers and every
+// third between; "_S" and plain Q2_K/Q6_K keep the base type. Every quantized mix stores the
+// output head in Q6_K (Q8_0 for Q8_0).
+struct QuantMix {
+  std::string name;  // as given, upper case: "Q4_K_M"
+  DType base;
+  bool medium;       // _M (and Q2_K, which raises the same tensors)
+  uint32_t file_type;  // llama.cpp's general.file_type
+};
+
+// The mix for a name (case-insensitive); nullopt for an unknown one.
+std::optional<QuantMix> parse_quant_mix(std::string_view name);
+// The names parse_quant_mix knows, for help and error messages.
+std::string quant_mix_names();
+
+// llama-quantize's "use more bits" layers: the first and last eighth, and every third between.
+bool use_more_bits(int64_t layer, int64_t n_layers);
+
+struct TensorTypeOverride {
+  std::string pattern;  // ECMAScript regex, searched in the tensor name
+  std::regex re;
+  DType type;
+};
+// "PATTERN=TYPE" (e.g. "ffn_down=q6_k", "blk\.0\..*=f16"); errors name the bad part.
+Result<TensorTypeOverride> parse_tensor_type(const std::string& spec);
+
+struct QuantizeOptions {
+  QuantMix mix;
+  bool pure = false;  // every matrix in the base type: no raised tensors, no Q6_K head
+  std::vector<TensorTypeOverride> overrides;  // first match wins, before the mix's rules
+};
+
+// The type tensor `t` of a model with n_layers blocks gets: unchanged for non-float data; F32 for
+// vectors and the state-space mixer's small matrices; else the override, the mix's rule or its
+// base type, then a type whose block fits a row (rows that do not fill a K block take Q8_0, rows
+// that do not fill a 32-value block F16).
+DType plan_tensor(const GgufTensorInfo& t, int64_t n_layers, bool has_output,
+                  const QuantizeOptions& o);
+
+// One line of progress per tensor: index, count, the tensor, its types and sizes.
+struct QuantizeProgress {
+  size_t index, count;
+  const GgufTensorInfo* tensor;
+  DType to;
+  size_t bytes_out;
+};
+
+// A writer with `in`'s metadata (general.file_type set to the mix's) and every tensor converted
+// to its planned type; `progress` (may be empty) is called after each tensor.
+Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,
+                                 const std::function<void(const QuantizeProgress&)>& progress);
+
+}  // namespace nexus

@@ -1,0 +1,72 @@
+// `nexus quantize IN.gguf OUT.gguf TYPE`: llama-quantize's types and mixes, a line of progress per
+// tensor, rows that do not fit a block kept in a type whose block they fit; written atomically.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "command.h"
+#include "nexus/compress/quantize.h"
+#include "nexus/io/gguf.h"
+
+namespace nexus::cli {
+namespace {
+
+int quantize_main(int argc, char** argv) {
+  CLI::App app{"Quantize a GGUF model to a type or a llama-quantize mix", "nexus quantize"};
+  app.footer("Types: " + quant_mix_names() +
+             "\nExample:\n  nexus quantize model-f32.gguf model-q4_k_m.gguf Q4_K_M");
+  std::string input, output, type;
+  bool pure = false, quiet = false;
+  std::vector<std::string> tensor_types;
+  app.add_option("input", input, "GGUF model to quantize")->required();
+  app.add_option("output", output, "GGUF file to write")->required();
+  app.add_option("type", type, "target type or mix (Q4_K_M, Q8_0, ...)")->required();
+  app.add_flag("--pure", pure, "every matrix in the base type (no Q6_K head, no raised tensors)");
+  app.add_option("--tensor-type", tensor_types,
+                 "PATTERN=TYPE: tensors whose name matches the regex get TYPE (repeatable)");
+  app.add_flag("-q,--quiet", quiet, "no line per tensor");
+  if (auto code = parse_args(app, argc, argv, "quantize")) return *code;
+
+  const std::optional<QuantMix> mix = parse_quant_mix(type);
+  if (!mix)
+    return fail("quantize", "unknown type '" + type + "' (types: " + quant_mix_names() + ")",
+                kUsageError);
+  QuantizeOptions o{*mix, pure, {}};
+  for (const std::string& spec : tensor_types) {
+    auto ov = parse_tensor_type(spec);
+    if (!ov) return fail("quantize", ov.status().message(), kUsageError);
+    o.overrides.push_back(std::move(ov).value());
+  }
+  if (auto m = overwrites_source(output, {input})) return fail("quantize", *m, kUsageError);
+  auto in = GgufFile::open(input);
+  if (!in) return fail("quantize", in.status().message());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t bytes_in = 0, bytes_out = 0;
+  auto w = quantize_gguf(in.value(), o, [&](const QuantizeProgress& p) {
+    bytes_in += p.tensor->nbytes;
+    bytes_out += p.bytes_out;
+    if (quiet) return;
+    std::string shape;
+    for (size_t i = 0; i < p.tensor->shape.size(); ++i)
+      shape += (i ? " x " : "") + std::to_string(p.tensor->shape[i]);
+    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-14s %5s -> %-5s %9.3f MiB\n", p.index, p.count,
+                 p.tensor->name.c_str(), shape.c_str(),
+                 std::string(dtype_name(p.tensor->dtype)).c_str(),
+                 std::string(dtype_name(p.to)).c_str(), p.bytes_out / 1048576.0);
+  });
+  if (!w) return fail("quantize", w.status().message());
+  if (Status s = w->write(output); !s) return fail("quantize", s.message());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("quantize: %s -> %s (%s): %.2f MiB -> %.2f MiB in %.1f s\n", input.c_str(),
+              output.c_str(), mix->name.c_str(), bytes_in / 1048576.0, bytes_out / 1048576.0,
+              secs);
+  return 0;
+}
+
+Register reg({"quantize", "quantize a GGUF model to a type or a llama-quantize mix",
+              quantize_main});
+
+}  // namespace
+}  // namespace nexus::cli
