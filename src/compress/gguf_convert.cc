@@ -16,16 +16,13 @@ bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Tensors that stay F32 whatever the target, as llama.cpp keeps them: vectors, and the
-// state-space mixer's small matrices the scan reads directly (the conv taps, A, D, the gated
-// norm's weights).
-bool keep_f32(const GgufTensorInfo& t) {
+}  // namespace
+
+bool keeps_f32(const GgufTensorInfo& t) {
   return t.shape.size() < 2 || ends_with(t.name, ".ssm_conv1d.weight") ||
          ends_with(t.name, ".ssm_a") || ends_with(t.name, ".ssm_d") ||
          ends_with(t.name, ".ssm_norm.weight");
 }
-
-}  // namespace
 
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
                    std::vector<float>& scratch) {
@@ -99,7 +96,7 @@ Result<GgufWriter> convert_gguf(const GgufFile& in, DType target) {
   std::vector<float> scratch;
   for (const GgufTensorInfo& t : in.tensors()) {
     const bool floating = is_float(t.dtype) || traits(t.dtype).quantized;
-    const DType to = !floating ? t.dtype : keep_f32(t) ? DType::kF32 : target;
+    const DType to = !floating ? t.dtype : keeps_f32(t) ? DType::kF32 : target;
     if (to == t.dtype) {
       w.add_tensor(t.name, t.dtype, t.shape, t.data);
       continue;

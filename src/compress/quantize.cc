@@ -61,12 +61,6 @@ int64_t layer_of(const std::string& name) {
   return std::strtoll(name.c_str() + 4, nullptr, 10);
 }
 
-bool keep_f32(const GgufTensorInfo& t) {
-  return t.shape.size() < 2 || ends_with(t.name, ".ssm_conv1d.weight") ||
-         ends_with(t.name, ".ssm_a") || ends_with(t.name, ".ssm_d") ||
-         ends_with(t.name, ".ssm_norm.weight");
-}
-
 }  // namespace
 
 std::optional<QuantMix> parse_quant_mix(std::string_view name) {
@@ -106,7 +100,7 @@ DType plan_tensor(const GgufTensorInfo& t, int64_t n_layers, bool has_output,
   const bool floating = t.dtype == DType::kF32 || t.dtype == DType::kF16 ||
                         t.dtype == DType::kBF16 || traits(t.dtype).quantized;
   if (!floating) return t.dtype;
-  if (keep_f32(t)) return DType::kF32;
+  if (keeps_f32(t)) return DType::kF32;
   const DType base = o.mix.base;
   DType to = base;
   bool overridden = false;

@@ -116,14 +116,7 @@ class SsmLayer final : public LayerType {
     if (m2) grouped_rms_norm(y, vec(w.ssm_norm), c.norm_eps, n, G, di / G);
     linear(w.ssm_out, Tensor(), y, n, st.h, st, "ssm_out");
     add_inplace(st.x, st.h, n * c.dim);
-    if (!w.w_gate.empty()) {  // hybrids: the layer's SwiGLU feed-forward
-      rms_norm(st.x, vec(w.ffn_norm), c.norm_eps, st.h, n, c.dim);
-      const Tensor none;
-      linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
-      swiglu(st.a, st.b, n * c.ffn_dim);
-      linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
-      add_inplace(st.x, st.h, n * c.dim);
-    }
+    if (!w.w_gate.empty()) swiglu_ffn_infer(c, w, st);  // hybrids: the layer's feed-forward
   }
 
   // Training: b sequences of t tokens from a zero state. The input projection's output is kept

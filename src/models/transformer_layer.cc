@@ -116,13 +116,7 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
   linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
   add_inplace(st.x, st.h, n * c.dim);
-
-  rms_norm(st.x, vec(w.ffn_norm), c.norm_eps, st.h, n, c.dim);
-  const Tensor none;
-  linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
-  swiglu(st.a, st.b, n * c.ffn_dim);
-  linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
-  add_inplace(st.x, st.h, n * c.dim);
+  swiglu_ffn_infer(c, w, st);
 }
 
 // Inference, gpt2 shape: LayerNorm with bias, the fused QKV projection split into q, k, v, no
@@ -373,6 +367,16 @@ void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const 
     layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, n, c.dim, pool);
   else
     rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
+}
+
+void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st) {
+  const int64_t n = st.n;
+  rms_norm(st.x, w.ffn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
+  const Tensor none;
+  linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
+  swiglu(st.a, st.b, n * c.ffn_dim);
+  linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
+  add_inplace(st.x, st.h, n * c.dim);
 }
 
 }  // namespace nexus

@@ -14,6 +14,10 @@ namespace nexus {
 
 const LayerType& transformer_layer();
 
+// Inference of the SwiGLU feed-forward half (llama, qwen, and every granitehybrid layer):
+// x += down(silu(gate(h)) * up(h)), h = rmsnorm(x) with ffn_norm.
+void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st);
+
 // The architecture's normalisation over rows of c.dim: LayerNorm with bias (gpt2) or RMSNorm
 // (llama, qwen; mean and b unused). The blocks and the final norm use it.
 void norm_forward(const ModelConfig& c, float* out, float* mean, float* rstd, const float* x,

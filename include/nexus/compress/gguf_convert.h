@@ -20,6 +20,11 @@ DType fallback_type(DType target, int64_t cols);
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
                    std::vector<float>& scratch);
 
+// Tensors that stay F32 whatever the target, as llama.cpp keeps them: vectors, and the
+// state-space mixer's small matrices the scan reads directly (the conv taps, A, D, the gated
+// norm's weights).
+bool keeps_f32(const GgufTensorInfo& t);
+
 // True when `t` is a weight type convert_gguf can write (it has CPU kernels and is not an
 // activation-only type such as Q8_K or Q8_1).
 bool is_weight_target(DType t);
