@@ -61,6 +61,32 @@ int64_t layer_of(const std::string& name) {
   return std::strtoll(name.c_str() + 4, nullptr, 10);
 }
 
+// A type whose block fits rows of `cols` values, the way llama-quantize falls back (so files
+// match its sizes; `nexus convert` keeps more bits): a K type's rows that do not fill 256-value
+// blocks take the 32-block type of about the same bits, and rows that fill no 32-value block F16.
+DType fit_rows(DType t, int64_t cols) {
+  if (cols % traits(t).block_size == 0) return t;
+  DType f = t;
+  switch (t) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+      f = DType::kQ4_0;
+      break;
+    case DType::kQ4_K:
+      f = DType::kQ5_0;
+      break;
+    case DType::kQ5_K:
+      f = DType::kQ5_1;
+      break;
+    case DType::kQ6_K:
+      f = DType::kQ8_0;
+      break;
+    default:
+      break;
+  }
+  return fallback_type(f, cols);
+}
+
 }  // namespace
 
 std::optional<QuantMix> parse_quant_mix(std::string_view name) {
@@ -121,7 +147,7 @@ DType plan_tensor(const GgufTensorInfo& t, int64_t n_layers, bool has_output,
       to = raised(base);
     }
   }
-  return fallback_type(to, t.shape.back());
+  return fit_rows(to, t.shape.back());
 }
 
 Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,

@@ -51,8 +51,8 @@ struct QuantizeOptions {
 
 // The type tensor `t` of a model with n_layers blocks gets: unchanged for non-float data; F32 for
 // vectors and the state-space mixer's small matrices; else the override, the mix's rule or its
-// base type, then a type whose block fits a row (rows that do not fill a K block take Q8_0, rows
-// that do not fill a 32-value block F16).
+// base type, then a type whose block fits a row, as llama-quantize falls back (Q2_K and Q3_K to
+// Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; rows that fill no 32-value block: F16).
 DType plan_tensor(const GgufTensorInfo& t, int64_t n_layers, bool has_output,
                   const QuantizeOptions& o);
 
