@@ -135,9 +135,14 @@ struct Expr {
 };
 using ExprP = std::unique_ptr<Expr>;
 
-// Variables: a stack of frames; a for-loop body gets its own frame per iteration.
+// Variables: a stack of frames; a for-loop body gets its own frame per iteration. Macros defined
+// so far, by name: each renders its body with its parameters bound and returns the text.
+struct Scope;
+using MacroFn = std::function<Value(Scope&, std::vector<Value>,
+                                    std::vector<std::pair<std::string, Value>>)>;
 struct Scope {
   std::vector<Value> frames;
+  std::map<std::string, MacroFn> macros;
   Value* find(const std::string& name) {
     for (auto it = frames.rbegin(); it != frames.rend(); ++it)
       if (auto f = it->find(name); f != it->end()) return &*f;
@@ -435,6 +440,11 @@ struct Call : Expr {
     if (const auto* m = dynamic_cast<const Attr*>(callee.get())) return method(m->obj->eval(s), m->name, a);
     const auto* f = dynamic_cast<const Var*>(callee.get());
     if (!f) throw JinjaError("call of something that is not a function");
+    if (auto m = s.macros.find(f->name); m != s.macros.end()) {
+      std::vector<std::pair<std::string, Value>> kw;
+      for (const auto& [k, v] : kwargs) kw.emplace_back(k, v->eval(s));
+      return m->second(s, std::move(a), std::move(kw));
+    }
     if (f->name == "raise_exception")
       throw JinjaError(a.empty() ? std::string("raise_exception") : to_text(a[0]));
     if (f->name == "namespace") {
@@ -870,6 +880,41 @@ struct Set : Template::Node {
   }
 };
 
+// {% macro name(a, b=default) %}...{% endmacro %}: rendering the definition makes name() callable;
+// a call binds the arguments (positional, then by name, then the defaults; the rest undefined) in
+// a frame of their own and returns the body's text.
+struct Macro : Template::Node {
+  std::string name;
+  std::vector<std::string> params;
+  std::vector<ExprP> defaults;  // null where a parameter has none
+  std::unique_ptr<Block> body;
+  void render(Scope& s, std::string&) const override {
+    s.macros[name] = [this](Scope& sc, std::vector<Value> args,
+                            std::vector<std::pair<std::string, Value>> kwargs) -> Value {
+      if (args.size() > params.size())
+        throw JinjaError("macro " + name + "() takes " + std::to_string(params.size()) +
+                         " arguments, got " + std::to_string(args.size()));
+      Value frame = Value::object();
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (i < args.size())
+          frame[params[i]] = std::move(args[i]);
+        else if (defaults[i])
+          frame[params[i]] = defaults[i]->eval(sc);
+      }
+      for (auto& [k, v] : kwargs) {
+        if (std::find(params.begin(), params.end(), k) == params.end())
+          throw JinjaError("macro " + name + "() has no parameter " + k);
+        frame[k] = std::move(v);
+      }
+      sc.frames.push_back(std::move(frame));
+      std::string out;
+      body->render(sc, out);
+      sc.frames.pop_back();
+      return out;
+    };
+  }
+};
+
 // The template as text and tags, with whitespace control applied to the text.
 struct Piece {
   enum Kind { kText, kExpr, kStmt } kind;
@@ -1015,6 +1060,27 @@ class Parser {
         }
         ep.expect_op("=");
         n->e = ep.parse();
+        b->nodes.push_back(std::move(n));
+      } else if (kw == "macro") {
+        auto n = std::make_unique<Macro>();
+        n->name = ep.expect_name();
+        ep.expect_op("(");
+        while (!ep.at_op(")")) {
+          n->params.push_back(ep.expect_name());
+          ExprP def;
+          if (ep.at_op("=")) {
+            ep.next();
+            def = ep.parse();
+          }
+          n->defaults.push_back(std::move(def));
+          if (!ep.at_op(",")) break;
+          ep.next();
+        }
+        ep.expect_op(")");
+        std::string end;
+        n->body = block({"endmacro"}, &end);
+        if (end.empty()) throw JinjaError("macro without endmacro");
+        ++i_;
         b->nodes.push_back(std::move(n));
       } else {
         throw JinjaError("unsupported tag '" + kw + "'");

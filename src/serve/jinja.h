@@ -1,6 +1,7 @@
 // A Jinja subset for chat templates (tokenizer.chat_template): text, {{ expressions }},
 // {% if/elif/else %}, {% for x in xs %} (with `loop` and an optional `if` filter),
-// {% set x = ... %} (namespace attributes too), comments and whitespace control ({%- -%}),
+// {% set x = ... %} (namespace attributes too), {% macro name(a, b=1) %}...{% endmacro %} and
+// its calls, comments and whitespace control ({%- -%}),
 // rendered as Hugging Face renders chat templates (trim_blocks and lstrip_blocks on).
 // Expressions: literals (strings, numbers, true/false/none, lists, dicts), variables, .attr,
 // [index], [a:b] slices, calls of the usual string and dict methods, filters (trim, length,

@@ -154,15 +154,20 @@ struct Server::Impl {
   std::string new_id(const char* prefix) { return prefix + std::to_string(next_id++); }
 
   // The chat prompt: the model's template when it parsed (its raise_exception is the client's
-  // error: 400), else the built-in format it was recognised as.
-  std::string render_prompt(const std::vector<ChatMessage>& messages) const {
+  // error: 400), else the built-in format it was recognised as. The request's `tools` (OpenAI's
+  // function definitions) go to the template as `tools`, as Hugging Face passes them.
+  std::string render_prompt(const std::vector<ChatMessage>& messages, const json& body) const {
     if (!chat_template) return render_chat(chat_format, messages, true, bos_text, eos_text);
     jinja::Value list = jinja::Value::array();
     for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-    const jinja::Value ctx = {{"messages", list},
-                              {"add_generation_prompt", true},
-                              {"bos_token", bos_text},
-                              {"eos_token", eos_text}};
+    jinja::Value ctx = {{"messages", list},
+                        {"add_generation_prompt", true},
+                        {"bos_token", bos_text},
+                        {"eos_token", eos_text}};
+    if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+      if (!t->is_array()) throw ApiError(400, "'tools' must be an array");
+      ctx["tools"] = jinja::Value::parse(t->dump());
+    }
     Result<std::string> r = chat_template->render(ctx);
     if (!r) throw ApiError(400, r.status().message());
     return std::move(r).value();
@@ -258,7 +263,7 @@ struct Server::Impl {
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
       const std::vector<ChatMessage> messages = parse_messages(body);
-      prompts.push_back(encode_prompt(render_prompt(messages), false));
+      prompts.push_back(encode_prompt(render_prompt(messages, body), false));
       const bool lp = body.contains("logprobs") && body["logprobs"].is_boolean() &&
                       body["logprobs"].get<bool>();
       if (body.contains("logprobs") && !body["logprobs"].is_boolean() && !body["logprobs"].is_null())

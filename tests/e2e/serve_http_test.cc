@@ -305,8 +305,8 @@ TEST(ServeHttp, MetricsPassPromtool) {
   std::filesystem::remove(path + ".out");
 }
 
-// stories260K with a chat template in its metadata: the chat prompt is the template's rendering,
-// and the template's raise_exception is the client's 400.
+// stories260K with a chat template in its metadata: the chat prompt is the template's rendering
+// (with a macro, and the request's tools), and the template's raise_exception is the client's 400.
 TEST(ServeHttp, ChatPromptsComeFromTheModelsTemplate) {
   NEXUS_REQUIRE_SHARED(kModel);
   auto src = GgufFile::open(test::shared_path(kModel));
@@ -314,6 +314,8 @@ TEST(ServeHttp, ChatPromptsComeFromTheModelsTemplate) {
   GgufWriter w;
   w.copy_metadata(*src, [](std::string_view k) { return k == "tokenizer.chat_template"; });
   w.set_string("tokenizer.chat_template",
+               "{% macro tool_line(f) %}TOOL {{ f['name'] }}\n{% endmacro %}"
+               "{% if tools %}{% for t in tools %}{{ tool_line(t['function']) }}{% endfor %}{% endif %}"
                "{% for m in messages %}{% if m['role'] == 'assistant' %}"
                "{{ raise_exception('no assistant turns here') }}{% endif %}"
                "{{ m['role'] | upper + ': ' + m['content'] | trim + '\n' }}{% endfor %}"
@@ -338,6 +340,17 @@ TEST(ServeHttp, ChatPromptsComeFromTheModelsTemplate) {
                        {"max_tokens", 4}, {"temperature", 0}},
                       200);
   EXPECT_EQ(r["usage"]["prompt_tokens"], want["tokens"].size());
+  const json tools = json::array(
+      {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", json::object()}}}}});
+  const json want_tools = post(c, "/tokenize", {{"content", "TOOL get_weather\n" + rendered}}, 200);
+  const json rt = post(c, "/v1/chat/completions",
+                       {{"messages", json::array({{{"role", "system"}, {"content", "Be kind. "}},
+                                                  {{"role", "user"}, {"content", " Hi"}}})},
+                        {"tools", tools}, {"max_tokens", 4}, {"temperature", 0}},
+                       200);
+  EXPECT_EQ(rt["usage"]["prompt_tokens"], want_tools["tokens"].size());
+  post(c, "/v1/chat/completions",
+       {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"tools", "nope"}}, 400);
   const json bad = post(c, "/v1/chat/completions",
                         {{"messages", json::array({{{"role", "assistant"}, {"content", "x"}}})}},
                         400);

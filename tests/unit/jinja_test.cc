@@ -117,10 +117,40 @@ TEST(Jinja, ExpressionsFiltersTestsAndNamespaces) {
   EXPECT_EQ(render("{{ {'k': [1, 'two']} | tojson }}", ctx), "{\"k\":[1,\"two\"]}");
 }
 
+// Macros as tool-calling templates use them: defaults, keyword arguments, a loop's calls, and
+// whitespace control inside and around the definition.
+TEST(Jinja, Macros) {
+  const Value ctx = chat(Value::array({{{"role", "user"}, {"content", "Hi"}},
+                                       {{"role", "assistant"}, {"content", "Yo"}}}));
+  EXPECT_EQ(render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                   "{{ greet('Ann') }} {{ greet('Bo', punct='?') }} {{ greet(name='Cy') }}",
+                   ctx),
+            "Hi Ann! Hi Bo? Hi Cy!");
+  EXPECT_EQ(render("{%- macro item(m) -%}[{{ m.role }}:{{ m.content }}]{%- endmacro -%}\n"
+                   "{%- for m in messages %}{{ item(m) }}{% endfor %}",
+                   ctx),
+            "[user:Hi][assistant:Yo]");
+  // The macro's parameters do not leak out; an unbound one is undefined.
+  EXPECT_EQ(render("{% macro f(x, y) %}{{ x }}{{ y is defined }}{% endmacro %}{{ f(1) }}{{ x is defined }}",
+                   ctx),
+            "1FalseFalse");
+  auto t = Template::parse("{% macro f(x) %}{{ x }}{% endmacro %}{{ f(1, 2) }}");
+  ASSERT_TRUE(t);
+  auto r = (*t)->render(ctx);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("takes 1 arguments, got 2"), std::string::npos);
+  t = Template::parse("{% macro f(x) %}{{ x }}{% endmacro %}{{ f(z=2) }}");
+  ASSERT_TRUE(t);
+  r = (*t)->render(ctx);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("no parameter z"), std::string::npos);
+}
+
 TEST(Jinja, ErrorsNameTheProblem) {
   EXPECT_FALSE(Template::parse("{% if x %}never closed"));
   EXPECT_FALSE(Template::parse("{{ 'unterminated }}"));
-  EXPECT_FALSE(Template::parse("{% macro m() %}{% endmacro %}"));
+  EXPECT_FALSE(Template::parse("{% include 'other.jinja' %}"));
+  EXPECT_FALSE(Template::parse("{% macro m() %}never closed"));
   EXPECT_FALSE(Template::parse("{{ x"));
   auto t = Template::parse("{{ nothing() }}");
   ASSERT_TRUE(t);
