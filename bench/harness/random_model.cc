@@ -75,24 +75,12 @@ Status check_shape(const ModelShape& s) {
   return Status::ok();
 }
 
-// llama-quantize's fallback when a row does not fit the block size; nullopt = no fallback exists.
+// llama-quantize's fallback when a row does not fit the block size (nexus/compress/quantize.h);
+// nullopt for the 32-block types, which llama-quantize refuses instead.
 std::optional<DType> fit_type(DType t, int64_t cols) {
   if (cols % traits(t).block_size == 0) return t;
-  DType f;
-  switch (t) {
-    case DType::kQ4_K:
-      f = DType::kQ5_0;
-      break;
-    case DType::kQ5_K:
-      f = DType::kQ5_1;
-      break;
-    case DType::kQ6_K:
-      f = DType::kQ8_0;
-      break;
-    default:
-      return std::nullopt;
-  }
-  return cols % traits(f).block_size == 0 ? f : DType::kF16;
+  if (traits(t).block_size != 256) return std::nullopt;
+  return fit_rows(t, cols);
 }
 
 uint64_t mix64(uint64_t z) {

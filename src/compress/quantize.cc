@@ -61,9 +61,23 @@ int64_t layer_of(const std::string& name) {
   return std::strtoll(name.c_str() + 4, nullptr, 10);
 }
 
-// A type whose block fits rows of `cols` values, the way llama-quantize falls back (so files
-// match its sizes; `nexus convert` keeps more bits): a K type's rows that do not fill 256-value
-// blocks take the 32-block type of about the same bits, and rows that fill no 32-value block F16.
+}  // namespace
+
+std::optional<QuantMix> parse_quant_mix(std::string_view name) {
+  const std::string u = upper(name);
+  for (const MixRow& m : kMixes)
+    if (u == m.name) return QuantMix{m.name, m.base, m.medium, m.file_type};
+  return std::nullopt;
+}
+
+std::string quant_mix_names() {
+  std::string s;
+  for (const MixRow& m : kMixes) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+// As llama-quantize falls back, so files match its sizes (`nexus convert` keeps more bits): a K
+// type's rows that do not fill 256-value blocks take the 32-block type of about the same bits.
 DType fit_rows(DType t, int64_t cols) {
   if (cols % traits(t).block_size == 0) return t;
   DType f = t;
@@ -85,21 +99,6 @@ DType fit_rows(DType t, int64_t cols) {
       break;
   }
   return fallback_type(f, cols);
-}
-
-}  // namespace
-
-std::optional<QuantMix> parse_quant_mix(std::string_view name) {
-  const std::string u = upper(name);
-  for (const MixRow& m : kMixes)
-    if (u == m.name) return QuantMix{m.name, m.base, m.medium, m.file_type};
-  return std::nullopt;
-}
-
-std::string quant_mix_names() {
-  std::string s;
-  for (const MixRow& m : kMixes) s += (s.empty() ? "" : ", ") + std::string(m.name);
-  return s;
 }
 
 bool use_more_bits(int64_t i, int64_t n) {

@@ -56,6 +56,10 @@ struct QuantizeOptions {
 DType plan_tensor(const GgufTensorInfo& t, int64_t n_layers, bool has_output,
                   const QuantizeOptions& o);
 
+// A type whose block fits rows of `cols` values: `t` when it does, else as llama-quantize falls
+// back (Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), else F16.
+DType fit_rows(DType t, int64_t cols);
+
 // One line of progress per tensor: index, count, the tensor, its types and sizes.
 struct QuantizeProgress {
   size_t index, count;
