@@ -643,8 +643,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
     co.kv_blocks = o.max_seqs * ((impl->n_ctx + co.kv_block - 1) / co.kv_block);
   } else {
     const int64_t kvw = c.n_kv_heads * c.head_dim;
-    const int64_t block_bytes =
-        2 * c.n_layers * co.kv_block * static_cast<int64_t>(row_bytes(o.kv_type, kvw));
+    // A hybrid's cache holds its attention layers only.
+    const int64_t block_bytes = 2 * c.n_attention_layers() * co.kv_block *
+                                static_cast<int64_t>(row_bytes(o.kv_type, kvw));
     co.kv_blocks = o.kv_memory / block_bytes;
     if (co.kv_blocks < 1)
       return Status::error("kv-memory of " + std::to_string(o.kv_memory) +
