@@ -162,16 +162,18 @@ class SsmLayer final : public LayerType {
   }
 
   void forward(const LayerPass& p) const override {
-    NEXUS_CHECK(p.precision == Precision::kF32 && p.h == nullptr,
-                "[ssm] state-space layers train in f32 only");
     const ModelConfig& c = *p.cfg;
     const int64_t n = p.n(), d = c.dim;
     const TrainShape s = train_shape(c);
     float* const* a = p.a;
+    // Mixed precision: kept activations are rounded (and copied to 16 bits) before anything reads
+    // them, so a block restored for its backward rebuilds the same values (recompute()).
     norm_forward(c, a[kLn], nullptr, a[kRstd], p.x, p.weight(&LayerWeights::attn_norm), nullptr,
                  n, p.pool);
+    p.keep_only(a[kLn], n * d);
     matmul_forward(a[kZx], a[kLn], p.weight(&LayerWeights::ssm_in), n, d, s.w.in_proj, p.pool);
-    rebuild(p, s, /*scan=*/true);
+    p.keep(kZx, n * s.w.in_proj);
+    rebuild(p, s, /*scan=*/true, /*keep_scan=*/true);
     const float* mixed = s.m2 ? a[kYn] : a[kG];
     if (!ffn(c)) {
       if (p.y)
@@ -185,9 +187,13 @@ class SsmLayer final : public LayerType {
                    false, p.x);
     norm_forward(c, a[kLn2], nullptr, a[kRstd2], a[kMid], p.weight(&LayerWeights::ffn_norm),
                  nullptr, n, p.pool);
+    p.keep_only(a[kLn2], n * d);
     matmul_forward(a[kFg], a[kLn2], p.weight(&LayerWeights::w_gate), n, d, f, p.pool);
     matmul_forward(a[kFu], a[kLn2], p.weight(&LayerWeights::w_up), n, d, f, p.pool);
+    p.keep(kFg, n * f);
+    p.keep(kFu, n * f);
     swiglu_forward(a[kHact], a[kFg], a[kFu], n * f, p.pool);
+    p.keep_only(a[kHact], n * f);
     if (p.y)
       matmul_forward(p.y, a[kHact], p.weight(&LayerWeights::w_down), n, f, d, p.pool, false,
                      a[kMid]);
@@ -205,15 +211,20 @@ class SsmLayer final : public LayerType {
       p.zero(sc[kDhact], n * f);
       matmul_backward(sc[kDhact], p.grad(&LayerWeights::w_down), p.dres, a[kHact],
                       p.weight(&LayerWeights::w_down), n, f, d, pool);
+      p.round_grad(sc[kDhact], n * f);
       // hact is dead now: it takes the gate's gradient.
       swiglu_backward(a[kHact], sc[kDfu], sc[kDhact], a[kFg], a[kFu], n * f, pool);
+      p.round_grad(a[kHact], n * f);
+      p.round_grad(sc[kDfu], n * f);
       p.zero(p.dln, n * d);
       matmul_backward(p.dln, p.grad(&LayerWeights::w_gate), a[kHact], a[kLn2],
                       p.weight(&LayerWeights::w_gate), n, d, f, pool);
       matmul_backward(p.dln, p.grad(&LayerWeights::w_up), sc[kDfu], a[kLn2],
                       p.weight(&LayerWeights::w_up), n, d, f, pool);
+      p.round_grad(p.dln, n * d);
       norm_backward(c, p.dres, p.grad(&LayerWeights::ffn_norm), nullptr, p.dln, a[kMid],
                     p.weight(&LayerWeights::ffn_norm), nullptr, a[kRstd2], n, pool);
+      p.round_grad(p.dres, n * d);
     }
     // out = x + yn W_out (mamba: g W_out).
     p.zero(sc[kDg], n * di);
@@ -239,6 +250,8 @@ class SsmLayer final : public LayerType {
         dzx[i * s.w.in_proj + s.z_off + j] =
             dgv * a[kY][i * di + j] * sg * (1.0f + zv * (1.0f - sg));
       }
+    p.round_grad(sc[kDy], n * di);
+    p.round_grad(dzx, n * s.w.in_proj);  // its z columns; the rest is written below
     // The scan: d x (and the skip term) into d xc, d dt, d B and d C, and A's and D's gradients.
     SsmScanBackwardArgs sb{scan_args(p, s), sc[kDy], sc[kDxc], sc[kDdt], nullptr, nullptr,
                            p.grad(&LayerWeights::ssm_a), p.grad(&LayerWeights::ssm_d)};
@@ -246,6 +259,7 @@ class SsmLayer final : public LayerType {
     sb.dB = dbc;
     sb.dC = dbc + s.groups * c.ssm_state;
     ssm_scan_backward(sb, pool);
+    p.round_grad(sc[kDxc], n * s.w.conv);
     // dt = softplus(dtraw): d dtraw = d dt * sigmoid(dtraw) (1 above softplus's threshold).
     const int64_t nd = n * dt_width(c);
     for (int64_t i = 0; i < nd; ++i) {
@@ -277,11 +291,14 @@ class SsmLayer final : public LayerType {
                        p.b, p.t, s.w.conv, c.ssm_conv},
                       pool);
     // zx = ln W_in; ln = rmsnorm(x): d x adds to dres (the residual's own gradient).
+    p.round_grad(dzx, n * s.w.in_proj);
     p.zero(p.dln, n * d);
     matmul_backward(p.dln, p.grad(&LayerWeights::ssm_in), dzx, a[kLn],
                     p.weight(&LayerWeights::ssm_in), n, d, s.w.in_proj, pool);
+    p.round_grad(p.dln, n * d);
     norm_backward(c, p.dres, p.grad(&LayerWeights::attn_norm), nullptr, p.dln, p.x,
                   p.weight(&LayerWeights::attn_norm), nullptr, a[kRstd], n, pool);
+    p.round_grad(p.dres, n * d);
   }
 
   void recompute(const LayerPass& p, bool selective) const override {
@@ -289,11 +306,14 @@ class SsmLayer final : public LayerType {
     const int64_t n = p.n();
     norm_forward(c, p.a[kLn], nullptr, p.a[kRstd], p.x, p.weight(&LayerWeights::attn_norm),
                  nullptr, n, p.pool);
-    rebuild(p, train_shape(c), selective);
+    p.keep_only(p.a[kLn], n * c.dim);
+    rebuild(p, train_shape(c), selective, /*keep_scan=*/false);
     if (ffn(c)) {
       norm_forward(c, p.a[kLn2], nullptr, p.a[kRstd2], p.a[kMid],
                    p.weight(&LayerWeights::ffn_norm), nullptr, n, p.pool);
+      p.keep_only(p.a[kLn2], n * c.dim);
       swiglu_forward(p.a[kHact], p.a[kFg], p.a[kFu], n * c.ffn_dim, p.pool);
+      p.keep_only(p.a[kHact], n * c.ffn_dim);
     }
   }
 
@@ -338,8 +358,10 @@ class SsmLayer final : public LayerType {
             c.ssm_heads(), c.ssm_head_dim(), c.ssm_state, s.groups};
   }
 
-  // Everything after the input projection: the conv, dt, (the scan), the gate and mamba2's norm.
-  static void rebuild(const LayerPass& p, const TrainShape& s, bool scan) {
+  // Everything after the input projection: the conv, dt, (the scan), the gate and mamba2's norm,
+  // each rounded to the pass's precision as it is made. keep_scan: the forward's scan output is
+  // kept (a 16-bit copy under mixed precision); a recompute's is only rounded.
+  static void rebuild(const LayerPass& p, const TrainShape& s, bool scan, bool keep_scan) {
     const ModelConfig& c = *p.cfg;
     const int64_t n = p.n(), di = c.ssm_inner;
     float* const* a = p.a;
@@ -347,6 +369,8 @@ class SsmLayer final : public LayerType {
               p.weight(&LayerWeights::ssm_conv1d_b), a[kPre], a[kXc], p.b, p.t, s.w.conv,
               c.ssm_conv},
              p.pool);
+    p.keep_only(a[kPre], n * s.w.conv);
+    p.keep_only(a[kXc], n * s.w.conv);
     const float* dtb = p.weight(&LayerWeights::ssm_dt_b);
     if (s.m2) {
       const int64_t H = c.ssm_dt_rank, off = di + s.w.conv;
@@ -355,23 +379,36 @@ class SsmLayer final : public LayerType {
     } else {
       const int64_t R = c.ssm_dt_rank;
       matmul_forward(a[kXdb], a[kXc], p.weight(&LayerWeights::ssm_x), n, di, s.w.xdb, p.pool);
+      p.keep_only(a[kXdb], n * s.w.xdb);
       for (int64_t i = 0; i < n; ++i)
         std::copy(a[kXdb] + i * s.w.xdb, a[kXdb] + i * s.w.xdb + R, a[kDtr] + i * R);
       matmul_forward(a[kDtraw], a[kDtr], p.weight(&LayerWeights::ssm_dt), n, R, di, p.pool, false,
                      nullptr, dtb);
     }
     const int64_t nd = n * dt_width(c);
+    p.keep_only(a[kDtraw], nd);
     for (int64_t i = 0; i < nd; ++i) a[kDt][i] = softplus(a[kDtraw][i]);
-    if (scan) ssm_scan(scan_args(p, s), p.pool);
+    p.keep_only(a[kDt], nd);
+    if (scan) {
+      ssm_scan(scan_args(p, s), p.pool);
+      if (keep_scan)
+        p.keep(kY, n * di);
+      else
+        p.keep_only(a[kY], n * di);
+    }
     const float* z = a[kZx] + s.z_off;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < di; ++j) {
         const float zv = z[i * s.w.in_proj + j];
         a[kG][i * di + j] = a[kY][i * di + j] * (zv / (1.0f + std::exp(-zv)));
       }
-    if (s.m2)
+    p.keep_only(a[kG], n * di);
+    if (s.m2) {
       group_norm_forward(a[kYn], a[kXhat], a[kRstdg], a[kG], p.weight(&LayerWeights::ssm_norm), n,
                          c.ssm_groups, di / c.ssm_groups, c.norm_eps, p.pool);
+      p.keep_only(a[kXhat], n * di);
+      p.keep_only(a[kYn], n * di);
+    }
   }
 
   // Mamba-2's grouped RMSNorm through the RMSNorm op: rows of one group, normalised with unit
