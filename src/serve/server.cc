@@ -3,6 +3,7 @@
 #include "nexus/serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstdio>
@@ -586,6 +587,15 @@ Server::~Server() { shutdown(std::chrono::milliseconds(0)); }
 Status Server::start() {
   Impl& m = *impl_;
   m.routes();
+  // Debian's cpp-httplib listens with a backlog of 5 (compiled into its library): a burst of
+  // clients connecting at once overflows it, and the kernel's 1 s SYN retry shows as a second of
+  // time to first token. The listening socket is kept here and given a deeper backlog below
+  // (listen() again on a listening socket only changes its backlog).
+  socket_t listener = INVALID_SOCKET;
+  m.http.set_socket_options([&listener](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listener = sock;
+  });
   if (m.opts.port == 0) {
     m.bound_port = m.http.bind_to_any_port(m.opts.host);
     if (m.bound_port <= 0) return Status::error("cannot bind " + m.opts.host + " to any port");
@@ -595,6 +605,8 @@ Status Server::start() {
                            " (in use, or not an address of this machine)");
     m.bound_port = m.opts.port;
   }
+  if (listener != INVALID_SOCKET) ::listen(listener, 1024);
+  m.http.set_socket_options(httplib::default_socket_options);
   m.listen_thread = std::thread([&m] { m.http.listen_after_bind(); });
   m.load_thread = std::thread([&m] { m.load(); });
   return Status::ok();
