@@ -861,18 +861,11 @@ def run_train_case(cfg, out_dir):
     w = make_weights(cfg, rng)
     gguf = build_gguf(cfg, w)
     B, T = cfg["batch"], cfg["seq"]
-    tokens = rng.integers(0, cfg["n_vocab"], size=(B, T))
-    targets = np.concatenate([tokens[:, 1:], rng.integers(0, cfg["n_vocab"], size=(B, 1))], 1)
+    tokens, targets = gt.random_batch(rng, cfg["n_vocab"], B, T)
     d_logits, d_states = agreement(cfg, w, [list(row) for row in tokens])
 
     params = named_params(cfg, w)
-    for _, p in params:
-        p.requires_grad_(True)
-    loss = loss_fn(cfg, w, tokens, targets)
-    loss.backward()
-    grads = [(n, p.grad.detach().clone()) for n, p in params]
-    for _, p in params:
-        p.grad = None
+    loss, grads = gt.gradients(params, lambda: loss_fn(cfg, w, tokens, targets))
     fd_err = gradient_check(lambda: loss_fn(cfg, w, tokens, targets),
                             [(n, p, g) for (n, p), (_, g) in zip(params, grads)],
                             np.random.default_rng(cfg["seed"] + 1))

@@ -140,6 +140,26 @@ def loss_fn(cfg, w, tokens, targets):
                                              torch.tensor(targets.reshape(-1), dtype=torch.long))
 
 
+def random_batch(rng, n_vocab, B, T):
+    """B x T random token ids and their next-token targets (the last drawn too)."""
+    tokens = rng.integers(0, n_vocab, size=(B, T))
+    targets = np.concatenate([tokens[:, 1:], rng.integers(0, n_vocab, size=(B, 1))], 1)
+    return tokens, targets
+
+
+def gradients(params, loss_of):
+    """The loss loss_of() gives and d loss / d each of params (named tensors), by autograd;
+    the parameters are left requiring gradients, with no gradient stored."""
+    for _, p in params:
+        p.requires_grad_(True)
+    loss = loss_of()
+    loss.backward()
+    grads = [(n, p.grad.detach().clone()) for n, p in params]
+    for _, p in params:
+        p.grad = None
+    return loss, grads
+
+
 def adamw_losses(params, loss_of, loss0):
     """The loss before each of OPT["steps"] AdamW steps from the current weights (decay on
     matrices only, clipping at OPT["clip"]); loss_of() recomputes the loss, loss0 is the first."""
@@ -184,17 +204,10 @@ def run_case(case):
     w = make_weights(cfg, rng)
     gguf = gm.build_gguf(cfg, w)
     B, T = case["batch"], case["seq"]
-    tokens = rng.integers(0, cfg["n_vocab"], size=(B, T))
-    targets = np.concatenate([tokens[:, 1:], rng.integers(0, cfg["n_vocab"], size=(B, 1))], 1)
+    tokens, targets = random_batch(rng, cfg["n_vocab"], B, T)
 
     params = named_params(cfg, w)
-    for _, p in params:
-        p.requires_grad_(True)
-    loss = loss_fn(cfg, w, tokens, targets)
-    loss.backward()
-    grads = [(n, p.grad.detach().clone()) for n, p in params]
-    for _, p in params:
-        p.grad = None
+    loss, grads = gradients(params, lambda: loss_fn(cfg, w, tokens, targets))
 
     losses = adamw_losses(params, lambda: loss_fn(cfg, w, tokens, targets), loss)
     ref = reference_gguf(B, T, tokens, targets, loss.item(), grads, losses)
@@ -281,9 +294,7 @@ def run_optimizer_case(case):
     cfg = gm.full_config({k: v for k, v in case.items() if k not in ("batch", "seq", "seed")})
     rng = np.random.default_rng(case["seed"])
     make_weights(cfg, rng)  # advance the generator exactly as run_case does
-    B, T = case["batch"], case["seq"]
-    tokens = rng.integers(0, cfg["n_vocab"], size=(B, T))
-    targets = np.concatenate([tokens[:, 1:], rng.integers(0, cfg["n_vocab"], size=(B, 1))], 1)
+    tokens, targets = random_batch(rng, cfg["n_vocab"], case["batch"], case["seq"])
     ref = gm.GgufWriter()
     ref.add("general.architecture", gm.GGUF_STRING, "nexus-train-optimizer-reference")
     ref.add_array("train.tokens", gm.GGUF_I32, [int(x) for x in tokens.reshape(-1)])
