@@ -288,7 +288,7 @@ Context::RecurrentState Context::recurrent_state(int seq, int64_t layer) const {
       !c.recurrent_layer(layer))
     return {};
   const int64_t slot = im.st.state_index(layer);
-  SsmState& st = const_cast<SsmState&>(*im.ssm);
+  const SsmState& st = *im.ssm;
   return {{st.conv(slot, seq), static_cast<size_t>((c.ssm_conv - 1) * c.ssm_conv_channels())},
           {st.scan(slot, seq),
            static_cast<size_t>(c.ssm_heads() * c.ssm_head_dim() * c.ssm_state)}};

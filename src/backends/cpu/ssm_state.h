@@ -26,8 +26,10 @@ class SsmState {
 
   // [conv_rows][conv_channels], oldest row first.
   float* conv(int64_t layer, int seq) { return at(layer, seq); }
+  const float* conv(int64_t layer, int seq) const { return at(layer, seq); }
   // [heads][head_dim][state_size].
   float* scan(int64_t layer, int seq) { return at(layer, seq) + conv_floats_; }
+  const float* scan(int64_t layer, int seq) const { return at(layer, seq) + conv_floats_; }
   // Zeros (a sequence before its first token).
   void reset(int seq);
   // dst's state becomes a copy of src's.
@@ -37,7 +39,7 @@ class SsmState {
   size_t seq_bytes() const { return per_seq_ * sizeof(float); }
 
  private:
-  float* at(int64_t layer, int seq) { return data_ + seq * per_seq_ + layer * per_layer_; }
+  float* at(int64_t layer, int seq) const { return data_ + seq * per_seq_ + layer * per_layer_; }
 
   int64_t conv_floats_, per_layer_, per_seq_;
   int n_seq_;
