@@ -1,5 +1,5 @@
 // Golden tests of the forward pass: every architecture's logits against PyTorch references
-// (tests/fixtures/models, written by scripts/gen_model_fixtures.py), through one-batch prefill,
+// (tests/fixtures/models, written by scripts/gen_*_fixtures.py), through one-batch prefill,
 // token-by-token decoding, split prompts, cache truncation, KV cache types and thread counts.
 #include <gtest/gtest.h>
 
@@ -31,10 +31,12 @@ namespace {
 using test::read_reference;
 using test::Reference;
 
-constexpr std::array<const char*, 10> kFixtures = {
-    "llama_gqa_tied", "llama_untied", "qwen2",         "qwen3",
-    "gpt2",           "llama_swa",    "mamba",         "mamba2",
-    "granitehybrid",  "granitehybrid_rope"};
+// hf_*: GGUFs written by llama.cpp's converter from Hugging Face checkpoints
+// (scripts/gen_hf_ssm_fixtures.py).
+constexpr std::array<const char*, 12> kFixtures = {
+    "llama_gqa_tied", "llama_untied",       "qwen2",    "qwen3",    "gpt2",   "llama_swa",
+    "mamba",          "mamba2",             "granitehybrid",        "granitehybrid_rope",
+    "hf_mamba",       "hf_mamba2"};
 
 std::string fixture_path(const std::string& name, const char* ext) {
   return test::fixtures_dir() + "/models/" + name + ext;
@@ -384,6 +386,12 @@ TEST_P(ModelGolden, SharedPrefixContinuesBothSequences) {
   EXPECT_EQ(ctx->seq_len(1), k);
   EXPECT_EQ(ctx->kv_usage().blocks_used, before.blocks_used + 1);  // only the partial block
   EXPECT_FALSE(ctx->share_prefix(0, 1, k).is_ok());                 // slot 1 is not empty
+  if (!g.model().config().has_recurrent()) {  // nothing to snapshot: refused by name
+    RecurrentSnapshot snap;
+    const Status st = ctx->save_state(0, &snap);
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("no recurrent state"), std::string::npos) << st.message();
+  }
   // Both slots continue with sequence 0's tokens, in one batch each step.
   for (int p = k; p < n0; ++p) {
     b.clear();
@@ -465,6 +473,59 @@ TEST_P(ModelGoldenState, RecurrentStateMatchesFixture) {
     }
   }
   EXPECT_TRUE(ctx->recurrent_state(0, -1).scan.empty());
+}
+
+// A snapshot of the recurrent state after k positions takes a sequence back there (the tokens
+// after it replayed give the reference's logits again) and starts another sequence there, its
+// full KV blocks shared: a shared prefix short of the source's latest position.
+TEST_P(ModelGoldenState, SnapshotRollsBackAndStartsASharedPrefix) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  NEXUS_MAKE_CONTEXT(ctx, g, DType::kF32, 1, 4);
+  const std::vector<int32_t>& s0 = g.ref().tokens[1];  // 13 tokens
+  const int n0 = static_cast<int>(s0.size()), k = 8;
+  ASSERT_GT(n0, k + 1);
+  std::vector<float> logits;
+  Batch b;
+  for (int p = 0; p < k; ++p) b.add(s0[p], p, 0, false);
+  NEXUS_DECODE(*ctx, b, logits);
+  RecurrentSnapshot snap;
+  ASSERT_TRUE(ctx->save_state(0, &snap).is_ok());
+  EXPECT_EQ(snap.pos, k);
+  auto continue_from_k = [&](int seq, const std::string& what) {
+    b.clear();
+    std::vector<WantRow> want;
+    for (int p = k; p < n0; ++p) {
+      b.add(s0[p], p, seq, true);
+      want.push_back(want_row(g.ref(), 1, p));
+    }
+    std::vector<float> out;
+    const Status st = ctx->decode(b, &out);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_TRUE(logits_match(out, want, {}, g.name() + " " + what));
+  };
+  continue_from_k(0, "seq 0 past the snapshot");
+  // Rolled back to k, sequence 0 replays the same tokens with the same logits.
+  ASSERT_TRUE(ctx->restore_state(0, snap).is_ok());
+  EXPECT_EQ(ctx->seq_len(0), k);
+  continue_from_k(0, "seq 0 after restore_state");
+  // Sequence 1 starts at k from sequence 0's blocks and the snapshot (two full blocks shared).
+  const Context::KvUsage before = ctx->kv_usage();
+  EXPECT_FALSE(ctx->share_prefix(0, 1, k).is_ok());  // the state is at n0, not k
+  ASSERT_TRUE(ctx->share_prefix(0, 1, snap).is_ok());
+  EXPECT_EQ(ctx->seq_len(1), k);
+  EXPECT_EQ(ctx->kv_usage().blocks_used, before.blocks_used);
+  continue_from_k(1, "seq 1 started from the snapshot");
+  // Snapshots that do not fit are refused by name.
+  RecurrentSnapshot wrong = snap;
+  wrong.state.pop_back();
+  EXPECT_FALSE(ctx->restore_state(0, wrong).is_ok());
+  wrong = snap;
+  wrong.pos = n0 + 1;
+  const Status past = ctx->restore_state(0, wrong);
+  EXPECT_FALSE(past.is_ok());
+  EXPECT_NE(past.message().find("holds " + std::to_string(n0) + " positions"), std::string::npos)
+      << past.message();
+  EXPECT_FALSE(ctx->share_prefix(0, 0, snap).is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGoldenState,
