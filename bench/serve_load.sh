@@ -2,7 +2,8 @@
 # Side-by-side serving benchmark: nexus serve and llama-server on the same model, one after the
 # other, driven by ../shared/tools/serve-load/loadgen.py (closed-loop streaming clients on
 # loopback): ~100-token prompts and 64 generated tokens at 1, 4, 16 and 32 clients, then a
-# shared 400-token prefix with nexus's prefix cache on and off. Writes one JSON per run and a
+# shared 400-token prefix with nexus's prefix cache on and off (and, for a recurrent model, with
+# its state snapshots off). Writes one JSON per run and a
 # summary table (summary.md) to OUT.
 #
 #   LLAMA_SERVER=/path/to/llama-server bench/serve_load.sh MODEL.gguf OUT [REQUESTS_PER_CLIENT...]
@@ -69,6 +70,14 @@ for cache in 8 0; do
   run_load "nexus-shared-cache$cache" 4 2 --mode shared --prefix-tokens 400 --suffix-tokens 50
   stop "$pid"
 done
+# A recurrent model (mamba, mamba2, granitehybrid) shares a partial prefix through its state
+# snapshots: the same run with them off (whole states only).
+if "$NEXUS" info "$MODEL" 2> /dev/null | grep -qE '^architecture: +(mamba|mamba2|granitehybrid)$'; then
+  nexus_server --prefix-cache 8 --state-snapshots 0
+  wait_ready
+  run_load "nexus-shared-cache8-nosnap" 4 2 --mode shared --prefix-tokens 400 --suffix-tokens 50
+  stop "$pid"
+fi
 
 if [ -n "${LLAMA_SERVER:-}" ]; then
   for i in "${!CONC[@]}"; do

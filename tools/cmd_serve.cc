@@ -46,6 +46,13 @@ int serve_main(int argc, char** argv) {
   app.add_option("--prefix-cache", o.engine.prefix_cache,
                  "finished sequences kept for their prompt prefixes (0: no prefix cache)")
       ->capture_default_str();
+  app.add_option("--state-snapshots", o.engine.state_snapshots,
+                 "recurrent models: snapshots of a sequence's state kept for shared prefixes "
+                 "(0: whole states only)")
+      ->capture_default_str();
+  app.add_option("--state-interval", o.engine.state_interval,
+                 "recurrent models: positions between state snapshots (a multiple of --kv-block)")
+      ->capture_default_str();
   app.add_option("--draft", o.draft_path,
                  "draft model for speculative decoding (same vocabulary; the output is the same)");
   app.add_option("--draft-max", o.engine.draft_max, "draft tokens proposed per step")

@@ -49,6 +49,15 @@ struct Batch {
   void clear() { token.clear(); pos.clear(); seq.clear(); want_logits.clear(); }
 };
 
+// State-space models: a copy of one sequence's recurrent state after position pos - 1, so that a
+// sequence can go back to pos (roll back) or start there (a shared prompt prefix) without
+// recomputing the tokens before it.
+struct RecurrentSnapshot {
+  int32_t pos = -1;          // the positions [0, pos) the state has seen
+  std::vector<float> state;  // every recurrent layer's conv rows and scan state
+  size_t bytes() const { return state.size() * sizeof(float); }
+};
+
 class ContextImpl;
 
 class Context {
@@ -71,6 +80,17 @@ class Context {
   // shared rather than copied (a common prompt prefix stored once). An error names the reason
   // (dst not empty, src shorter, no free block for a partial last block).
   Status share_prefix(int src, int dst, int32_t n_pos);
+  // The same for a model with recurrent state, at a position where a snapshot of src's state was
+  // taken (its first snap.pos positions, the snapshot's state): a recurrent state cannot be
+  // shared short of its latest position otherwise.
+  Status share_prefix(int src, int dst, const RecurrentSnapshot& snap);
+  // State-space models: `seq`'s recurrent state after its latest token (an error for a model
+  // without recurrent state or a sequence rolled back past its state).
+  Status save_state(int seq, RecurrentSnapshot* out) const;
+  // `seq` goes back to snap.pos: its later positions are dropped and its recurrent state becomes
+  // the snapshot's. It must hold at least snap.pos positions, the ones the snapshot was taken
+  // after (which tokens those were is the caller's to know).
+  Status restore_state(int seq, const RecurrentSnapshot& snap);
   struct KvUsage {
     int64_t block_size = 0;    // positions per block
     int64_t blocks_total = 0;

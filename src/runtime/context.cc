@@ -274,6 +274,59 @@ Status Context::share_prefix(int src, int dst, int32_t n_pos) {
   return im.kv.share_prefix(src, dst, n_pos);
 }
 
+Status Context::share_prefix(int src, int dst, const RecurrentSnapshot& snap) {
+  ContextImpl& im = *impl_;
+  const int n = im.opts.n_seq;
+  if (!im.ssm) return Status::error("share_prefix: the model has no recurrent state to restore");
+  if (src < 0 || src >= n || dst < 0 || dst >= n || src == dst)
+    return Status::error("share_prefix: sequences " + std::to_string(src) + " and " +
+                         std::to_string(dst) + " must differ and lie in [0, " +
+                         std::to_string(n) + ")");
+  if (snap.pos < 1 || static_cast<int64_t>(snap.state.size()) != im.ssm->seq_floats())
+    return Status::error("share_prefix: the snapshot (position " + std::to_string(snap.pos) +
+                         ", " + std::to_string(snap.state.size()) + " floats) is not one of "
+                         "this model's states (" + std::to_string(im.ssm->seq_floats()) +
+                         " floats)");
+  NEXUS_RETURN_IF_ERROR(im.kv.share_prefix(src, dst, snap.pos));
+  im.ssm->load(dst, snap.state.data());
+  im.ssm_pos[dst] = snap.pos;
+  return Status::ok();
+}
+
+Status Context::save_state(int seq, RecurrentSnapshot* out) const {
+  const ContextImpl& im = *impl_;
+  if (!im.ssm) return Status::error("save_state: the model has no recurrent state");
+  if (seq < 0 || seq >= im.opts.n_seq)
+    return Status::error("save_state: sequence " + std::to_string(seq) + " out of range [0, " +
+                         std::to_string(im.opts.n_seq) + ")");
+  if (im.ssm_pos[seq] != im.kv.len(seq))
+    return Status::error("save_state: sequence " + std::to_string(seq) +
+                         " was rolled back past its recurrent state");
+  out->pos = im.ssm_pos[seq];
+  out->state.resize(static_cast<size_t>(im.ssm->seq_floats()));
+  im.ssm->save(seq, out->state.data());
+  return Status::ok();
+}
+
+Status Context::restore_state(int seq, const RecurrentSnapshot& snap) {
+  ContextImpl& im = *impl_;
+  if (!im.ssm) return Status::error("restore_state: the model has no recurrent state");
+  if (seq < 0 || seq >= im.opts.n_seq)
+    return Status::error("restore_state: sequence " + std::to_string(seq) + " out of range [0, " +
+                         std::to_string(im.opts.n_seq) + ")");
+  if (static_cast<int64_t>(snap.state.size()) != im.ssm->seq_floats())
+    return Status::error("restore_state: the snapshot holds " + std::to_string(snap.state.size()) +
+                         " floats, this model's state " + std::to_string(im.ssm->seq_floats()));
+  if (snap.pos < 0 || snap.pos > im.kv.len(seq))
+    return Status::error("restore_state: sequence " + std::to_string(seq) + " holds " +
+                         std::to_string(im.kv.len(seq)) + " positions, the snapshot is at " +
+                         std::to_string(snap.pos));
+  im.kv.clear(seq, snap.pos);
+  im.ssm->load(seq, snap.state.data());
+  im.ssm_pos[seq] = snap.pos;
+  return Status::ok();
+}
+
 Context::KvUsage Context::kv_usage() const {
   const KvCache& kv = impl_->kv;
   return {kv.block_size(), kv.n_blocks(), kv.n_blocks() - kv.free_blocks()};

@@ -64,6 +64,9 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 struct Engine::Impl {
+  // Snapshots of a sequence's recurrent state, ascending by position; shared by the sequences
+  // that started from its prefix.
+  using Snapshots = std::vector<std::shared_ptr<const RecurrentSnapshot>>;
   struct Seq {
     std::shared_ptr<Stream> stream;
     GenRequest req;
@@ -79,6 +82,8 @@ struct Engine::Impl {
     bool prefix_tried = false;  // looked for a cached prefix since it last had nothing cached
     int64_t d_cached = 0;       // tokens[0, d_cached) are in the draft model's KV cache
     std::vector<int32_t> draft;  // the draft model's proposal for this step
+    Snapshots snaps;             // recurrent models: its state at multiples of snap_every
+    int64_t snap_every = 0;
   };
   // A finished sequence's slot kept with its KV blocks for later requests that start with the
   // same tokens (the prefix cache), evicted least recently used.
@@ -86,6 +91,8 @@ struct Engine::Impl {
     int slot;
     std::vector<int32_t> tokens;  // what its KV cache holds
     uint64_t last_used;
+    Snapshots snaps;
+    int64_t snap_every;
   };
 
   const Model& model;
@@ -118,6 +125,11 @@ struct Engine::Impl {
 
   Impl(const Model& m, const Tokenizer& t, const EngineOptions& o) : model(m), tok(t), opts(o) {}
 
+  // The snapshot interval a new sequence starts with (0: no snapshots).
+  int64_t snap_interval() const {
+    return model.config().has_recurrent() && opts.state_snapshots > 0 ? opts.state_interval : 0;
+  }
+
   int64_t blocks_for(int64_t positions) const {
     return (positions + opts.kv_block - 1) / opts.kv_block;
   }
@@ -136,7 +148,7 @@ struct Engine::Impl {
           s.n_cached >= opts.kv_block) {
         if (static_cast<int>(parked.size()) >= opts.prefix_cache) evict_lru();
         parked.push_back({s.slot, std::vector<int32_t>(s.tokens.begin(), s.tokens.begin() + s.n_cached),
-                          ++use_clock});
+                          ++use_clock, std::move(s.snaps), s.snap_every});
       } else {
         ctx->clear_seq(s.slot);
         slot_used[s.slot] = false;
@@ -168,30 +180,45 @@ struct Engine::Impl {
 
   // A sequence with nothing cached starts from the longest prefix of its tokens that a cached
   // (parked) or running sequence holds, sharing that one's full KV blocks (and copying a partial
-  // last one). At least one token is left to compute, for the logits.
+  // last one). At least one token is left to compute, for the logits. A recurrent state is shared
+  // whole (the source's every token is a prefix) or from the source's latest snapshot within the
+  // common prefix.
   void reuse_prefix(Seq& s) {
     s.prefix_tried = true;
+    const bool recurrent = model.config().has_recurrent();
     const int64_t cap = static_cast<int64_t>(s.tokens.size()) - 1;
     int src = -1;
     int64_t best = 0;
     Parked* best_parked = nullptr;
-    auto consider = [&](int slot, const int32_t* t, int64_t n) {
+    const Snapshots* best_snaps = nullptr;
+    const RecurrentSnapshot* best_snap = nullptr;
+    int64_t best_every = 0;
+    auto consider = [&](int slot, const int32_t* t, int64_t n, const Snapshots& snaps,
+                        int64_t every) {
       int64_t l = 0;
       const int64_t lim = std::min(n, cap);
       while (l < lim && t[l] == s.tokens[l]) ++l;
-      if (l > best) {
-        best = l;
-        src = slot;
-        return true;
+      const RecurrentSnapshot* snap = nullptr;
+      if (recurrent && l < n) {  // short of the source's state: its latest snapshot within l
+        for (const auto& p : snaps)
+          if (p->pos <= l) snap = p.get();
+        l = snap ? snap->pos : 0;
       }
-      return false;
+      if (l <= best) return false;
+      best = l;
+      src = slot;
+      best_snaps = &snaps;
+      best_snap = snap;
+      best_every = every;
+      return true;
     };
     for (Parked& p : parked)
-      if (consider(p.slot, p.tokens.data(), static_cast<int64_t>(p.tokens.size())))
+      if (consider(p.slot, p.tokens.data(), static_cast<int64_t>(p.tokens.size()), p.snaps,
+                   p.snap_every))
         best_parked = &p;
     for (auto& r : running)
       if (r.get() != &s && r->n_cached > 0 &&
-          consider(r->slot, r->tokens.data(), r->n_cached))
+          consider(r->slot, r->tokens.data(), r->n_cached, r->snaps, r->snap_every))
         best_parked = nullptr;
     {
       std::lock_guard lock(mu);
@@ -199,15 +226,37 @@ struct Engine::Impl {
     }
     if (best < opts.kv_block) return;
     int64_t n = best;
-    if (!ctx->share_prefix(src, s.slot, static_cast<int32_t>(n))) {
+    if (best_snap) {
+      if (!ctx->share_prefix(src, s.slot, *best_snap)) return;
+    } else if (!ctx->share_prefix(src, s.slot, static_cast<int32_t>(n))) {
       n = best / opts.kv_block * opts.kv_block;  // full blocks only: no block to copy into
       if (!ctx->share_prefix(src, s.slot, static_cast<int32_t>(n))) return;
     }
     s.n_cached = n;
+    if (recurrent) {  // the source's snapshots within the shared prefix are this one's too
+      s.snaps.clear();
+      for (const auto& p : *best_snaps)
+        if (p->pos <= n) s.snaps.push_back(p);
+      s.snap_every = std::max(s.snap_every, best_every);
+    }
     if (best_parked) best_parked->last_used = ++use_clock;
     std::lock_guard lock(mu);
     ++stats.prefix_hits;
     stats.prefix_tokens += static_cast<uint64_t>(n);
+    if (best_snap) ++stats.state_restores;
+  }
+
+  // Recurrent models: the state of a sequence whose cached positions reached a multiple of its
+  // snapshot interval is saved; past state_snapshots, every other snapshot goes.
+  void snapshot(Seq& s) {
+    if (s.snap_every <= 0 || s.n_cached % s.snap_every != 0) return;
+    if (!s.snaps.empty() && s.snaps.back()->pos >= s.n_cached) return;
+    auto snap = std::make_shared<RecurrentSnapshot>();
+    if (!ctx->save_state(s.slot, snap.get())) return;
+    s.snaps.push_back(std::move(snap));
+    if (static_cast<int>(s.snaps.size()) <= opts.state_snapshots) return;
+    s.snap_every *= 2;
+    std::erase_if(s.snaps, [&](const auto& p) { return p->pos % s.snap_every != 0; });
   }
 
   void remove_finished() {
@@ -467,9 +516,11 @@ struct Engine::Impl {
       }
       const bool prefill = left > 1 || s->n_cached == 0;
       if (prefill && prefill_left <= 0) continue;
-      const int64_t count = !draft.empty() ? 1 + static_cast<int64_t>(draft.size())
-                            : prefill      ? std::min({left, budget, prefill_left})
-                                           : std::min(left, budget);
+      int64_t count = !draft.empty() ? 1 + static_cast<int64_t>(draft.size())
+                      : prefill      ? std::min({left, budget, prefill_left})
+                                     : std::min(left, budget);
+      if (prefill && s->snap_every > 0)  // end the chunk where the next snapshot is due
+        count = std::min(count, (s->n_cached / s->snap_every + 1) * s->snap_every - s->n_cached);
       if (s->n_cached == 0) {
         const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
         if (need > free_blocks && evict_lru()) return true;  // cached prefixes give way first
@@ -525,6 +576,8 @@ struct Engine::Impl {
           ctx->clear_seq(victim->slot);
           victim->n_cached = 0;
           victim->prefix_tried = false;
+          victim->snaps.clear();
+          victim->snap_every = snap_interval();
           if (dctx) dctx->clear_seq(victim->slot);
           victim->d_cached = 0;
           std::lock_guard lock(mu);
@@ -544,6 +597,7 @@ struct Engine::Impl {
       Seq& s = *p.seq;
       if (p.draft.empty()) {
         s.n_cached += p.count;
+        snapshot(s);
         if (!p.want) continue;
         int32_t token;
         const std::string reason = on_logits(s, row_at(row++), &token);
@@ -587,7 +641,21 @@ struct Engine::Impl {
   // The gauges, published under the lock after every step.
   void publish() {
     const Context::KvUsage kv = ctx->kv_usage();
+    int64_t snap_bytes = 0;
+    if (model.config().has_recurrent()) {
+      std::vector<const RecurrentSnapshot*> seen;
+      auto count = [&](const Snapshots& v) {
+        for (const auto& p : v)
+          if (std::find(seen.begin(), seen.end(), p.get()) == seen.end()) {
+            seen.push_back(p.get());
+            snap_bytes += static_cast<int64_t>(p->bytes());
+          }
+      };
+      for (const auto& r : running) count(r->snaps);
+      for (const Parked& p : parked) count(p.snaps);
+    }
     std::lock_guard lock(mu);
+    stats.state_snapshot_bytes = snap_bytes;
     stats.running = static_cast<int64_t>(running.size());
     stats.kv_blocks_used = kv.blocks_used;
     stats.kv_blocks_total = kv.blocks_total;
@@ -623,6 +691,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
     return Status::error("ctx, kv-memory, queue and prefix-cache must be >= 0 and threads >= 1");
   if (o.draft_model != nullptr || o.lookup_ngram > 0)
     NEXUS_RETURN_IF_ERROR(speculation_supported(c));
+  if (o.state_snapshots < 0 || o.state_interval < 1)
+    return Status::error("state-snapshots must be >= 0 and state-interval >= 1");
   if (tok.n_vocab() > c.n_vocab)
     return Status::error("the tokenizer has " + std::to_string(tok.n_vocab()) +
                          " tokens but the model's embedding has " + std::to_string(c.n_vocab));
@@ -635,6 +705,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   co.kv_type = o.kv_type;
   co.kv_block = std::min(o.kv_block, impl->n_ctx);
   impl->opts.kv_block = co.kv_block;
+  if (c.has_recurrent() && o.state_snapshots > 0 && o.state_interval % co.kv_block != 0)
+    return Status::error("state-interval (" + std::to_string(o.state_interval) +
+                         ") must be a multiple of the KV block size (" +
+                         std::to_string(co.kv_block) + "): snapshots are shared on block bounds");
   if (o.kv_memory == 0) {
     // max_seqs full contexts; cached prefixes live in what the running sequences leave free.
     co.kv_blocks = o.max_seqs * ((impl->n_ctx + co.kv_block - 1) / co.kv_block);
@@ -713,6 +787,7 @@ std::shared_ptr<Stream> Engine::submit(GenRequest req, Refusal* why, std::string
   s->stop = StopMatcher(req.stop);
   s->req = std::move(req);
   s->t_submit = s->t_last = Clock::now();
+  s->snap_every = m.snap_interval();
   std::shared_ptr<Stream> stream = s->stream;
   {
     std::lock_guard lock(m.mu);

@@ -179,6 +179,74 @@ TEST(ServeEngine, ARequestStartsFromACachedPrefixAndGivesTheSameOutput) {
   EXPECT_EQ((*plain)->stats().prefix_hits, 0u);
 }
 
+// The demo hybrid (Mamba-2 and attention layers): requests that share a long prompt prefix with
+// a finished one start from its state snapshot at the latest multiple of the interval within the
+// prefix (and the KV blocks before it) and give generate()'s output.
+TEST(ServeEngine, AHybridStartsFromAStateSnapshotOfASharedPrefix) {
+  Loaded l;
+  auto m = Model::load(std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-hybrid-1m.gguf");
+  ASSERT_TRUE(m) << m.status().message();
+  l.model = std::move(m).value();
+  ASSERT_TRUE(l.model->config().hybrid());
+  l.tok = std::move(Tokenizer::from_gguf(l.model->gguf())).value();
+  std::string prefix;
+  for (int i = 0; i < 12; ++i) prefix += "KING RICHARD: Now is the winter of our discontent. ";
+  const int64_t common = static_cast<int64_t>(l.tok->encode(prefix, true).size());
+  ASSERT_GT(common, 130);
+  ASSERT_LT(common, 500);
+  const std::vector<std::string> prompts = {prefix + "GLOUCESTER:", prefix + "QUEEN:",
+                                            prefix + "DUKE OF YORK: My lord"};
+  auto alone_hybrid = [&](const std::string& prompt) {
+    ContextOptions co;
+    co.n_ctx = 512;
+    auto ctx = Context::create(*l.model, co);
+    EXPECT_TRUE(ctx);
+    GenerateOptions g;
+    g.sampler.temperature = 0.0f;
+    g.n_predict = 12;
+    auto r = generate(**ctx, *l.tok, prompt, g, [](std::string_view) { return true; });
+    EXPECT_TRUE(r) << r.status().message();
+    return r->tokens;
+  };
+  EngineOptions eo;
+  eo.n_ctx = 512;
+  eo.state_interval = 64;
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine) << engine.status().message();
+  Refusal why;
+  std::string msg;
+  // One request, then two at once: both start from the first one's snapshots.
+  auto first = (*engine)->submit(greedy(l, prompts[0], 12), &why, &msg);
+  ASSERT_TRUE(first) << msg;
+  EXPECT_EQ(collect(*first).tokens, alone_hybrid(prompts[0]));
+  EXPECT_GT((*engine)->stats().state_snapshot_bytes, 0);
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (size_t i = 1; i < prompts.size(); ++i)
+    streams.push_back((*engine)->submit(greedy(l, prompts[i], 12), &why, &msg));
+  for (size_t i = 1; i < prompts.size(); ++i)
+    EXPECT_EQ(collect(*streams[i - 1]).tokens, alone_hybrid(prompts[i])) << prompts[i];
+  const EngineStats st = (*engine)->stats();
+  EXPECT_EQ(st.prefix_hits, 2u);
+  EXPECT_EQ(st.state_restores, 2u);
+  const uint64_t at_snapshot = static_cast<uint64_t>((common - 1) / 64 * 64);
+  EXPECT_GE(st.prefix_tokens, 2 * at_snapshot);
+
+  // Without snapshots only whole states are shared: none of these prompts continues another.
+  EngineOptions off = eo;
+  off.state_snapshots = 0;
+  auto plain = Engine::create(*l.model, *l.tok, off);
+  ASSERT_TRUE(plain);
+  for (const std::string& p : prompts) collect(*(*plain)->submit(greedy(l, p, 4), &why, &msg));
+  EXPECT_EQ((*plain)->stats().prefix_hits, 0u);
+  EXPECT_EQ((*plain)->stats().state_snapshot_bytes, 0);
+  // An interval off the KV block grid is refused by name.
+  EngineOptions odd = eo;
+  odd.state_interval = 100;
+  auto bad = Engine::create(*l.model, *l.tok, odd);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.status().message().find("multiple of the KV block size"), std::string::npos);
+}
+
 // The hidden states decode() returns are what the output head projects: logits = hidden W^T.
 // The embedding is their mean over the tokens, L2-normalised.
 TEST(ServeEngine, EmbeddingsArePooledNormalisedHiddenStates) {

@@ -6,7 +6,7 @@
 // (blocks from one pool); when the pool runs out the newest sequence is preempted (its blocks
 // freed, its tokens recomputed once blocks are free again). A request that begins with tokens a
 // running or recently finished sequence holds starts from that one's KV blocks, shared (the
-// prefix cache).
+// prefix cache); a recurrent model's sequences keep snapshots of their state for the same use.
 #pragma once
 
 #include <chrono>
@@ -51,6 +51,14 @@ struct EngineOptions {
   // drafts (the output is the same as without). Takes precedence over lookup_ngram.
   const Model* draft_model = nullptr;
   int draft_max = 4;
+  // Models with recurrent state (mamba, hybrids), whose state cannot be shared short of its
+  // latest position: a sequence's state is saved every state_interval positions (its prompt
+  // chunks end there), up to state_snapshots per sequence (past that every other one is dropped
+  // and the interval doubles). A request that shares part of a cached or running sequence's
+  // tokens starts from the latest snapshot within them (0: whole states only, as when a request
+  // continues a finished one).
+  int state_snapshots = 8;
+  int64_t state_interval = 128;     // a multiple of kv_block
 };
 
 struct GenRequest {
@@ -120,6 +128,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t preemptions = 0, steps = 0;
   uint64_t prefix_lookups = 0, prefix_hits = 0, prefix_tokens = 0;  // prefix cache
+  uint64_t state_restores = 0;       // prefix hits that started from a recurrent-state snapshot
+  int64_t state_snapshot_bytes = 0;  // held by running and cached sequences
   uint64_t spec_drafted = 0, spec_accepted = 0;                     // speculative decoding
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   Histogram ttft, inter_token, e2e;

@@ -39,4 +39,12 @@ void SsmState::copy(int src, int dst) {
     std::memcpy(data_ + dst * per_seq_, data_ + src * per_seq_, per_seq_ * sizeof(float));
 }
 
+void SsmState::save(int seq, float* out) const {
+  std::memcpy(out, data_ + seq * per_seq_, per_seq_ * sizeof(float));
+}
+
+void SsmState::load(int seq, const float* in) {
+  std::memcpy(data_ + seq * per_seq_, in, per_seq_ * sizeof(float));
+}
+
 }  // namespace nexus

@@ -1,7 +1,7 @@
 // The recurrent state of a model's state-space layers, per sequence slot: for every layer the
 // conv's last k - 1 input rows and the scan's state (what a KV cache is to attention, but of a
 // fixed size however long the sequence). It holds the state after the sequence's latest token
-// only: it cannot be rolled back to an earlier position, only reset or copied whole.
+// only: going back to an earlier position takes a copy saved there (save/load).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,10 @@ class SsmState {
   void reset(int seq);
   // dst's state becomes a copy of src's.
   void copy(int src, int dst);
+  // A sequence's whole state as seq_bytes() / 4 floats: written out, or read back in.
+  void save(int seq, float* out) const;
+  void load(int seq, const float* in);
+  int64_t seq_floats() const { return per_seq_; }
   size_t bytes() const { return bytes_; }
   // Bytes one sequence's state takes.
   size_t seq_bytes() const { return per_seq_ * sizeof(float); }
