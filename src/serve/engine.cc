@@ -463,9 +463,6 @@ struct Engine::Impl {
       if (s->stream->cancelled() || past_deadline) finish(*s, "cancelled");
     remove_finished();
     if (running.empty()) return false;
-    if (opts.prefix_cache > 0)
-      for (auto& s : running)
-        if (s->n_cached == 0 && !s->prefix_tried) reuse_prefix(*s);
 
     // Decoding sequences first (one token each), then prompt chunks in admission order. A
     // sequence with nothing cached (new or preempted) starts only when the pool has the blocks
@@ -476,6 +473,7 @@ struct Engine::Impl {
       int64_t count;
       bool want;
       std::vector<int32_t> draft;  // speculated tokens after the fed one (decoding only)
+      int64_t more = 0;            // prompt tokens past a snapshot cut, run in passes of their own
     };
     std::vector<Part> parts;
     int64_t budget = opts.max_batch_tokens;
@@ -503,6 +501,10 @@ struct Engine::Impl {
     }
     for (Seq* s : order) {
       if (budget == 0) break;
+      // A prompt looks for a cached prefix when it is first scheduled, so that one arriving
+      // beside another with the same beginning finds what that one has computed meanwhile.
+      if (opts.prefix_cache > 0 && s->n_cached == 0 && !s->prefix_tried && prefill_left > 0)
+        reuse_prefix(*s);
       const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
       std::vector<int32_t> draft;
       if (left == 1 && s->n_cached > 0 && dctx) {
@@ -519,9 +521,13 @@ struct Engine::Impl {
       int64_t count = !draft.empty() ? 1 + static_cast<int64_t>(draft.size())
                       : prefill      ? std::min({left, budget, prefill_left})
                                      : std::min(left, budget);
-      if (prefill && s->snap_every > 0)  // end the chunk where the next snapshot is due
-        count = std::min(count, (s->n_cached / s->snap_every + 1) * s->snap_every - s->n_cached);
-      if (s->n_cached == 0) {
+      // A chunk that passes a snapshot position stops there in this pass; the rest follows in
+      // passes of its own within the step (run_past_snapshots).
+      int64_t more = 0;
+      if (prefill && s->snap_every > 0) {
+        const int64_t cut = (s->n_cached / s->snap_every + 1) * s->snap_every - s->n_cached;
+        if (cut < count) more = count - cut;
+      }      if (s->n_cached == 0) {
         const int64_t need = blocks_for(static_cast<int64_t>(s->tokens.size()) + 1);
         if (need > free_blocks && evict_lru()) return true;  // cached prefixes give way first
         if (need > free_blocks) continue;
@@ -539,11 +545,11 @@ struct Engine::Impl {
         continue;
       }
       if (prefill) prefill_left -= count;
-      for (int64_t i = 0; i < count; ++i) {
+      for (int64_t i = 0; i < count - more; ++i) {
         const int64_t p = s->n_cached + i;
         batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == s->n_cached + left);
       }
-      parts.push_back({s, count, count == left, {}});
+      parts.push_back({s, count - more, count == left && more == 0, {}, more});
       budget -= count;
     }
     if (parts.empty()) {
@@ -632,10 +638,52 @@ struct Engine::Impl {
       }
       if (!reason.empty()) finish(s, reason);
     }
+    run_past_snapshots(parts);
     remove_finished();
     std::lock_guard lock(mu);
     ++stats.steps;
     return true;
+  }
+
+  // The prompt tokens of parts whose chunk stopped at a snapshot position: a pass per snapshot
+  // interval, each followed by its snapshot, the last asking for logits when it ends the prompt.
+  // A pass that fails leaves the rest for the next step.
+  template <typename Part>
+  void run_past_snapshots(std::vector<Part>& parts) {
+    std::vector<float> logits;
+    for (;;) {
+      Batch batch;
+      std::vector<Part*> live;
+      for (Part& p : parts) {
+        if (p.more == 0) continue;
+        Seq& s = *p.seq;
+        const int64_t size = static_cast<int64_t>(s.tokens.size());
+        p.count = std::min(p.more, s.snap_every - s.n_cached % s.snap_every);
+        for (int64_t i = 0; i < p.count; ++i) {
+          const int64_t pos = s.n_cached + i;
+          batch.add(s.tokens[pos], static_cast<int32_t>(pos), s.slot, pos + 1 == size);
+        }
+        live.push_back(&p);
+      }
+      if (live.empty()) return;
+      if (!ctx->decode(batch, &logits)) {
+        for (Part* p : live) p->more = 0;
+        return;
+      }
+      int64_t row = 0;
+      for (Part* p : live) {
+        Seq& s = *p->seq;
+        s.n_cached += p->count;
+        p->more -= p->count;
+        snapshot(s);
+        if (s.n_cached != static_cast<int64_t>(s.tokens.size())) continue;
+        int32_t token;
+        const std::string reason = on_logits(
+            s, std::span<const float>(logits.data() + row++ * n_vocab, static_cast<size_t>(n_vocab)),
+            &token);
+        if (!reason.empty()) finish(s, reason);
+      }
+    }
   }
 
   // The gauges, published under the lock after every step.
