@@ -246,6 +246,25 @@ struct Engine::Impl {
     if (best_snap) ++stats.state_restores;
   }
 
+  // True when a running sequence is computing, right now, a prompt prefix that `s` shares and that
+  // has at least a KV block still to compute: `s` then waits for it rather than compute the same
+  // tokens beside it (a burst of requests with one system prompt computes it once).
+  // `now`: the sequences whose prompt chunks this step has taken so far.
+  bool prefix_in_flight(const Seq& s, const std::vector<const Seq*>& now) const {
+    const int64_t cap = static_cast<int64_t>(s.tokens.size()) - 1;
+    for (const auto& r : running) {
+      const bool prefilling = (r->n_cached > 0 &&
+                               static_cast<int64_t>(r->tokens.size()) - r->n_cached > 1) ||
+                              std::find(now.begin(), now.end(), r.get()) != now.end();
+      if (r.get() == &s || !prefilling) continue;
+      const int64_t lim = std::min(r->n_prompt, cap);
+      int64_t l = 0;
+      while (l < lim && r->tokens[l] == s.tokens[l]) ++l;
+      if (l - r->n_cached >= opts.kv_block) return true;
+    }
+    return false;
+  }
+
   // Recurrent models: the state of a sequence whose cached positions reached a multiple of its
   // snapshot interval is saved; past state_snapshots, every other snapshot goes.
   void snapshot(Seq& s) {
@@ -476,6 +495,7 @@ struct Engine::Impl {
       int64_t more = 0;            // prompt tokens past a snapshot cut, run in passes of their own
     };
     std::vector<Part> parts;
+    std::vector<const Seq*> prefilling_now;
     int64_t budget = opts.max_batch_tokens;
     // With requests decoding, prompts advance by at most prefill_chunk tokens a step, so that a
     // step (and so every decoding request's next token) is not held up by long prompts.
@@ -503,8 +523,10 @@ struct Engine::Impl {
       if (budget == 0) break;
       // A prompt looks for a cached prefix when it is first scheduled, so that one arriving
       // beside another with the same beginning finds what that one has computed meanwhile.
-      if (opts.prefix_cache > 0 && s->n_cached == 0 && !s->prefix_tried && prefill_left > 0)
+      if (opts.prefix_cache > 0 && s->n_cached == 0 && !s->prefix_tried && prefill_left > 0) {
+        if (prefix_in_flight(*s, prefilling_now)) continue;  // look again next step
         reuse_prefix(*s);
+      }
       const int64_t left = static_cast<int64_t>(s->tokens.size()) - s->n_cached;
       std::vector<int32_t> draft;
       if (left == 1 && s->n_cached > 0 && dctx) {
@@ -544,7 +566,10 @@ struct Engine::Impl {
         budget -= count;
         continue;
       }
-      if (prefill) prefill_left -= count;
+      if (prefill) {
+        prefill_left -= count;
+        prefilling_now.push_back(s);
+      }
       for (int64_t i = 0; i < count - more; ++i) {
         const int64_t p = s->n_cached + i;
         batch.add(s->tokens[p], static_cast<int32_t>(p), s->slot, p + 1 == s->n_cached + left);

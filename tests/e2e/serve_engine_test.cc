@@ -179,6 +179,42 @@ TEST(ServeEngine, ARequestStartsFromACachedPrefixAndGivesTheSameOutput) {
   EXPECT_EQ((*plain)->stats().prefix_hits, 0u);
 }
 
+// Requests that arrive together with one long prefix while another request decodes: the first
+// computes the prefix (its whole prompt fits the step's prompt budget), the others wait for it
+// rather than compute it beside it in the same step, and start from its blocks with the same
+// output.
+TEST(ServeEngine, ABurstWithOnePrefixComputesItOnce) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const Loaded l = load();
+  EngineOptions eo;
+  eo.n_ctx = 256;
+  eo.kv_block = 8;
+  eo.prefill_chunk = 96;  // room for the first prompt and part of the next in one step
+  const std::string prefix =
+      "Lily and Ben went to the park to play with a big red ball. They ran and laughed all day "
+      "long, and then they sat under a tall tree. ";
+  const std::vector<std::string> prompts = {prefix + "They", prefix + "The sun", prefix + "Mom"};
+  const int64_t common = static_cast<int64_t>(l.tok->encode(prefix, true).size());
+  ASSERT_GE(common, 4 * eo.kv_block);
+  ASSERT_LT(common + 4, eo.prefill_chunk);
+  auto engine = Engine::create(*l.model, *l.tok, eo);
+  ASSERT_TRUE(engine);
+  Refusal why;
+  std::string msg;
+  auto busy = (*engine)->submit(greedy(l, "One day", 120), &why, &msg);
+  ASSERT_TRUE(busy) << msg;
+  Event first;
+  ASSERT_TRUE(busy->next(&first, std::chrono::milliseconds(10000)));  // it is decoding
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (const std::string& p : prompts) streams.push_back((*engine)->submit(greedy(l, p, 12), &why, &msg));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(collect(*streams[i]).tokens, alone(l, prompts[i], 12)) << prompts[i];
+  collect(*busy);
+  const EngineStats st = (*engine)->stats();
+  EXPECT_EQ(st.prefix_hits, 2u);
+  EXPECT_GE(st.prefix_tokens, static_cast<uint64_t>(2 * (common - 1)));
+}
+
 // The demo hybrid (Mamba-2 and attention layers): requests that share a long prompt prefix with
 // a finished one start from its state snapshot at the latest multiple of the interval within the
 // prefix (and the KV blocks before it) and give generate()'s output.
