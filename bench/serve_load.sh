@@ -9,7 +9,9 @@
 #   LLAMA_SERVER=/path/to/llama-server bench/serve_load.sh MODEL.gguf OUT [REQUESTS_PER_CLIENT...]
 #
 # REQUESTS_PER_CLIENT gives each concurrency's requests per client (default "4 2 1 1" for 1, 4,
-# 16, 32 clients). llama-server runs as `-t 2 -cb -np N -c N*512` (a slot per client); nexus as
+# 16, 32 clients); SHARED_REQS the shared-prefix runs' requests per client (default 2: the first
+# round finds nothing cached, so 8 shows the steady state); SHARED_ONLY=1 runs only those.
+# llama-server runs as `-t 2 -cb -np N -c N*512` (a slot per client); nexus as
 # `-t 2 --max-seqs 32 -c 512`. Without LLAMA_SERVER only nexus runs.
 set -euo pipefail
 MODEL=${1:?usage: serve_load.sh MODEL.gguf OUT [REQUESTS_PER_CLIENT...]}
@@ -56,7 +58,9 @@ nexus_server() {  # extra args...; sets pid
 }
 
 # nexus: unique prompts at each concurrency, then the shared prefix with and without its cache.
+SHARED_REQS=${SHARED_REQS:-2}
 for i in "${!CONC[@]}"; do
+  [ "${SHARED_ONLY:-0}" = 1 ] && break
   c=${CONC[$i]}
   nexus_server
   wait_ready
@@ -67,7 +71,7 @@ done
 for cache in 8 0; do
   nexus_server --prefix-cache $cache
   wait_ready
-  run_load "nexus-shared-cache$cache" 4 2 --mode shared --prefix-tokens 400 --suffix-tokens 50
+  run_load "nexus-shared-cache$cache" 4 "$SHARED_REQS" --mode shared --prefix-tokens 400 --suffix-tokens 50
   stop "$pid"
 done
 # A recurrent model (mamba, mamba2, granitehybrid) shares a partial prefix through its state
@@ -75,12 +79,13 @@ done
 if "$NEXUS" info "$MODEL" 2> /dev/null | grep -qE '^architecture: +(mamba|mamba2|granitehybrid)$'; then
   nexus_server --prefix-cache 8 --state-snapshots 0
   wait_ready
-  run_load "nexus-shared-cache8-nosnap" 4 2 --mode shared --prefix-tokens 400 --suffix-tokens 50
+  run_load "nexus-shared-cache8-nosnap" 4 "$SHARED_REQS" --mode shared --prefix-tokens 400 --suffix-tokens 50
   stop "$pid"
 fi
 
 if [ -n "${LLAMA_SERVER:-}" ]; then
   for i in "${!CONC[@]}"; do
+    [ "${SHARED_ONLY:-0}" = 1 ] && break
     c=${CONC[$i]}
     PORT=$((PORT + 1))
     "$LLAMA_SERVER" -m "$MODEL" --port "$PORT" -t 2 -cb -np "$c" -c $((c * 512)) \
@@ -95,7 +100,7 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
   "$LLAMA_SERVER" -m "$MODEL" --port "$PORT" -t 2 -cb -np 4 -c 2048 > "$OUT/llama-server.log" 2>&1 &
   pid=$!
   wait_ready
-  run_load "llama-shared" 4 2 --mode shared --prefix-tokens 400 --suffix-tokens 50
+  run_load "llama-shared" 4 "$SHARED_REQS" --mode shared --prefix-tokens 400 --suffix-tokens 50
   stop "$pid"
 fi
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/gemm_amx.h"
 #include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
@@ -123,6 +124,35 @@ void gemm_group_on_pool(const MatmulOut* outs, int count, const float* x, int64_
   });
 }
 
+// BF16 weights on AMX: the activations packed once for every weight of the group (threads share
+// the packing by token blocks), then each thread takes a share of every weight's rows.
+bool on_amx(const Tensor& w, int64_t n_tokens) {
+  return w.dtype() == DType::kBF16 && n_tokens >= cpu::kBlasMinTokens &&
+         cpu::bf16w_amx_usable(w.dim(1));
+}
+
+void gemm_bf16_amx_on_pool(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                           int64_t k, ThreadPool& pool, Arena& scratch) {
+  const size_t mark = scratch.used();
+  auto* xp = static_cast<uint16_t*>(
+      scratch.alloc(cpu::bf16_act_size(n_tokens, k) * sizeof(uint16_t)));
+  const int64_t blocks = (n_tokens + 31) / 32 * 2;
+  pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    cpu::pack_bf16_act(x, k, n_tokens, k, b0, b1, xp);
+  });
+  pool.run([&](int s, int shares) {
+    for (int i = 0; i < count; ++i) {
+      const int64_t rows = outs[i].w->dim(0);
+      // Shares of whole 32-row blocks (the tiles' height).
+      auto cut = [&](int at) { return std::min(rows, (rows * at / shares + 31) / 32 * 32); };
+      cpu::gemm_bf16w_amx_rows(reinterpret_cast<const uint16_t*>(outs[i].w->row(0)),
+                               static_cast<int64_t>(outs[i].w->row_stride() / sizeof(uint16_t)),
+                               cut(s), cut(s + 1), k, xp, n_tokens, outs[i].y, rows);
+    }
+  });
+  scratch.rewind(mark);
+}
+
 }  // namespace
 
 bool matmul_on_blas(DType w, int64_t n_tokens) {
@@ -130,6 +160,7 @@ bool matmul_on_blas(DType w, int64_t n_tokens) {
 }
 
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
+  if (on_amx(w, n_tokens)) return cpu::bf16_act_size(n_tokens, w.dim(1)) * sizeof(uint16_t) + 64;
   const DType dot = dot_type(w.dtype());
   if (dot == DType::kF32) return 0;
   return row_bytes(dot, w.dim(1)) * static_cast<size_t>(n_tokens);
@@ -142,6 +173,11 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
 
+  if (on_amx(w, n_tokens)) {
+    const MatmulOut out{&w, y};
+    gemm_bf16_amx_on_pool(&out, 1, x, n_tokens, k, pool, scratch);
+    return;
+  }
   // Many tokens, no integer kernel: expand weights to f32 panels and use a packed sgemm.
   if (matmul_on_blas(w.dtype(), n_tokens)) {
     pool.parallel_for(
@@ -187,7 +223,9 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
   for (int i = 0; i < count; ++i)
     (matmul_on_blas(outs[i].w->dtype(), n_tokens) ? gemm_outs[n_gemm++] : dot_outs[n_dot++]) =
         outs[i];
-  if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm))
+  if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm) && on_amx(*gemm_outs[0].w, n_tokens))
+    gemm_bf16_amx_on_pool(gemm_outs, n_gemm, x, n_tokens, k, pool, scratch);
+  else if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm))
     gemm_group_on_pool(gemm_outs, n_gemm, x, n_tokens, k, pool);
   else
     for (int i = 0; i < n_gemm; ++i) {

@@ -8,11 +8,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/gemm_amx.h"
+#include "nexus/core/allocator.h"
 #include "nexus/core/thread_pool.h"
+#include "nexus/tensor.h"
+#include "ops/matmul.h"
 #include "nexus/dtype.h"
 #include "parity/gemm_test_util.h"
 #include "ops/train_ops.h"
@@ -121,6 +126,53 @@ TEST(GemmAmx, RoundsOtherInputsToBf16) {
   nb[32 * 16] = 1.0f;
   cpu::gemm_bf16_amx(false, false, 1, 16, 33, na, 33, nb, 16, false, c, 16);
   EXPECT_TRUE(std::isnan(c[0]));
+}
+
+// Prefill against BF16 weights (gemm_bf16w_amx.cc), through matmul() and matmul_group() on a
+// two-thread pool: Y = X W^T with X rounded to bf16, against a double-precision sum of the same
+// rounded products. Token counts and row counts off the tiles' 16 and 32, two weights of a group.
+TEST(GemmAmx, Bf16WeightPrefillMatchesTheDoubleReference) {
+  if (!cpu::bf16w_amx_usable(64)) GTEST_SKIP() << "no AMX-BF16 on this CPU or OS";
+  ThreadPool pool(2);
+  Arena scratch(8 << 20, MemCategory::kScratch);
+  for (const auto& [n, rows, k] : {std::tuple<int64_t, int64_t, int64_t>{16, 32, 32},
+                                  {37, 45, 64},
+                                  {100, 200, 768},
+                                  {513, 70, 96}}) {
+    std::mt19937 rng(static_cast<uint32_t>(n + rows + k));
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<uint16_t> w(rows * k), w2(rows * k);
+    for (auto& v : w) v = f32_to_bf16(d(rng));
+    for (auto& v : w2) v = f32_to_bf16(d(rng));
+    std::vector<float> x(n * k);
+    for (float& v : x) v = d(rng);  // not bf16 values: matmul rounds them
+    const Tensor wt(DType::kBF16, {rows, k}, w.data()), wt2(DType::kBF16, {rows, k}, w2.data());
+    std::vector<float> y(n * rows, -7.0f), y2(n * rows, -7.0f), g1(n * rows), g2(n * rows);
+    matmul(wt, x.data(), n, y.data(), pool, scratch);
+    const MatmulOut outs[2] = {{&wt, g1.data()}, {&wt2, g2.data()}};
+    matmul_group(outs, 2, x.data(), n, pool, scratch);
+    double worst = 0.0;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        double want = 0.0, want2 = 0.0, mag = 0.0, mag2 = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double xv = bf16_value(x[t * k + p]);
+          want += xv * bf16_to_f32(w[r * k + p]);
+          want2 += xv * bf16_to_f32(w2[r * k + p]);
+          mag += std::fabs(xv * bf16_to_f32(w[r * k + p]));
+          mag2 += std::fabs(xv * bf16_to_f32(w2[r * k + p]));
+        }
+        // f32 accumulation of exact products: within a few k ulps of the sum of |products|.
+        worst = std::max(worst, std::fabs(y[t * rows + r] - want) / (mag + 1e-30));
+        ASSERT_NEAR(y[t * rows + r], want, 1e-5 * mag + 1e-6)
+            << "n " << n << " rows " << rows << " k " << k << " token " << t << " row " << r;
+        ASSERT_NEAR(g2[t * rows + r], want2, 1e-5 * mag2 + 1e-6);
+        ASSERT_EQ(g1[t * rows + r], y[t * rows + r]);  // alone or in a group: the same bits
+      }
+    std::printf("  n %lld rows %lld k %lld: worst error %.2g of the sum of |products|\n",
+                static_cast<long long>(n), static_cast<long long>(rows),
+                static_cast<long long>(k), worst);
+  }
 }
 
 }  // namespace

@@ -35,4 +35,6 @@ bool amx_bf16_active() {
   return on;
 }
 
+bool bf16w_amx_usable(int64_t k) { return k % 32 == 0 && amx_bf16_active(); }
+
 }  // namespace nexus::cpu

@@ -33,4 +33,19 @@ void convert_bf16_rows(bool trans_a, int64_t m, int64_t k, const float* a, int64
 void gemm_bf16_amx_rows(const uint16_t* rows, int64_t m, int64_t k, bool trans_b, int64_t n,
                         const float* b, int64_t ldb, bool accumulate, float* c, int64_t ldc);
 
+// Prefill against BF16 weights (gemm_bf16w_amx.cc): Y[n x rows] = X[n x k] W^T for a weight W
+// of bf16 rows (row stride ldw elements), X f32 rounded to bf16 once (as llama.cpp's BF16 dot
+// product rounds it), the bf16 products summed in f32 by the tiles. Usable where
+// amx_bf16_active() and k is a multiple of 32.
+bool bf16w_amx_usable(int64_t k);
+// X packed for the tiles (uint16_t elements: n rounded up to 32, k): blocks of 16 tokens
+// [b0, b1) of it (tokens past n come out zero), so the packing can be split over threads; the
+// caller packs blocks [0, round_up(n, 32) / 16).
+size_t bf16_act_size(int64_t n, int64_t k);
+void pack_bf16_act(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t b0, int64_t b1,
+                   uint16_t* out);
+// Y's columns [r0, r1) (W's rows, any range) from the packed X; y has row stride ldy.
+void gemm_bf16w_amx_rows(const uint16_t* w, int64_t ldw, int64_t r0, int64_t r1, int64_t k,
+                         const uint16_t* xp, int64_t n, float* y, int64_t ldy);
+
 }  // namespace nexus::cpu
