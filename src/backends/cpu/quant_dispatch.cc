@@ -78,6 +78,7 @@ Table avx2_table() {
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_rows = vec_dot_rows_q6_k_avx2;
   t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx2;
   t[static_cast<size_t>(DType::kF16)].vec_dot_wrows = vec_dot_wrows_f16_avx2;
+  t[static_cast<size_t>(DType::kBF16)].vec_dot_wrows = vec_dot_wrows_bf16_avx2;
   t[static_cast<size_t>(DType::kQ4_0)].vec_dot_wrows = vec_dot_wrows_q4_0_avx2;
   t[static_cast<size_t>(DType::kQ8_0)].vec_dot_wrows = vec_dot_wrows_q8_0_avx2;
   t[static_cast<size_t>(DType::kQ2_K)].vec_dot_wrows = vec_dot_wrows_q2_k_avx2;
@@ -97,6 +98,7 @@ Table avx2_table() {
     patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx512);
     t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx512;
     t[static_cast<size_t>(DType::kF16)].vec_dot_wrows = vec_dot_wrows_f16_avx512;
+    t[static_cast<size_t>(DType::kBF16)].vec_dot_wrows = vec_dot_wrows_bf16_avx512;
   }
   return t;
 }
