@@ -15,7 +15,7 @@ int quantize_main(int argc, char** argv) {
   CLI::App app{"Quantize a GGUF model to a type or a llama-quantize mix", "nexus quantize"};
   app.footer("Types: " + quant_mix_names() +
              "\nExample:\n  nexus quantize model-f32.gguf model-q4_k_m.gguf Q4_K_M");
-  std::string input, output, type;
+  std::string input, output, type, imatrix_path;
   bool pure = false, quiet = false;
   std::vector<std::string> tensor_types;
   app.add_option("input", input, "GGUF model to quantize")->required();
@@ -24,6 +24,8 @@ int quantize_main(int argc, char** argv) {
   app.add_flag("--pure", pure, "every matrix in the base type (no Q6_K head, no raised tensors)");
   app.add_option("--tensor-type", tensor_types,
                  "PATTERN=TYPE: tensors whose name matches the regex get TYPE (repeatable)");
+  app.add_option("--imatrix", imatrix_path,
+                 "importance matrix (nexus imatrix or llama-imatrix GGUF) weighting the rounding");
   app.add_flag("-q,--quiet", quiet, "no line per tensor");
   if (auto code = parse_args(app, argc, argv, "quantize")) return *code;
 
@@ -31,7 +33,7 @@ int quantize_main(int argc, char** argv) {
   if (!mix)
     return fail("quantize", "unknown type '" + type + "' (types: " + quant_mix_names() + ")",
                 kUsageError);
-  QuantizeOptions o{*mix, pure, {}};
+  QuantizeOptions o{*mix, pure, {}, nullptr};
   for (const std::string& spec : tensor_types) {
     auto ov = parse_tensor_type(spec);
     if (!ov) return fail("quantize", ov.status().message(), kUsageError);
@@ -40,6 +42,13 @@ int quantize_main(int argc, char** argv) {
   if (auto m = overwrites_source(output, {input})) return fail("quantize", *m, kUsageError);
   auto in = GgufFile::open(input);
   if (!in) return fail("quantize", in.status().message());
+  Imatrix imatrix;
+  if (!imatrix_path.empty()) {
+    auto m = read_imatrix(imatrix_path);
+    if (!m) return fail("quantize", m.status().message());
+    imatrix = std::move(m).value();
+    o.imatrix = &imatrix;
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   size_t bytes_in = 0, bytes_out = 0;
@@ -50,10 +59,11 @@ int quantize_main(int argc, char** argv) {
     std::string shape;
     for (size_t i = 0; i < p.tensor->shape.size(); ++i)
       shape += (i ? " x " : "") + std::to_string(p.tensor->shape[i]);
-    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-14s %5s -> %-5s %9.3f MiB\n", p.index, p.count,
+    std::fprintf(stderr, "[%4zu/%4zu] %-32s %-14s %5s -> %-5s %9.3f MiB%s\n", p.index, p.count,
                  p.tensor->name.c_str(), shape.c_str(),
                  std::string(dtype_name(p.tensor->dtype)).c_str(),
-                 std::string(dtype_name(p.to)).c_str(), p.bytes_out / 1048576.0);
+                 std::string(dtype_name(p.to)).c_str(), p.bytes_out / 1048576.0,
+                 p.imatrix ? "  (imatrix)" : "");
   });
   if (!w) return fail("quantize", w.status().message());
   if (Status s = w->write(output); !s) return fail("quantize", s.message());

@@ -51,6 +51,9 @@ class Model {
   const GgufFile& gguf() const { return *file_; }
   int64_t n_params() const;
   size_t weight_bytes() const;
+  // The GGUF name of one of this model's weights, found by its data ("blk.3.attn_q.weight");
+  // empty for a tensor that is not one of them. For tools that report per weight (imatrix).
+  std::string tensor_name(const Tensor& t) const;
 
  private:
   // from_gguf; `file_mapped` says the file's bytes are a read-only file mapping (Model::load), so

@@ -25,7 +25,7 @@ bool keeps_f32(const GgufTensorInfo& t) {
 }
 
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
-                   std::vector<float>& scratch) {
+                   std::vector<float>& scratch, const float* importance) {
   if (from == to) {
     std::memcpy(dst, src, row_bytes(from, n));
     return Status::ok();
@@ -36,13 +36,13 @@ Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
                            std::string(dtype_name(to)) + " is not supported (no " +
                            std::string(dtype_name(t)) + " kernels)");
   if (from == DType::kF32) {
-    cpu::quantize_row(to, static_cast<const float*>(src), dst, n);
+    cpu::quantize_row_imp(to, static_cast<const float*>(src), dst, n, importance);
   } else if (to == DType::kF32) {
     cpu::dequantize_row(from, src, static_cast<float*>(dst), n);
   } else {  // through f32 (re-quantizing an already quantized tensor loses more precision)
     scratch.resize(static_cast<size_t>(n));
     cpu::dequantize_row(from, src, scratch.data(), n);
-    cpu::quantize_row(to, scratch.data(), dst, n);
+    cpu::quantize_row_imp(to, scratch.data(), dst, n, importance);
   }
   return Status::ok();
 }

@@ -163,29 +163,42 @@ Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,
   w.set_u32("general.quantization_version", 2);
   std::vector<uint8_t> out;
   std::vector<float> scratch;
-  size_t index = 0;
+  size_t index = 0, matched = 0;
   for (const GgufTensorInfo& t : in.tensors()) {
     const DType to = plan_tensor(t, n_layers, has_output, o);
+    bool weighted = false;
     if (to == t.dtype) {
       w.add_tensor(t.name, t.dtype, t.shape, t.data);
     } else {
       const int64_t cols = t.shape.back();
+      std::vector<float> importance;
+      if (o.imatrix != nullptr && cpu::takes_importance(to)) importance = o.imatrix->importance(t.name);
+      if (!importance.empty() && static_cast<int64_t>(importance.size()) != cols)
+        return Status::error("the imatrix's entry for '" + t.name + "' has " +
+                             std::to_string(importance.size()) + " columns, the tensor " +
+                             std::to_string(cols) + " (made for another model?)");
+      weighted = !importance.empty();
       const size_t in_row = row_bytes(t.dtype, cols), out_row = row_bytes(to, cols);
       const size_t rows = t.nbytes / in_row;
       out.resize(out_row * rows);
       for (size_t r = 0; r < rows; ++r) {
         Status s = convert_row(t.dtype, t.data + r * in_row, to, out.data() + r * out_row, cols,
-                               scratch);
+                               scratch, weighted ? importance.data() : nullptr);
         if (!s) return Status::error("tensor '" + t.name + "': " + s.message());
       }
       w.add_tensor(t.name, to, t.shape, out.data());
     }
+    if (o.imatrix != nullptr && o.imatrix->entries.count(t.name) != 0) ++matched;
     if (progress) {
       const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
       progress({++index, in.tensors().size(), &t, to,
-                row_bytes(to, cols) * (t.nbytes / std::max<size_t>(1, row_bytes(t.dtype, cols)))});
+                row_bytes(to, cols) * (t.nbytes / std::max<size_t>(1, row_bytes(t.dtype, cols))),
+                weighted});
     }
   }
+  if (o.imatrix != nullptr && matched == 0)
+    return Status::error("the imatrix (" + std::to_string(o.imatrix->entries.size()) +
+                         " entries) names none of the model's tensors (made for another model?)");
   return w;
 }
 

@@ -147,6 +147,19 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   return m;
 }
 
+std::string Model::tensor_name(const Tensor& t) const {
+  if (t.empty()) return {};
+  const ArchSpec& spec = arch_spec(config_.arch);
+  for (const ModelSlot& s : spec.model_slots(config_))
+    if ((weights_.*(s.field)).data() == t.data()) return s.name;
+  const std::vector<LayerSlot> slots = spec.layer_slots(config_);
+  for (int64_t l = 0; l < config_.n_layers; ++l)
+    for (const LayerSlot& s : slots)
+      if (slot_in_layer(s, config_, l) && (weights_.layers[l].*(s.field)).data() == t.data())
+        return layer_tensor_name(s.name, l);
+  return {};
+}
+
 Model::~Model() {
   // Tracked at the mapped token table, which repacking may have replaced by a copy.
   if (file_ == nullptr) return;

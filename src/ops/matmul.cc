@@ -3,6 +3,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "backends/cpu/gemm.h"
@@ -153,7 +154,23 @@ void gemm_bf16_amx_on_pool(const MatmulOut* outs, int count, const float* x, int
   scratch.rewind(mark);
 }
 
+std::atomic<MatmulObserver*> g_observer{nullptr};
+
+void notify(const Tensor& w, const float* x, int64_t n_tokens) {
+  if (MatmulObserver* o = g_observer.load(std::memory_order_acquire); o != nullptr && n_tokens > 0)
+    o->observe(w, x, n_tokens);
+}
+
+void matmul_unobserved(const Tensor& w, const float* x, int64_t n_tokens, float* y,
+                       ThreadPool& pool, Arena& scratch);
+void matmul_group_unobserved(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                             ThreadPool& pool, Arena& scratch);
+
 }  // namespace
+
+void set_matmul_observer(MatmulObserver* observer) {
+  g_observer.store(observer, std::memory_order_release);
+}
 
 bool matmul_on_blas(DType w, int64_t n_tokens) {
   return n_tokens >= cpu::kBlasMinTokens && !cpu::is_repacked(w);
@@ -169,6 +186,14 @@ size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
 void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Arena& scratch) {
   check_args(w, x, n_tokens, y);
+  notify(w, x, n_tokens);
+  matmul_unobserved(w, x, n_tokens, y, pool, scratch);
+}
+
+namespace {
+
+void matmul_unobserved(const Tensor& w, const float* x, int64_t n_tokens, float* y,
+                       ThreadPool& pool, Arena& scratch) {
   if (n_tokens == 0 || w.dim(0) == 0) return;
   const int64_t rows = w.dim(0);
   const int64_t k = w.dim(1);
@@ -194,8 +219,10 @@ void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadP
 
   // A few tokens (decode): a group of one.
   const MatmulOut out{&w, y};
-  matmul_group(&out, 1, x, n_tokens, pool, scratch);
+  matmul_group_unobserved(&out, 1, x, n_tokens, pool, scratch);
 }
+
+}  // namespace
 
 size_t matmul_group_scratch_bytes(const MatmulOut* outs, int count, int64_t n_tokens) {
   size_t total = 0;
@@ -205,6 +232,14 @@ size_t matmul_group_scratch_bytes(const MatmulOut* outs, int count, int64_t n_to
 
 void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
                   ThreadPool& pool, Arena& scratch) {
+  for (int i = 0; i < count && i < kMaxGroup; ++i) notify(*outs[i].w, x, n_tokens);
+  matmul_group_unobserved(outs, count, x, n_tokens, pool, scratch);
+}
+
+namespace {
+
+void matmul_group_unobserved(const MatmulOut* outs, int count, const float* x, int64_t n_tokens,
+                             ThreadPool& pool, Arena& scratch) {
   NEXUS_CHECK(count >= 1 && count <= kMaxGroup, "[matmul] a group holds 1 to " +
                                                     std::to_string(kMaxGroup) + " weights, got " +
                                                     std::to_string(count));
@@ -230,7 +265,7 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
   else
     for (int i = 0; i < n_gemm; ++i) {
       const size_t mark = scratch.used();
-      matmul(*gemm_outs[i].w, x, n_tokens, gemm_outs[i].y, pool, scratch);
+      matmul_unobserved(*gemm_outs[i].w, x, n_tokens, gemm_outs[i].y, pool, scratch);
       scratch.rewind(mark);
     }
   if (n_dot == 0) return;
@@ -280,6 +315,8 @@ void matmul_group(const MatmulOut* outs, int count, const float* x, int64_t n_to
       std::clamp<int64_t>(kStealBytes * n_tokens / std::max<int64_t>(1, unit_bytes), 1, most);
   pool.steal_for(units, step, run_units);
 }
+
+}  // namespace
 
 MatmulShareStart matmul_group_share_start(const Tensor* const* w, int count, int n_threads,
                                           int thread) {

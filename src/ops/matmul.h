@@ -21,6 +21,16 @@ namespace nexus {
 void matmul(const Tensor& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             Arena& scratch);
 
+// Sees the activations of every matmul and matmul_group weight before it is multiplied (x is f32
+// [n_tokens x k]; `nexus imatrix` sums their squares per column). Called on the caller's thread.
+class MatmulObserver {
+ public:
+  virtual ~MatmulObserver() = default;
+  virtual void observe(const Tensor& w, const float* x, int64_t n_tokens) = 0;
+};
+// One observer for the process (nullptr: none, the default; the hot path pays one load).
+void set_matmul_observer(MatmulObserver* observer);
+
 // One output of matmul_group: y = x W^T for weight w (shapes as for matmul).
 struct MatmulOut {
   const Tensor* w;

@@ -126,5 +126,67 @@ TEST_F(Quantize, ErrorsAreOneLineWithTheirCodes) {
   EXPECT_FALSE(fs::exists(path("x.gguf")));  // nothing written on failure
 }
 
+// `nexus imatrix` then `quantize --imatrix`: the file is made, its entries weight the K-quant
+// and 32-block quantizers (the tensors say so), the model runs; an imatrix of another model,
+// a missing file and bad flags are one-line errors that write nothing.
+TEST_F(Quantize, ImatrixFromACalibrationTextWeightsTheQuantizers) {
+  const std::string src = model("f32");
+  const std::string calib = path("calib.txt");
+  {
+    std::ofstream f(calib);
+    for (int i = 0; i < 40; ++i) f << "Once upon a time there was a little girl who liked to play. ";
+  }
+  const std::string im = path("im.gguf");
+  auto r = run_cli("imatrix -m " + quoted(src) + " -f " + quoted(calib) + " -o " + quoted(im) +
+                   " -c 64 -t 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.out.find("56 matrices"), std::string::npos) << r.out;  // 8 layers x 7
+  EXPECT_NE(r.err.find("imatrix: chunk 1/"), std::string::npos) << r.err;
+  const std::string out = path("q.gguf");
+  r = run_cli("quantize " + quoted(src) + " " + quoted(out) + " q4_k_m --imatrix " + quoted(im));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("blk.0.attn_q.weight"), std::string::npos);
+  EXPECT_NE(r.err.find("(imatrix)"), std::string::npos) << r.err;
+  auto run = run_cli("run -m " + quoted(out) + " -p hello -n 4 --temp 0");
+  EXPECT_EQ(run.code, 0) << run.output;
+  // The same quantization without the imatrix writes other bytes.
+  const std::string plain = path("plain.gguf");
+  ASSERT_EQ(run_cli("quantize -q " + quoted(src) + " " + quoted(plain) + " q4_k_m").code, 0);
+  EXPECT_NE(fs::file_size(out), 0u);
+  std::ifstream a(out, std::ios::binary), b(plain, std::ios::binary);
+  const std::string ab((std::istreambuf_iterator<char>(a)), {}), bb((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_EQ(ab.size(), bb.size());
+  EXPECT_NE(ab, bb);
+
+  // Errors: another model's imatrix (other widths), no such file, a text shorter than a chunk.
+  const std::string other = path("other.gguf");
+  ASSERT_EQ(run_cli("gen-model -q --shape custom:arch=llama,dim=128,layers=2,heads=2,kv_heads=2,"
+                    "head_dim=64,ffn=256,vocab=512,ctx=256,tied=1 --type f32 --seed 4 -o " +
+                    quoted(other)).code, 0);
+  const std::string im2 = path("im2.gguf");
+  ASSERT_EQ(run_cli("imatrix -m " + quoted(other) + " -f " + quoted(calib) + " -o " + quoted(im2) +
+                    " -c 64").code, 0);
+  const std::string bad = path("bad.gguf");
+  r = run_cli("quantize -q " + quoted(src) + " " + quoted(bad) + " q4_k_m --imatrix " + quoted(im2));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has 128 columns, the tensor 256"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(bad));
+  r = run_cli("quantize -q " + quoted(src) + " " + quoted(bad) + " q4_k_m --imatrix " +
+              quoted(path("none.gguf")));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_FALSE(fs::exists(bad));
+  r = run_cli("quantize -q " + quoted(src) + " " + quoted(bad) + " q4_k_m --imatrix " + quoted(src));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not an imatrix file"), std::string::npos) << r.err;
+  r = run_cli("imatrix -m " + quoted(src) + " -f " + quoted(calib) + " -o " + quoted(bad) +
+              " -c 100000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("fewer than one chunk"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(bad));
+  r = run_cli("imatrix -m " + quoted(src) + " -f " + quoted(calib) + " --chunks 0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--chunks"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace nexus

@@ -17,8 +17,9 @@ namespace nexus {
 // nexus::cpu::dequantize_row / quantize_row exist: dequantize `from` into `scratch`, quantize that
 // into `to`. Other pairs return an error naming both types.
 DType fallback_type(DType target, int64_t cols);
+// `importance` (n values, or null): per-column weights for the quantizer (cpu::quantize_row_imp).
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
-                   std::vector<float>& scratch);
+                   std::vector<float>& scratch, const float* importance = nullptr);
 
 // Tensors that stay F32 whatever the target, as llama.cpp keeps them: vectors, and the
 // state-space mixer's small matrices the scan reads directly (the conv taps, A, D, the gated

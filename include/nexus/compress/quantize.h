@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nexus/compress/imatrix.h"
 #include "nexus/dtype.h"
 #include "nexus/io/gguf.h"
 #include "nexus/status.h"
@@ -47,6 +48,9 @@ struct QuantizeOptions {
   QuantMix mix;
   bool pure = false;  // every matrix in the base type: no raised tensors, no Q6_K head
   std::vector<TensorTypeOverride> overrides;  // first match wins, before the mix's rules
+  // Importances per input column (nexus imatrix or llama-imatrix): the quantizers of the types
+  // that take them (Q4_0..Q5_1, Q2_K..Q6_K) weight each column's rounding error by them.
+  const Imatrix* imatrix = nullptr;
 };
 
 // The type tensor `t` of a model with n_layers blocks gets: unchanged for non-float data; F32 for
@@ -66,10 +70,13 @@ struct QuantizeProgress {
   const GgufTensorInfo* tensor;
   DType to;
   size_t bytes_out;
+  bool imatrix;  // quantized with the imatrix's importances
 };
 
 // A writer with `in`'s metadata (general.file_type set to the mix's) and every tensor converted
-// to its planned type; `progress` (may be empty) is called after each tensor.
+// to its planned type; `progress` (may be empty) is called after each tensor. With an imatrix:
+// an entry whose width differs from its tensor's rows, or an imatrix that matches none of the
+// tensors, is an error; a matrix without an entry is quantized without one (as llama-quantize).
 Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,
                                  const std::function<void(const QuantizeProgress&)>& progress);
 

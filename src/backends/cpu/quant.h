@@ -16,6 +16,12 @@ namespace nexus::cpu {
 // block types Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K. The Q4_0..Q8_1
 // quantizers reproduce ggml's quantize_row_*_ref byte for byte; the K-quant ones search scales.
 void quantize_row(DType t, const float* x, void* y, int64_t n);
+// quantize_row weighted by an importance per column (qw[i] >= 0, n of them, the same for every
+// row of a matrix: its inputs' mean squared activations from an imatrix): the block fits minimise
+// the error those activations see. Q4_0/Q4_1/Q5_0/Q5_1 and Q2_K..Q6_K take it (takes_importance);
+// other types, or qw null, are quantize_row.
+void quantize_row_imp(DType t, const float* x, void* y, int64_t n, const float* qw);
+bool takes_importance(DType t);
 // y = the n floats encoded in x (dtype t); exact to the block layout.
 void dequantize_row(DType t, const void* x, float* y, int64_t n);
 // The type activations are converted to before a dot product with weights of type t: F32 for

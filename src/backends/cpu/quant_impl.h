@@ -73,6 +73,12 @@ NEXUS_DECLARE_CONVERT(q8_k, ref)
 NEXUS_DECLARE_DOT(f32, ref)
 NEXUS_DECLARE_DOT(f16, ref)
 NEXUS_DECLARE_DOT(bf16, ref)
+// The K-quant quantizers with importances per value (qw: n of them, or null: the _ref ones).
+void quantize_q2_k_imp(const float* x, void* y, int64_t n, const float* qw);
+void quantize_q3_k_imp(const float* x, void* y, int64_t n, const float* qw);
+void quantize_q4_k_imp(const float* x, void* y, int64_t n, const float* qw);
+void quantize_q5_k_imp(const float* x, void* y, int64_t n, const float* qw);
+void quantize_q6_k_imp(const float* x, void* y, int64_t n, const float* qw);
 NEXUS_DECLARE_DOT(q4_0, ref)
 NEXUS_DECLARE_DOT(q4_1, ref)
 NEXUS_DECLARE_DOT(q5_0, ref)

@@ -54,14 +54,16 @@ inline int q3_code(const BlockQ3_K& b, int e) {
 
 // ---- Q2_K: 4-bit scales and mins per sub-block against f16 d and dmin ----
 
-void quantize_q2_k_ref(const float* x, void* y, int64_t n) {
+void quantize_q2_k_ref(const float* x, void* y, int64_t n) { quantize_q2_k_imp(x, y, n, nullptr); }
+
+void quantize_q2_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ2_K*>(y);
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
     uint8_t L[kQKK];
     float sc[16], mn[16], w[16];
     float max_sc = 0.0f, max_mn = 0.0f;
     for (int j = 0; j < 16; ++j) {
-      fit_weights(x + 16 * j, 16, w);
+      fit_weights(x + 16 * j, 16, w, qw ? qw + 16 * j : nullptr);
       sc[j] = fit_scale_min(x + 16 * j, w, 16, 3, L + 16 * j, &mn[j]);
       max_sc = std::max(max_sc, sc[j]);
       max_mn = std::max(max_mn, mn[j]);
@@ -115,12 +117,14 @@ float vec_dot_q2_k_ref(int64_t n, const void* w, const void* x) {
 
 // ---- Q3_K: signed 6-bit scales per sub-block against one f16 d, codes -4..3 ----
 
-void quantize_q3_k_ref(const float* x, void* y, int64_t n) {
+void quantize_q3_k_ref(const float* x, void* y, int64_t n) { quantize_q3_k_imp(x, y, n, nullptr); }
+
+void quantize_q3_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ3_K*>(y);
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
     int8_t L[kQKK];
     float sc[16];
-    const float max_sc = fit_sub_blocks_symmetric(x, 4, sc, L);
+    const float max_sc = fit_sub_blocks_symmetric(x, 4, sc, L, qw);
     const float amax_sc = std::fabs(max_sc);
     std::memset(&b[i], 0, sizeof(BlockQ3_K));
     int s[16] = {};

@@ -1,5 +1,6 @@
 // The scale fitters the K-quant quantizers share (quant_k_ref.cc: Q4_K, Q5_K, Q6_K;
-// quant_k23_ref.cc: Q2_K, Q3_K). Internal linkage: include only from those files.
+// quant_k23_ref.cc: Q2_K, Q3_K), and the importance-weighted 32-blocks (quant_imp.cc). Internal
+// linkage: include only from those files.
 #pragma once
 
 #include <algorithm>
@@ -21,10 +22,18 @@ inline int nearest_int(float f) {
 }
 
 // Importance of each value when fitting a scale: magnitude plus the block's RMS, so large values
-// are kept accurate without ignoring the small ones.
-inline void fit_weights(const float* x, int n, float* w) {
+// are kept accurate without ignoring the small ones. With an importance matrix's values for the
+// block's columns (qw, the mean squared activation each weight meets), the error that counts is
+// the one the activations see: qw times the weight's magnitude (with the block's mean square, so
+// that no value's weight falls to zero).
+inline void fit_weights(const float* x, int n, float* w, const float* qw = nullptr) {
   float sum_x2 = 0.0f;
   for (int i = 0; i < n; ++i) sum_x2 += x[i] * x[i];
+  if (qw != nullptr) {
+    const float mean_x2 = sum_x2 / static_cast<float>(n);
+    for (int i = 0; i < n; ++i) w[i] = qw[i] * std::sqrt(mean_x2 + x[i] * x[i]);
+    return;
+  }
   const float rms = std::sqrt(sum_x2 / static_cast<float>(n));
   for (int i = 0; i < n; ++i) w[i] = rms + std::fabs(x[i]);
 }
@@ -130,11 +139,12 @@ inline float fit_scale_symmetric(const float* x, const float* w, int n, int nmax
 
 // Fits the 16 sub-blocks of 16 of a super-block symmetrically (codes -nmax .. nmax - 1, Q6_K and
 // Q3_K): sc[j] and codes L; returns the scale of largest magnitude, with its sign (0 if none).
-inline float fit_sub_blocks_symmetric(const float* x, int nmax, float* sc, int8_t* L) {
+inline float fit_sub_blocks_symmetric(const float* x, int nmax, float* sc, int8_t* L,
+                                      const float* qw = nullptr) {
   float w[16];
   float max_sc = 0.0f, amax_sc = 0.0f;
   for (int j = 0; j < 16; ++j) {
-    fit_weights(x + 16 * j, 16, w);
+    fit_weights(x + 16 * j, 16, w, qw ? qw + 16 * j : nullptr);
     sc[j] = fit_scale_symmetric(x + 16 * j, w, 16, nmax, L + 16 * j);
     if (std::fabs(sc[j]) > amax_sc) {
       amax_sc = std::fabs(sc[j]);

@@ -16,11 +16,11 @@ namespace {
 // Shared by Q4_K (nmax 15) and Q5_K (nmax 31): fits the 8 sub-blocks, codes scales and mins in 6
 // bits against the super-block d/dmin, then re-rounds every value against the coded scales.
 void quantize_k_super_block(const float* x, int nmax, Half* d_out, Half* dmin_out, uint8_t* scales,
-                            uint8_t* L) {
+                            uint8_t* L, const float* qw) {
   float sc[8], mn[8], w[kQK];
   float max_sc = 0.0f, max_mn = 0.0f;
   for (int j = 0; j < 8; ++j) {
-    fit_weights(x + kQK * j, kQK, w);
+    fit_weights(x + kQK * j, kQK, w, qw ? qw + kQK * j : nullptr);
     sc[j] = fit_scale_min(x + kQK * j, w, kQK, nmax, L + kQK * j, &mn[j]);
     max_sc = std::max(max_sc, sc[j]);
     max_mn = std::max(max_mn, mn[j]);
@@ -107,11 +107,13 @@ inline float dot_k_super_block(const uint8_t* q, Half d, Half dmin, const uint8_
 
 // ---- Q4_K ----
 
-void quantize_q4_k_ref(const float* x, void* y, int64_t n) {
+void quantize_q4_k_ref(const float* x, void* y, int64_t n) { quantize_q4_k_imp(x, y, n, nullptr); }
+
+void quantize_q4_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ4_K*>(y);
   uint8_t L[kQKK];
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    quantize_k_super_block(x, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
+    quantize_k_super_block(x, 15, &b[i].d, &b[i].dmin, b[i].scales, L, qw);
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l)
         b[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
@@ -148,11 +150,13 @@ float vec_dot_q4_k_ref(int64_t n, const void* w, const void* x) {
 
 // ---- Q5_K ----
 
-void quantize_q5_k_ref(const float* x, void* y, int64_t n) {
+void quantize_q5_k_ref(const float* x, void* y, int64_t n) { quantize_q5_k_imp(x, y, n, nullptr); }
+
+void quantize_q5_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ5_K*>(y);
   uint8_t L[kQKK];
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    quantize_k_super_block(x, 31, &b[i].d, &b[i].dmin, b[i].scales, L);
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
+    quantize_k_super_block(x, 31, &b[i].d, &b[i].dmin, b[i].scales, L, qw);
     std::memset(b[i].qh, 0, sizeof(b[i].qh));
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
@@ -194,12 +198,14 @@ float vec_dot_q5_k_ref(int64_t n, const void* w, const void* x) {
 
 // ---- Q6_K: 16 sub-blocks of 16 with signed 8-bit scales against one f16 d ----
 
-void quantize_q6_k_ref(const float* x, void* y, int64_t n) {
+void quantize_q6_k_ref(const float* x, void* y, int64_t n) { quantize_q6_k_imp(x, y, n, nullptr); }
+
+void quantize_q6_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ6_K*>(y);
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
     int8_t L[kQKK];
     float sc[16];
-    const float max_sc = fit_sub_blocks_symmetric(x, 32, sc, L);
+    const float max_sc = fit_sub_blocks_symmetric(x, 32, sc, L, qw);
     const float amax_sc = std::fabs(max_sc);
     std::memset(&b[i], 0, sizeof(BlockQ6_K));
     if (amax_sc < 1e-30f) continue;  // all zero: d = 0, codes 0 (value -32 * 0)
