@@ -103,7 +103,7 @@ struct Engine::Impl {
   int64_t n_ctx = 0;
   int64_t n_vocab = 0;
 
-  mutable std::mutex mu;  // guards queue, accepting, stop, stats
+  mutable std::mutex mu;  // guards queue, accepting, stop, deadline, stats
   std::condition_variable cv;
   std::deque<std::unique_ptr<Seq>> queue;
   struct EmbedJob {
@@ -477,7 +477,11 @@ struct Engine::Impl {
   bool step() {
     run_embeddings();
     admit();
-    const bool past_deadline = Clock::now() >= deadline;
+    bool past_deadline;
+    {
+      std::lock_guard lock(mu);  // drain() sets the deadline from another thread
+      past_deadline = Clock::now() >= deadline;
+    }
     for (auto& s : running)
       if (s->stream->cancelled() || past_deadline) finish(*s, "cancelled");
     remove_finished();
