@@ -10,41 +10,17 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/amx_tiles.h"
 #include "backends/cpu/gemm_amx.h"
 #include "nexus/dtype.h"
 
 namespace nexus::cpu {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// 16 floats to 16 bf16 in the low 16 bits of each 32-bit lane, as f32_to_bf16 does them: round
-// to nearest even, NaN kept a (quiet) NaN rather than carried into the sign bit.
-inline __m512i bf16_lanes(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i odd =
-      _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_maskz_srli_epi32(
-      0xFFFF, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_mask_or_epi32(rounded, nan, _mm512_maskz_srli_epi32(0xFFFF, u, 16),
-                              _mm512_set1_epi32(0x40));
-}
-
-// The 32 floats v0, v1 as 32 bf16 in order (16-bit element j).
-inline __m512i bf16x32(__m512 v0, __m512 v1) {
-  static const __m512i kLowHalves = [] {
-    alignas(64) int16_t w[32];
-    for (int j = 0; j < 32; ++j) w[j] = static_cast<int16_t>(j < 16 ? 2 * j : 32 + 2 * (j - 16));
-    return _mm512_load_si512(w);
-  }();
-  return _mm512_permutex2var_epi16(bf16_lanes(v0), kLowHalves, bf16_lanes(v1));
-}
+using amx::bf16_lanes;
+using amx::bf16x32;
+using amx::round_up;
+using amx::TileConfig;
 
 // Lane j: the bf16 of lo[j] in the low half, of hi[j] in the high half (a k pair).
 inline __m512i bf16_pairs(__m512 lo, __m512 hi) {
@@ -56,7 +32,6 @@ inline __m512 row16(const float* x, int64_t ld, int64_t p, int64_t j0, int64_t c
   return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << cnt) - 1u), x + p * ld + j0);
 }
 
-int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
 // (Here the zero-masked forms of shifts, conversions and inserts: GCC 12's unmasked ones start
 // from an undefined vector, which -Wmaybe-uninitialized reports.)

@@ -10,41 +10,20 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/amx_tiles.h"
 #include "backends/cpu/gemm_amx.h"
 #include "nexus/dtype.h"
 
 namespace nexus::cpu {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-// 32 floats to 32 bf16, round to nearest even (f32_to_bf16's rounding; NaN stays a NaN).
-inline __m512i bf16x32(const float* p) {
-  auto lanes = [](__m512 v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i odd =
-        _mm512_and_si512(_mm512_maskz_srli_epi32(0xFFFF, u, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_maskz_srli_epi32(
-        0xFFFF, _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_or_epi32(r, nan, _mm512_maskz_srli_epi32(0xFFFF, u, 16),
-                                _mm512_set1_epi32(0x40));
-  };
-  static const __m512i kLowHalves = [] {
-    alignas(64) int16_t w[32];
-    for (int j = 0; j < 32; ++j) w[j] = static_cast<int16_t>(j < 16 ? 2 * j : 32 + 2 * (j - 16));
-    return _mm512_load_si512(w);
-  }();
-  return _mm512_permutex2var_epi16(lanes(_mm512_loadu_ps(p)), kLowHalves,
-                                   lanes(_mm512_loadu_ps(p + 16)));
+// 32 floats from p as 32 bf16.
+inline __m512i bf16x32_at(const float* p) {
+  return amx::bf16x32(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16));
 }
+
+using amx::round_up;
+using amx::TileConfig;
 
 }  // namespace
 
@@ -66,7 +45,7 @@ void pack_bf16_act(const float* x, int64_t ldx, int64_t n, int64_t k, int64_t b0
     for (int64_t j = jt * 16; j < std::min(n, jt * 16 + 16); ++j)
       for (int64_t ks = 0; ks < ksteps; ++ks)
         _mm512_i32scatter_epi32(tiles + ks * 256 + (j - jt * 16), idx,
-                                bf16x32(x + j * ldx + ks * 32), 4);
+                                bf16x32_at(x + j * ldx + ks * 32), 4);
   }
 }
 
