@@ -70,6 +70,7 @@ struct Server::Impl {
   ServerOptions opts;
   httplib::Server http;
   std::thread listen_thread, load_thread;
+  std::atomic<bool> listen_done{false};  // the listen loop has returned (or never ran)
   int bound_port = 0;
 
   std::mutex mu;
@@ -607,7 +608,10 @@ Status Server::start() {
   }
   if (listener != INVALID_SOCKET) ::listen(listener, 1024);
   m.http.set_socket_options(httplib::default_socket_options);
-  m.listen_thread = std::thread([&m] { m.http.listen_after_bind(); });
+  m.listen_thread = std::thread([&m] {
+    m.http.listen_after_bind();
+    m.listen_done.store(true);
+  });
   m.load_thread = std::thread([&m] { m.load(); });
   return Status::ok();
 }
@@ -627,6 +631,10 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     if (m.load_thread.joinable()) m.load_thread.join();
     m.state.store(State::kStopping);
     if (m.engine) m.engine->drain(std::chrono::steady_clock::now() + grace);
+    // httplib's stop() does nothing before the listen loop has started (a model that fails to
+    // load at once gets here that early): wait for the loop, or for it to have returned.
+    while (!m.http.is_running() && !m.listen_done.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     m.http.stop();
     if (m.listen_thread.joinable()) m.listen_thread.join();
   });
