@@ -54,8 +54,13 @@ void vec_dot_wrows_f32_avx512(int64_t n, const void* w, size_t ws, const void* x
   for (int r = 0; r < nr; ++r) out[r] = vec_dot_f32_avx512(n, wb + r * ws, x);
 }
 
-void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x, int nr,
-                              float* out) {
+namespace {
+
+// F16 and BF16 rows (Widen: 16 halves to 16 floats; Scalar: one): one 16-lane accumulator whose
+// halves are vec_dot_{f16,bf16}_avx2's two 8-lane ones, the same tail, so bit-identical to them.
+template <typename Widen, typename Scalar>
+void wrows_half(int64_t n, const void* w, size_t ws, const void* x, int nr, float* out,
+                Widen widen, Scalar scalar) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* b = static_cast<const float*>(x);
   for (int r = 0; r < nr; ++r) {
@@ -65,45 +70,41 @@ void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
       if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
-      // The all-ones mask form: GCC 12's plain _mm512_cvtph_ps warns about its own undefined
-      // pass-through operand (-Wmaybe-uninitialized); the instruction is the same.
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
-      acc01 = _mm512_fmadd_ps(_mm512_maskz_cvtph_ps(0xFFFF, h), _mm512_loadu_ps(b + i), acc01);
+      acc01 = _mm512_fmadd_ps(widen(h), _mm512_loadu_ps(b + i), acc01);
     }
     float s = hsum8(_mm256_add_ps(lo256(acc01), hi256(acc01)));
-    for (; i < n; ++i) s += _cvtsh_ss(a[i]) * b[i];
+    for (; i < n; ++i) s += scalar(a[i]) * b[i];
     out[r] = s;
   }
 }
 
-// BF16 as F16 above: bf16 widened by a shift (its 16 bits are the float's high half); the lanes
-// and tail of vec_dot_bf16_avx2, so bit-identical to it.
+}  // namespace
+
+// (The all-ones / zero-masked forms: GCC 12's plain _mm512_cvtph_ps, cvtepu16 and slli warn about
+// their own undefined pass-through operand (-Wmaybe-uninitialized); the instructions are the same.)
+void vec_dot_wrows_f16_avx512(int64_t n, const void* w, size_t ws, const void* x, int nr,
+                              float* out) {
+  wrows_half(
+      n, w, ws, x, nr, out, [](__m256i h) { return _mm512_maskz_cvtph_ps(0xFFFF, h); },
+      [](uint16_t v) { return _cvtsh_ss(v); });
+}
+
+// bf16 widens by a shift: its 16 bits are the float's high half.
 void vec_dot_wrows_bf16_avx512(int64_t n, const void* w, size_t ws, const void* x, int nr,
                                float* out) {
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* b = static_cast<const float*>(x);
-  for (int r = 0; r < nr; ++r) {
-    const auto* a = reinterpret_cast<const uint16_t*>(wb + r * ws);
-    const auto* bytes = reinterpret_cast<const char*>(a);
-    __m512 acc01 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
-      // Zero-masked forms: GCC 12 warns about the plain ones (see F16 above).
-      const __m512 v = _mm512_castsi512_ps(
-          _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
-      acc01 = _mm512_fmadd_ps(v, _mm512_loadu_ps(b + i), acc01);
-    }
-    float s = hsum8(_mm256_add_ps(lo256(acc01), hi256(acc01)));
-    for (; i < n; ++i) {
-      const uint32_t u = static_cast<uint32_t>(a[i]) << 16;
-      float f;
-      __builtin_memcpy(&f, &u, 4);
-      s += f * b[i];
-    }
-    out[r] = s;
-  }
+  wrows_half(
+      n, w, ws, x, nr, out,
+      [](__m256i h) {
+        return _mm512_castsi512_ps(
+            _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+      },
+      [](uint16_t v) {
+        const uint32_t u = static_cast<uint32_t>(v) << 16;
+        float f;
+        __builtin_memcpy(&f, &u, 4);
+        return f;
+      });
 }
 
 }  // namespace nexus::cpu

@@ -24,50 +24,41 @@ inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Two accumulators over 16-value steps (vec_dot_f16_avx2's order); every second step (one
-// 64-byte line) prefetches the lines kF16AheadBytes and kF16FarBytes further on, which near the
-// row's end are in the next rows.
-float row_f16(int64_t n, const uint16_t* a, const float* x) {
-  const auto* bytes = reinterpret_cast<const char*>(a);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
-    acc0 = _mm256_fmadd_ps(load_f16(a + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_f16(a + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
-  }
-  float s = avx2::hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += _cvtsh_ss(a[i]) * x[i];
-  return s;
-}
-
 // bf16 to f32: the 16 bits are the float's high half.
 inline __m256 load_bf16(const uint16_t* p) {
   const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
 }
 
-float bf16_value(uint16_t h) {
+inline float f16_value(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float bf16_value(uint16_t h) {
   const uint32_t u = static_cast<uint32_t>(h) << 16;
   float f;
   __builtin_memcpy(&f, &u, 4);
   return f;
 }
 
-// row_f16 for bf16 rows (vec_dot_bf16_avx2's order).
-float row_bf16(int64_t n, const uint16_t* a, const float* x) {
+// Two accumulators over 16-value steps (vec_dot_f16_avx2's and vec_dot_bf16_avx2's order); every
+// second step (one 64-byte line) prefetches the lines kF16AheadBytes and kF16FarBytes further
+// on, which near the row's end are in the next rows.
+template <__m256 (*Load)(const uint16_t*), float (*Value)(uint16_t)>
+float row_half(int64_t n, const uint16_t* a, const float* x) {
   const auto* bytes = reinterpret_cast<const char*>(a);
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     if ((i & 31) == 0) prefetch_f16_line(bytes + 2 * i);
-    acc0 = _mm256_fmadd_ps(load_bf16(a + i), _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(load_bf16(a + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(Load(a + i), _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(Load(a + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
   }
   float s = avx2::hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += bf16_value(a[i]) * x[i];
+  for (; i < n; ++i) s += Value(a[i]) * x[i];
   return s;
 }
+
+constexpr auto row_f16 = row_half<load_f16, f16_value>;
+constexpr auto row_bf16 = row_half<load_bf16, bf16_value>;
 
 }  // namespace
 
