@@ -7,6 +7,7 @@
 #include <cmath>
 #include <span>
 #include <thread>
+#include <unordered_set>
 
 #include "nexus/runtime/generator.h"
 #include "runtime/lookup.h"
@@ -720,13 +721,10 @@ struct Engine::Impl {
     const Context::KvUsage kv = ctx->kv_usage();
     int64_t snap_bytes = 0;
     if (model.config().has_recurrent()) {
-      std::vector<const RecurrentSnapshot*> seen;
+      std::unordered_set<const RecurrentSnapshot*> seen;  // shared ones count once
       auto count = [&](const Snapshots& v) {
         for (const auto& p : v)
-          if (std::find(seen.begin(), seen.end(), p.get()) == seen.end()) {
-            seen.push_back(p.get());
-            snap_bytes += static_cast<int64_t>(p->bytes());
-          }
+          if (seen.insert(p.get()).second) snap_bytes += static_cast<int64_t>(p->bytes());
       };
       for (const auto& r : running) count(r->snaps);
       for (const Parked& p : parked) count(p.snaps);

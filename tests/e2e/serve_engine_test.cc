@@ -26,9 +26,9 @@ struct Loaded {
   std::unique_ptr<Tokenizer> tok;
 };
 
-Loaded load() {
+Loaded load(const std::string& path = test::shared_path(kModel)) {
   Loaded l;
-  auto m = Model::load(test::shared_path(kModel));
+  auto m = Model::load(path);
   EXPECT_TRUE(m) << m.status().message();
   l.model = std::move(m).value();
   auto t = Tokenizer::from_gguf(l.model->gguf());
@@ -42,9 +42,10 @@ const std::vector<std::string> kPrompts = {
     "One day"};
 
 // The tokens generate() makes for `prompt` alone, greedily.
-std::vector<int32_t> alone(const Loaded& l, const std::string& prompt, int64_t n) {
+std::vector<int32_t> alone(const Loaded& l, const std::string& prompt, int64_t n,
+                           int64_t n_ctx = 256) {
   ContextOptions co;
-  co.n_ctx = 256;
+  co.n_ctx = n_ctx;
   auto ctx = Context::create(*l.model, co);
   EXPECT_TRUE(ctx);
   GenerateOptions g;
@@ -219,12 +220,8 @@ TEST(ServeEngine, ABurstWithOnePrefixComputesItOnce) {
 // a finished one start from its state snapshot at the latest multiple of the interval within the
 // prefix (and the KV blocks before it) and give generate()'s output.
 TEST(ServeEngine, AHybridStartsFromAStateSnapshotOfASharedPrefix) {
-  Loaded l;
-  auto m = Model::load(std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-hybrid-1m.gguf");
-  ASSERT_TRUE(m) << m.status().message();
-  l.model = std::move(m).value();
+  const Loaded l = load(std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-hybrid-1m.gguf");
   ASSERT_TRUE(l.model->config().hybrid());
-  l.tok = std::move(Tokenizer::from_gguf(l.model->gguf())).value();
   std::string prefix;
   for (int i = 0; i < 12; ++i) prefix += "KING RICHARD: Now is the winter of our discontent. ";
   const int64_t common = static_cast<int64_t>(l.tok->encode(prefix, true).size());
@@ -232,18 +229,6 @@ TEST(ServeEngine, AHybridStartsFromAStateSnapshotOfASharedPrefix) {
   ASSERT_LT(common, 500);
   const std::vector<std::string> prompts = {prefix + "GLOUCESTER:", prefix + "QUEEN:",
                                             prefix + "DUKE OF YORK: My lord"};
-  auto alone_hybrid = [&](const std::string& prompt) {
-    ContextOptions co;
-    co.n_ctx = 512;
-    auto ctx = Context::create(*l.model, co);
-    EXPECT_TRUE(ctx);
-    GenerateOptions g;
-    g.sampler.temperature = 0.0f;
-    g.n_predict = 12;
-    auto r = generate(**ctx, *l.tok, prompt, g, [](std::string_view) { return true; });
-    EXPECT_TRUE(r) << r.status().message();
-    return r->tokens;
-  };
   EngineOptions eo;
   eo.n_ctx = 512;
   eo.state_interval = 64;
@@ -254,13 +239,13 @@ TEST(ServeEngine, AHybridStartsFromAStateSnapshotOfASharedPrefix) {
   // One request, then two at once: both start from the first one's snapshots.
   auto first = (*engine)->submit(greedy(l, prompts[0], 12), &why, &msg);
   ASSERT_TRUE(first) << msg;
-  EXPECT_EQ(collect(*first).tokens, alone_hybrid(prompts[0]));
+  EXPECT_EQ(collect(*first).tokens, alone(l, prompts[0], 12, 512));
   EXPECT_GT((*engine)->stats().state_snapshot_bytes, 0);
   std::vector<std::shared_ptr<Stream>> streams;
   for (size_t i = 1; i < prompts.size(); ++i)
     streams.push_back((*engine)->submit(greedy(l, prompts[i], 12), &why, &msg));
   for (size_t i = 1; i < prompts.size(); ++i)
-    EXPECT_EQ(collect(*streams[i - 1]).tokens, alone_hybrid(prompts[i])) << prompts[i];
+    EXPECT_EQ(collect(*streams[i - 1]).tokens, alone(l, prompts[i], 12, 512)) << prompts[i];
   const EngineStats st = (*engine)->stats();
   EXPECT_EQ(st.prefix_hits, 2u);
   EXPECT_EQ(st.state_restores, 2u);
@@ -354,7 +339,9 @@ TEST(ServeEngine, PromptLookupSpeculationGivesTheSameOutput) {
     const Outcome b = collect(*(*fast)->submit(r, &why, &msg));
     EXPECT_EQ(a.tokens, b.tokens) << "temperature " << temp;
     EXPECT_EQ(a.text, b.text);
-    if (temp == 0.0f) EXPECT_EQ(b.tokens, alone(l, prompt, 96));
+    if (temp == 0.0f) {
+      EXPECT_EQ(b.tokens, alone(l, prompt, 96));
+    }
   }
   const EngineStats st = (*fast)->stats();
   EXPECT_GT(st.spec_drafted, 0u);
@@ -420,7 +407,9 @@ TEST(ServeEngine, GenerateWithADraftModelGivesTheSameOutput) {
     }
     EXPECT_EQ(st[0].tokens, st[1].tokens) << "temperature " << temp;
     EXPECT_GT(st[1].accepted, 0);
-    if (temp == 0.0f) EXPECT_EQ(st[1].accepted, st[1].drafted);  // its own greedy draft stands
+    if (temp == 0.0f) {
+      EXPECT_EQ(st[1].accepted, st[1].drafted);  // its own greedy draft stands
+    }
   }
 }
 
