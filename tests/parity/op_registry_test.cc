@@ -524,9 +524,11 @@ std::vector<size_t> scan_sizes(const ScanShape& s) {
 }
 
 TEST(OpRegistry, SsmScan) {
-  for (int64_t t : {1, 5, 63, 64, 65, 130})
+  // 600 tokens of 2 sequences: more chunks than ssd_gemm's window holds; 12 heads in 2 groups:
+  // more heads per group than its unit.
+  for (int64_t t : {1, 5, 63, 64, 65, 130, 600})
     for (const ScanShape& s : {ScanShape{2, t, 4, 8, 16, 2, 1}, ScanShape{1, t, 6, 3, 5, 1, 1},
-                               ScanShape{2, t, 12, 1, 8, 1, 8}}) {
+                               ScanShape{2, t, 12, 8, 16, 2, 1}, ScanShape{2, t, 12, 1, 8, 1, 8}}) {
       const std::string what = "ssm_scan t " + std::to_string(t) + " heads " +
                                std::to_string(s.heads) + " a_width " + std::to_string(s.a_width);
       check_variants<SsmScanArgs>(what, scan_sizes(s), 2,

@@ -2,6 +2,7 @@
 // (the references) and with AVX2/FMA (ssm_avx2.cc).
 #include "backends/cpu/ssm.h"
 
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/ssm_impl.h"
 
@@ -18,6 +19,7 @@ const KernelVariant<SsmConvBackwardArgs> kConvBackward[] = {
     {"avx2", avx2_active, ssm_conv_backward_avx2},
     {"scalar", always_available, conv_backward_run}};
 const KernelVariant<SsmScanArgs> kScan[] = {
+    {"ssd_gemm", gemm_f32_active, ssm_scan_ssd_gemm, one_decay_per_head},
     {"chunked_avx2", avx2_active, ssm_scan_chunked_avx2, one_decay_per_head},
     {"sequential_avx2", avx2_active, ssm_scan_sequential_avx2},
     {"chunked", always_available, scan_chunked_run, one_decay_per_head},

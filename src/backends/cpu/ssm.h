@@ -9,6 +9,7 @@ namespace nexus::cpu {
 
 KernelVariants<SsmConvArgs> ssm_conv_kernels();
 KernelVariants<SsmConvBackwardArgs> ssm_conv_backward_kernels();
+// "ssd_gemm": the SSD form with its products on the f32 GEMM, chunks in parallel (ssm_ssd_avx2.cc);
 // "chunked": the SSD form (matrix products within chunks, a scan across them) for one decay per
 // head; "sequential": the recurrence token by token, the reference.
 KernelVariants<SsmScanArgs> ssm_scan_kernels();
@@ -21,5 +22,6 @@ void ssm_scan_chunked_avx2(const SsmScanArgs& a, ThreadPool* pool);
 void ssm_scan_sequential_avx2(const SsmScanArgs& a, ThreadPool* pool);
 void ssm_scan_backward_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
 void ssm_scan_backward_chunked_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
+void ssm_scan_ssd_gemm(const SsmScanArgs& a, ThreadPool* pool);
 
 }  // namespace nexus::cpu
