@@ -1,8 +1,11 @@
-// The selective scan at mamba2-130m's shape (24 heads of 64, state 128, one group), per variant,
-// prompt length and thread count: one ssm_scan call for one layer. Counter "GFLOP/s": the SSD
-// form's products (C B^T per group and chunk; per head C S, M X and B^T X, each 2 m n k, the
-// masked L x L product counted whole), so variants compare on the same work. Parity:
-// tests/parity/op_registry_test.cc (SsmScan).
+// The selective scan, per variant and thread count: one ssm_scan call for one layer at
+// mamba2-130m's shape (24 heads of 64, state 128, one group) and 512 or 2,048 tokens, and its
+// backward at the training shapes of the demo hybrid (16 x 128 tokens, 4 heads of 64, state 64)
+// and of mamba2-130m (4 x 512). Counter "GFLOP/s": the SSD form's products, each 2 m n k with the
+// masked L x L products counted whole, so variants compare on the same work. Forward: C B^T per
+// group and chunk; per head C S, M X and B^T X. Backward: per head the states recomputed (B^T X),
+// C S, B dS, (e dY) S^T, XW dS^T, C^T (e dY), M^T dY and dY X^T; per group C B^T, dG B, dG^T C.
+// Parity: tests/parity/op_registry_test.cc (SsmScan, SsmScanBackwardVariants).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -54,6 +57,61 @@ void BM_SsmScan(benchmark::State& state) {
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(k.name);
 }
+
+struct Shape {
+  int64_t b, t, heads, P, N;
+};
+constexpr Shape kBackwardShapes[] = {{16, 128, 4, 64, 64}, {4, 512, 24, 64, 128}};
+
+void BM_SsmScanBackward(benchmark::State& state) {
+  const KernelVariants<SsmScanBackwardArgs> variants = cpu::ssm_scan_backward_kernels();
+  const auto& k = variants[static_cast<size_t>(state.range(0))];
+  const Shape sh = kBackwardShapes[state.range(1)];
+  const int64_t threads = state.range(2), L = 64;
+  const int64_t rows = sh.b * sh.t, HP = sh.heads * sh.P;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto filled = [&](int64_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& x : v) x = scale * nd(rng);
+    return v;
+  };
+  std::vector<float> x = filled(rows * HP, 1.0f), B = filled(rows * sh.N, 0.3f),
+                     C = filled(rows * sh.N, 0.3f), d = filled(sh.heads, 1.0f),
+                     dy = filled(rows * HP, 1.0f), dt(rows * sh.heads), a(sh.heads);
+  for (float& v : dt) v = 0.02f + 0.1f * std::fabs(nd(rng));
+  for (float& v : a) v = -1.0f - std::fabs(nd(rng));
+  std::vector<float> dx(rows * HP), ddt(rows * sh.heads), dB(rows * sh.N), dC(rows * sh.N),
+      da(sh.heads), dd(sh.heads);
+  const SsmScanArgs fwd{x.data(), HP,      dt.data(), sh.heads, a.data(), 1,
+                        B.data(), C.data(), sh.N,     d.data(),  nullptr,  nullptr,
+                        sh.b,     sh.t,     sh.heads, sh.P,      sh.N,     1};
+  const SsmScanBackwardArgs args{fwd,       dy.data(), dx.data(), ddt.data(),
+                                 dB.data(), dC.data(), da.data(), dd.data()};
+  if (!k.runs(args)) {
+    state.SkipWithError((std::string(k.name) + " does not run here").c_str());
+    return;
+  }
+  ThreadPool pool(static_cast<int>(threads));
+  for (auto _ : state) {
+    k.run(args, &pool);
+    benchmark::DoNotOptimize(dx.data());
+  }
+  const double chunks = double(sh.b * ((sh.t + L - 1) / L)), P = double(sh.P), N = double(sh.N);
+  const double flops = chunks * (3 * 2.0 * L * L * N +
+                                 sh.heads * (6 * 2.0 * L * N * P + 2 * 2.0 * L * L * P));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(k.name);
+}
+
+void BackwardArgs(benchmark::internal::Benchmark* b) {
+  const int64_t n = static_cast<int64_t>(cpu::ssm_scan_backward_kernels().size());
+  for (int64_t v = 0; v < n; ++v)
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t th : {1, 2}) b->Args({v, s, th});
+}
+BENCHMARK(BM_SsmScanBackward)->Apply(BackwardArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void ScanArgs(benchmark::internal::Benchmark* b) {
   const int64_t n = static_cast<int64_t>(cpu::ssm_scan_kernels().size());

@@ -570,8 +570,9 @@ TEST(OpRegistry, SsmScanBackward) {
 
 // Every scan backward variant against the reference, Mamba-2 and Mamba-1 shapes.
 TEST(OpRegistry, SsmScanBackwardVariants) {
-  for (int64_t t : {1, 7, 70})
-    for (const ScanShape& s : {ScanShape{2, t, 4, 8, 16, 2, 1}, ScanShape{1, t, 12, 1, 8, 1, 8}}) {
+  for (int64_t t : {1, 7, 70, 150})
+    for (const ScanShape& s : {ScanShape{2, t, 4, 8, 16, 2, 1}, ScanShape{1, t, 6, 4, 8, 1, 1},
+                               ScanShape{1, t, 12, 1, 8, 1, 8}}) {
       std::vector<size_t> sizes = scan_sizes(s);
       const size_t rows = s.b * s.t, bc = rows * s.groups * s.state;
       // outputs: dx, ddt, dB, dC, da, dd; then the forward's buffers and dy

@@ -27,6 +27,7 @@ const KernelVariant<SsmScanArgs> kScan[] = {
 bool one_decay_per_head_bwd(const SsmScanBackwardArgs& a) { return a.fwd.a_width == 1; }
 
 const KernelVariant<SsmScanBackwardArgs> kScanBackward[] = {
+    {"ssd_gemm", gemm_f32_active, ssm_scan_backward_ssd_gemm, one_decay_per_head_bwd},
     {"chunked_avx2", avx2_active, ssm_scan_backward_chunked_avx2, one_decay_per_head_bwd},
     {"sequential_avx2", avx2_active, ssm_scan_backward_avx2},
     {"chunked", always_available, scan_backward_chunked_run, one_decay_per_head_bwd},

@@ -23,5 +23,6 @@ void ssm_scan_sequential_avx2(const SsmScanArgs& a, ThreadPool* pool);
 void ssm_scan_backward_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
 void ssm_scan_backward_chunked_avx2(const SsmScanBackwardArgs& a, ThreadPool* pool);
 void ssm_scan_ssd_gemm(const SsmScanArgs& a, ThreadPool* pool);
+void ssm_scan_backward_ssd_gemm(const SsmScanBackwardArgs& a, ThreadPool* pool);
 
 }  // namespace nexus::cpu
