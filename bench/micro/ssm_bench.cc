@@ -1,5 +1,5 @@
 // The selective scan, per variant and thread count: one ssm_scan call for one layer at
-// mamba2-130m's shape (24 heads of 64, state 128, one group) and 512 or 2,048 tokens, and its
+// mamba2-130m's shape (24 heads of 64, state 128, one group) and 16 to 2,048 tokens, and its
 // backward at the training shapes of the demo hybrid (16 x 128 tokens, 4 heads of 64, state 64)
 // and of mamba2-130m (4 x 512). Counter "GFLOP/s": the SSD form's products, each 2 m n k with the
 // masked L x L products counted whole, so variants compare on the same work. Forward: C B^T per
@@ -50,9 +50,11 @@ void BM_SsmScan(benchmark::State& state) {
     k.run(args, &pool);
     benchmark::DoNotOptimize(y.data());
   }
-  const double chunks = double((t + L - 1) / L);
-  const double flops =
-      chunks * (2.0 * L * L * N * groups + heads * 2.0 * (L * P * N + L * L * P + N * L * P));
+  double flops = 0.0;
+  for (int64_t c0 = 0; c0 < t; c0 += L) {
+    const double n = double(std::min(L, t - c0));
+    flops += 2.0 * n * n * N * groups + heads * 2.0 * (n * P * N + n * n * P + N * n * P);
+  }
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(k.name);
@@ -116,7 +118,7 @@ BENCHMARK(BM_SsmScanBackward)->Apply(BackwardArgs)->Unit(benchmark::kMillisecond
 void ScanArgs(benchmark::internal::Benchmark* b) {
   const int64_t n = static_cast<int64_t>(cpu::ssm_scan_kernels().size());
   for (int64_t v = 0; v < n; ++v)
-    for (int64_t t : {512, 2048})
+    for (int64_t t : {16, 32, 64, 512, 2048})
       for (int64_t th : {1, 2}) b->Args({v, t, th});
 }
 BENCHMARK(BM_SsmScan)->Apply(ScanArgs)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -529,6 +529,51 @@ TEST_P(ModelGoldenState, SnapshotRollsBackAndStartsASharedPrefix) {
   EXPECT_FALSE(ctx->share_prefix(0, 0, snap).is_ok());
 }
 
+// A prompt long enough for the chunked scan (three chunks of 64 and a part) in one batch on two
+// threads gives the logits and the final state of the same prompt token by token (the
+// sequential recurrence), at every position.
+TEST_P(ModelGoldenState, LongPromptChunkedEqualsTokenByToken) {
+  NEXUS_LOAD_GOLDEN(g, GetParam());
+  const int n = 200;
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i)
+    tokens.push_back(static_cast<int32_t>((i * 29 + i / 7 + 3) % g.model().config().n_vocab));
+  ContextOptions o;
+  o.n_ctx = n;
+  o.kv_type = DType::kF32;
+  o.n_threads = 2;
+  auto batch_ctx = Context::create(g.model(), o);
+  o.n_threads = 1;
+  auto step_ctx = Context::create(g.model(), o);
+  ASSERT_TRUE(batch_ctx && step_ctx);
+  Batch b;
+  for (int p = 0; p < n; ++p) b.add(tokens[p], p, 0, true);
+  std::vector<float> all, one;
+  NEXUS_DECODE(**batch_ctx, b, all);
+  const int64_t v = g.model().config().n_vocab;
+  ASSERT_EQ(static_cast<int64_t>(all.size()), n * v);
+  double worst = 0.0;
+  for (int p = 0; p < n; ++p) {
+    Batch s;
+    s.add(tokens[p], p, 0, true);
+    NEXUS_DECODE(**step_ctx, s, one);
+    for (int64_t i = 0; i < v; ++i)
+      worst = std::max(worst, std::fabs(double(all[p * v + i]) - one[i]) / (1.0 + std::fabs(one[i])));
+  }
+  EXPECT_LT(worst, 1e-4);
+  for (int64_t l = 0; l < g.model().config().n_layers; ++l) {
+    if (!g.model().config().recurrent_layer(l)) continue;
+    const auto x = (*batch_ctx)->recurrent_state(0, l).scan, y = (*step_ctx)->recurrent_state(0, l).scan;
+    ASSERT_EQ(x.size(), y.size());
+    double d = 0.0, m = 1e-3;
+    for (size_t i = 0; i < x.size(); ++i) {
+      d = std::max(d, std::fabs(double(x[i]) - y[i]));
+      m = std::max(m, std::fabs(double(y[i])));
+    }
+    EXPECT_LT(d, 1e-4 * m) << "layer " << l;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ModelGoldenState,
                          ::testing::Values("mamba", "mamba2", "granitehybrid",
                                            "granitehybrid_rope"));

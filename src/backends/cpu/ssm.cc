@@ -9,9 +9,10 @@
 namespace nexus::cpu {
 namespace {
 
-// The chunked form pays transposes and a C B^T per chunk: for a few tokens (decode) the
-// recurrence is cheaper.
-bool one_decay_per_head(const SsmScanArgs& a) { return a.a_width == 1 && a.t >= 8; }
+// The chunked forms pay a C B^T per chunk and their products' setup: below about 48 tokens the
+// recurrence is cheaper (bench/micro/ssm_bench.cc at mamba2-130m's shape, 2 threads: 16 tokens
+// 0.52 against 0.70 ms, 32 tokens 0.72 against 0.85, 64 tokens 1.43 against 1.25).
+bool one_decay_per_head(const SsmScanArgs& a) { return a.a_width == 1 && a.t >= 48; }
 
 const KernelVariant<SsmConvArgs> kConv[] = {{"avx2", avx2_active, ssm_conv_avx2},
                                             {"scalar", always_available, conv_run}};

@@ -3,7 +3,8 @@
 // runs over a contiguous row). Everything has internal linkage (an unnamed namespace), so the copy
 // compiled with AVX2 can never stand in for the portable one. Work is split over sequences and
 // heads (scan) or channel blocks (conv), each computed on its own, so results do not depend on
-// the thread count.
+// the thread count. ssm_ssd_avx2.cc includes it too, for the helpers and the backward's unit
+// loop; the entry points each file does not call are [[maybe_unused]].
 #pragma once
 
 #include <algorithm>
@@ -125,7 +126,7 @@ void conv_block(const SsmConvArgs& a, int64_t seq, int64_t c0, int64_t c1) {
   for (int64_t r = 0; r < km; ++r) std::copy(nw.begin() + r * w, nw.begin() + (r + 1) * w, st + r * C + c0);
 }
 
-void conv_run(const SsmConvArgs& a, ThreadPool* pool) {
+[[maybe_unused]] void conv_run(const SsmConvArgs& a, ThreadPool* pool) {
   const int64_t blocks = (a.channels + kConvBlock - 1) / kConvBlock;
   split(pool, a.b * blocks, [&](int64_t w) {
     const int64_t c0 = (w % blocks) * kConvBlock;
@@ -169,7 +170,7 @@ void conv_backward_block(const SsmConvBackwardArgs& a, int64_t c0, int64_t c1) {
   }
 }
 
-void conv_backward_run(const SsmConvBackwardArgs& a, ThreadPool* pool) {
+[[maybe_unused]] void conv_backward_run(const SsmConvBackwardArgs& a, ThreadPool* pool) {
   const int64_t blocks = (a.channels + kConvBlock - 1) / kConvBlock;
   split(pool, blocks, [&](int64_t w) {
     const int64_t c0 = w * kConvBlock;
@@ -220,7 +221,7 @@ void scan_step(const SsmScanArgs& a, int64_t h, const HeadRow& r, float* st, flo
   }
 }
 
-void scan_sequential_run(const SsmScanArgs& a, ThreadPool* pool) {
+[[maybe_unused]] void scan_sequential_run(const SsmScanArgs& a, ThreadPool* pool) {
   const int64_t PN = a.head_dim * a.state_size;
   split(pool, a.b * a.heads, [&](int64_t w) {
     const int64_t s = w / a.heads, h = w % a.heads;
@@ -294,7 +295,7 @@ void scan_chunked_head(const SsmScanArgs& a, int64_t s, int64_t h, float* st, co
     for (int64_t n = 0; n < N; ++n) st[p * N + n] = sT[n * P + p];
 }
 
-void scan_chunked_run(const SsmScanArgs& a, ThreadPool* pool) {
+[[maybe_unused]] void scan_chunked_run(const SsmScanArgs& a, ThreadPool* pool) {
   const int64_t PN = a.head_dim * a.state_size, N = a.state_size, L = std::min(kChunk, a.t);
   const int64_t nc = (a.t + L - 1) / L, per = nc * L * L;
   // C B^T of every chunk, once per sequence and group.
@@ -542,11 +543,11 @@ void scan_backward_units(const SsmScanBackwardArgs& g, ThreadPool* pool) {
   }
 }
 
-void scan_backward_chunked_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+[[maybe_unused]] void scan_backward_chunked_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
   scan_backward_units<scan_backward_chunked_unit>(g, pool);
 }
 
-void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
+[[maybe_unused]] void scan_backward_run(const SsmScanBackwardArgs& g, ThreadPool* pool) {
   scan_backward_units<scan_backward_unit>(g, pool);
 }
 
