@@ -301,5 +301,48 @@ TEST(GemmF32, HalfRowsGiveTheBitsOfTheirF32Conversion) {
         }
 }
 
+// Prefill's group on the AVX-512 kernel: up to three weights (f32, f16 or bf16 rows, strided, NaN
+// in the padding) on one A, each C the bits of gemm_f32_avx512 on its B converted to f32, across
+// the 12 x 32 tile, the column blocks and the 768-k passes.
+TEST(GemmF32, Avx512GroupGivesEachBTheBitsOfItsF32Conversion) {
+  if (!cpu::avx512_active()) GTEST_SKIP() << "no AVX-512 kernels on this CPU";
+  for (cpu::GemmBType type : {cpu::GemmBType::kF32, cpu::GemmBType::kF16, cpu::GemmBType::kBF16})
+    for (auto [m, k] : {std::array<int64_t, 2>{1, 1}, {13, 70}, {37, 769}, {64, 1537}}) {
+      SCOPED_TRACE("type " + std::to_string(static_cast<int>(type)) + " m=" + std::to_string(m) +
+                   " k=" + std::to_string(k));
+      const int64_t ns[3] = {1, 45, 300};
+      const auto a = random_floats(static_cast<size_t>(m * k), 4);
+      std::vector<std::vector<uint16_t>> bh(3);
+      std::vector<std::vector<float>> bf(3), got(3), want(3);
+      cpu::GemmBRows bs[3];
+      const int64_t ldb = k + 3;
+      for (int g = 0; g < 3; ++g) {
+        const auto values = random_floats(static_cast<size_t>(ns[g] * ldb), 5 + g);
+        bh[g].resize(values.size());
+        bf[g].resize(values.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+          const bool pad = static_cast<int64_t>(i % ldb) >= k;
+          const bool b16 = type == cpu::GemmBType::kBF16;
+          bh[g][i] = pad ? uint16_t{0x7e00} : b16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
+          bf[g][i] = type == cpu::GemmBType::kF32 ? (pad ? NAN : values[i])
+                     : b16                        ? bf16_to_f32(bh[g][i])
+                                                  : f16_to_f32(bh[g][i]);
+        }
+        const int64_t ldc = ns[g] + 2;
+        want[g] = random_floats(static_cast<size_t>(m * ldc), 9);
+        got[g] = want[g];
+        cpu::gemm_f32_avx512(false, true, m, ns[g], k, a.data(), k, bf[g].data(), ldb, false,
+                             want[g].data(), ldc);
+        const void* b = type == cpu::GemmBType::kF32 ? static_cast<const void*>(bf[g].data())
+                                                     : static_cast<const void*>(bh[g].data());
+        bs[g] = {b, ldb, ns[g], got[g].data(), ldc};
+      }
+      cpu::gemm_f32_group_avx512(type, 3, bs, m, k, a.data(), k);
+      for (int g = 0; g < 3; ++g)
+        ASSERT_EQ(std::memcmp(got[g].data(), want[g].data(), got[g].size() * sizeof(float)), 0)
+            << "weight " << g;
+    }
+}
+
 }  // namespace
 }  // namespace nexus

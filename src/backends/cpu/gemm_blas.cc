@@ -85,7 +85,11 @@ void gemm_rows_group(DType w_type, int count, const uint8_t* const* w, const siz
   const GemmBType type = w_type == DType::kF32   ? GemmBType::kF32
                          : w_type == DType::kF16 ? GemmBType::kF16
                                                  : GemmBType::kBF16;
-  gemm_f32_group_avx2(type, live, bs, n, k, x, k);
+  static const bool wide = avx512_active();
+  if (wide)
+    gemm_f32_group_avx512(type, live, bs, n, k, x, k);
+  else
+    gemm_f32_group_avx2(type, live, bs, n, k, x, k);
 }
 
 }  // namespace nexus::cpu

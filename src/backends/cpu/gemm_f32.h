@@ -116,5 +116,9 @@ inline constexpr int kMaxGemmGroup = 8;
 // BF16) gives it alone, with trans_b and no accumulation.
 void gemm_f32_group_avx2(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
                          const float* a, int64_t lda);
+// The same on the AVX-512 kernel (needs avx512_active()): each C gets the bits gemm_f32_avx512
+// gives it alone on B converted to f32.
+void gemm_f32_group_avx512(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
+                           const float* a, int64_t lda);
 
 }  // namespace nexus::cpu

@@ -144,22 +144,36 @@ __attribute__((noinline)) void tile(int64_t kp, const float* __restrict a,
   }
 }
 
-inline void fetch(const float* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void fetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+// 16 elements of B as f32, the lanes outside `m` zero (nothing read there): f32, or the f16 /
+// bf16 bits of prefill's weights, widened exactly.
+inline __m512 load16_f32(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16_f16(const uint16_t* p, __mmask16 m) {
+  return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load16_bf16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+      0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_maskz_loadu_epi16(m, p)), 16));
+}
 
 // Columns [j0, j0 + nc) of op(B), k in [p0, p0 + kc), into 32-column panels: panel q at
-// dst + q * kp * 32, k-major. Rows from kc to kp and columns past nc are zero.
-void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
-            int64_t kc, int64_t kp, float* dst) {
+// dst + q * kp * 32, k-major. Rows from kc to kp and columns past nc are zero. B's elements are E,
+// read by Load (f32, or f16/bf16 converted as they are packed). (The zero-masked conversions with
+// every lane on, as in transpose16.)
+template <typename E, __m512 (*Load)(const E*, __mmask16)>
+void pack_b_of(bool trans_b, const E* b, int64_t ldb, int64_t j0, int64_t nc, int64_t p0,
+               int64_t kc, int64_t kp, float* dst) {
   if (!trans_b) {  // op(B)(k, j) = b[k * ldb + j]: row by row, each row into every panel
     for (int64_t k = 0; k < kp; ++k) {
-      const float* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
+      const E* s = k < kc ? b + (p0 + k) * ldb + j0 : b;  // past kc: zeros, nothing read
       if (k + kAhead < kc)
         for (int64_t jp = 0; jp < nc; jp += 16) fetch(s + kAhead * ldb + jp);
       for (int64_t jp = 0; jp < nc; jp += kNr) {
         float* d = dst + jp * kp + k * kNr;
         const __mmask16 m0 = k < kc ? lanes(nc - jp) : 0, m1 = k < kc ? lanes(nc - jp - 16) : 0;
-        _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, s + jp));
-        _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, s + jp + 16));
+        _mm512_store_ps(d, Load(s + jp, m0));
+        _mm512_store_ps(d + 16, Load(s + jp + 16, m1));
       }
     }
     return;
@@ -170,13 +184,12 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
     for (int64_t jj = 0; jj < kNr; jj += 16) {
       for (int64_t k = 0; k < kc; k += 16) {
         const __mmask16 mk = lanes(kc - k);
-        if (jp + kNr + jj + 16 <= nc)  // the same lines of the next panel's rows
+        if (jp + kNr + jj + 16 <= nc && (sizeof(E) == 4 || k % 32 == 0))  // the next panel's rows
           for (int q = 0; q < 16; ++q) fetch(b + (j0 + jp + kNr + jj + q) * ldb + p0 + k);
         __m512 r[16];
         for (int q = 0; q < 16; ++q) {
           const int64_t j = jp + jj + q;
-          r[q] =
-              j < nc ? _mm512_maskz_loadu_ps(mk, b + (j0 + j) * ldb + p0 + k) : _mm512_setzero_ps();
+          r[q] = j < nc ? Load(b + (j0 + j) * ldb + p0 + k, mk) : _mm512_setzero_ps();
         }
         transpose16(r);
         const int64_t rows = lesser(16, kp - k);
@@ -185,6 +198,8 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t j0, int64_t nc, i
     }
   }
 }
+
+constexpr auto pack_b = &pack_b_of<float, &load16_f32>;
 
 // Rows [0, m) of op(A), k in [p0, p0 + kc), into 12-row panels, panel q at dst + q * kp * 12,
 // k-major (12 floats a k). Rows from kc to kp and panel rows past m are zero. Done once a pass
@@ -241,7 +256,10 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t m, int64_t p0, in
 }
 
 // The shared loop nest (gemm_f32_driver.h) on this file's packs and tile.
-using Driver = GemmF32Driver<kMr, kNr, kKc, kKc * kNc, &pack_a, &pack_b, &tile<false>, &tile<true>>;
+using Driver = GemmF32Driver<kMr, kNr, kKc, kKc * kNc, &pack_a, pack_b, &tile<false>, &tile<true>>;
+template <__m512 (*Load)(const uint16_t*, __mmask16)>
+using DriverHalf = GemmF32Driver<kMr, kNr, kKc, kKc * kNc, &pack_a, &pack_b_of<uint16_t, Load>,
+                                 &tile<false>, &tile<true>, uint16_t>;
 
 }  // namespace
 
@@ -249,6 +267,28 @@ void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
                      int64_t lda, const float* b, int64_t ldb, bool accumulate, float* c,
                      int64_t ldc, float* row_sums, bool trans_c) {
   Driver::run(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc, row_sums, trans_c);
+}
+
+void gemm_f32_group_avx512(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
+                           const float* a, int64_t lda) {
+  const void* b[kMaxGemmGroup];
+  int64_t ldb[kMaxGemmGroup], n[kMaxGemmGroup], ldc[kMaxGemmGroup];
+  float* c[kMaxGemmGroup];
+  for (int i = 0; i < count; ++i) {
+    b[i] = bs[i].b;
+    ldb[i] = bs[i].ldb;
+    n[i] = bs[i].n;
+    c[i] = bs[i].c;
+    ldc[i] = bs[i].ldc;
+  }
+  const auto* halves = reinterpret_cast<const uint16_t* const*>(b);
+  if (type == GemmBType::kF32)
+    Driver::run_group(count, m, k, a, lda, reinterpret_cast<const float* const*>(b), ldb, n, c,
+                      ldc);
+  else if (type == GemmBType::kF16)
+    DriverHalf<&load16_f16>::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
+  else
+    DriverHalf<&load16_bf16>::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
 }
 
 const GemmF32CoopParts& gemm_f32_avx512_coop() {
