@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "command.h"
+#include "distill_teacher.h"
 #include "nexus/io/gguf.h"
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
@@ -63,6 +64,8 @@ struct Flags {
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
   int keep = 2, prefetch = 2;
+  std::string teacher;  // knowledge distillation (nexus distill)
+  float temperature = 2.0f, alpha = 0.5f;
   float lr = 1e-3f, min_lr = 0.0f, clip = 1.0f, weight_decay = 0.1f;
   train::OptimizerOptions opt;
   uint64_t seed = 1234;
@@ -118,6 +121,14 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--shape", f.shape, "new model: dim,layers,heads,kv_heads,ffn[,vocab]");
   app.add_option("--init", f.init, "fine-tune this GGUF model instead of --shape");
+  app.add_option("--teacher", f.teacher,
+                 "distil from this GGUF model (same vocabulary): KL to its softened outputs plus "
+                 "the hard-label loss");
+  app.add_option("--temperature", f.temperature, "distillation: softmax temperature T")
+      ->capture_default_str();
+  app.add_option("--alpha", f.alpha,
+                 "distillation: weight of the hard-label loss (1 - alpha: T^2 KL)")
+      ->capture_default_str();
   app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
   app.add_option("--ssm-state", f.ssm_state,
                  "mamba, mamba2, granitehybrid: the scan's state size per channel (default 16 for "
@@ -304,13 +315,13 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   return r;
 }
 
-int train_main(int argc, char** argv) {
-  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba, mamba2 or granitehybrid model (CPU; f32, bf16 or f16)", "nexus train"};
+int train_command(int argc, char** argv, const char* cmd) {
+  CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba, mamba2 or granitehybrid model (CPU; f32, bf16 or f16)", std::string("nexus ") + cmd};
   Flags f;
   profile::SessionOptions prof;
   add_flags(app, f, prof);
-  if (auto code = parse_args(app, argc, argv, "train")) return *code;
-  auto usage = [](const std::string& m) { return fail("train", m, kUsageError); };
+  if (auto code = parse_args(app, argc, argv, cmd)) return *code;
+  auto usage = [cmd](const std::string& m) { return fail(cmd, m, kUsageError); };
   if (f.batch <= 0 || f.seq <= 0 || f.steps <= 0 || f.threads <= 0 || f.accum <= 0)
     return usage("--batch, --seq, --steps, --accum and --threads must be > 0");
   if (f.eval_interval < 0 || f.eval_batches < 0 || f.ckpt_interval < 0 || f.lr_scale_ref < 0 ||
@@ -335,7 +346,7 @@ int train_main(int argc, char** argv) {
       return usage(*m);
 
   auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app);
-  if (!made) return fail("train", made.status().message());
+  if (!made) return fail(cmd, made.status().message());
   Run& r = made.value();
   train::TrainSettings& s = r.settings;
   train::TrainModel& m = *r.model;
@@ -349,27 +360,27 @@ int train_main(int argc, char** argv) {
            train::is_token_file(s.data_path))
     s.val_path = train::val_path_for(s.data_path);
   auto data = train::open_training_data(s.data_path, *r.tokenizer);
-  if (!data) return fail("train", data.status().message());
+  if (!data) return fail(cmd, data.status().message());
   const int64_t n_vocab = m.config().n_vocab;
   if (Status st = train::check_vocabulary(data.value(), *r.tokenizer, n_vocab, s.data_path); !st)
-    return fail("train", st.message());
+    return fail(cmd, st.message());
   s.tokenizer_fingerprint = data.value().header().tokenizer_hash;
   std::optional<TokenFile> val;
   if (!s.val_path.empty()) {
     auto v = train::open_training_data(s.val_path, *r.tokenizer);
-    if (!v) return fail("train", v.status().message());
+    if (!v) return fail(cmd, v.status().message());
     if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab, s.val_path); !st)
-      return fail("train", st.message());
+      return fail(cmd, st.message());
     if (Status st =
             DataLoader::check(v.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
         !st)
-      return fail("train", st.message());
+      return fail(cmd, st.message());
     val = std::move(v).value();
   }
   if (Status st =
           DataLoader::check(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
       !st)
-    return fail("train", st.message());
+    return fail(cmd, st.message());
   DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
                     f.prefetch);
   std::optional<SequentialBatches> val_batches;
@@ -380,6 +391,24 @@ int train_main(int argc, char** argv) {
   malloc_trim(0);
 
   train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
+  std::unique_ptr<Teacher> teacher;
+  if (!f.teacher.empty()) {
+    if (!(f.temperature > 0) || !std::isfinite(f.temperature))
+      return usage("--temperature must be > 0");
+    if (!(f.alpha >= 0 && f.alpha <= 1)) return usage("--alpha must be in [0, 1]");
+    auto t = Teacher::open(f.teacher, n_vocab, s.seq, f.threads);
+    if (!t) return fail(cmd, t.status().message());
+    teacher = std::move(t).value();
+    topts.distill = train::TrainerOptions::Distill{
+        [&teacher](const nexus::Batch& b) {
+          return teacher->logits(b.inputs.data(), b.rows, b.seq_len);
+        },
+        f.temperature, f.alpha};
+    std::fprintf(stderr, "%s: teacher %s, temperature %g, alpha %g\n", cmd, f.teacher.c_str(),
+                 f.temperature, f.alpha);
+  } else if (app.count("--temperature") || app.count("--alpha")) {
+    return usage("--temperature and --alpha need --teacher");
+  }
   if (Status st = train::validate(topts); !st) return usage(st.message());
   if (m.options().update_in_backward)
     if (Status st = train::check_update_in_backward(topts, *r.optimizer); !st)
@@ -393,7 +422,7 @@ int train_main(int argc, char** argv) {
     try {
       loader.restore(p.loader);
     } catch (const Error& e) {
-      return fail("train", r.resumed->path() + ": " + e.what());
+      return fail(cmd, r.resumed->path() + ": " + e.what());
     }
     trainer.set_progress(p.step, p.tokens);
     if (train::LossScaler* ls = trainer.loss_scaler())
@@ -404,14 +433,14 @@ int train_main(int argc, char** argv) {
   std::unique_ptr<train::MetricsLog> metrics;
   if (!f.metrics.empty()) {
     auto ml = train::MetricsLog::open(f.metrics, r.resumed ? first_step : -1);
-    if (!ml) return fail("train", ml.status().message());
+    if (!ml) return fail(cmd, ml.status().message());
     metrics = std::move(ml).value();
   }
   if (!f.ckpt_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(f.ckpt_dir, ec);
     if (!std::filesystem::is_directory(f.ckpt_dir))
-      return fail("train", "cannot create --checkpoint-dir '" + f.ckpt_dir + "'");
+      return fail(cmd, "cannot create --checkpoint-dir '" + f.ckpt_dir + "'");
   }
 
   // Every op, the GEMMs included, is threaded by the model's pool (OpenBLAS on one thread).
@@ -492,13 +521,13 @@ int train_main(int argc, char** argv) {
             .c_str());
     history.push_back(rec);
     if (metrics)
-      if (Status ms = metrics->append(rec); !ms) return fail("train", ms.message());
+      if (Status ms = metrics->append(rec); !ms) return fail(cmd, ms.message());
     if (!f.ckpt_dir.empty() && (last || (f.ckpt_interval > 0 && st.step % f.ckpt_interval == 0)))
-      if (Status cs = save(st.step); !cs) return fail("train", cs.message());
+      if (Status cs = save(st.step); !cs) return fail(cmd, cs.message());
   }
   if (first_step == s.steps && !f.ckpt_dir.empty())
     std::fprintf(stderr, "train: the checkpoint is at the final step; nothing to train\n");
-  if (Status ps = profiling.finish(); !ps) return fail("train", ps.message());
+  if (Status ps = profiling.finish(); !ps) return fail(cmd, ps.message());
 
   if (!f.plot.empty()) {
     if (metrics) {  // the whole run, resumes included
@@ -507,7 +536,7 @@ int train_main(int argc, char** argv) {
       if (all) history = std::move(all).value();
     }
     if (Status ps = plot::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
-      return fail("train", ps.message());
+      return fail(cmd, ps.message());
   }
   if (!f.out.empty()) {
     // The optimizer's state (AdamW: twice the model) is not needed to write the model: give it
@@ -516,13 +545,38 @@ int train_main(int argc, char** argv) {
     trainer_owner.reset();
     r.optimizer.reset();
     const Status st = m.export_gguf(f.out, r.tokenizer_gguf.get());
-    if (!st) return fail("train", st.message());
+    if (!st) return fail(cmd, st.message());
     std::printf("wrote %s\n", f.out.c_str());
   }
   return 0;
 }
 
+int train_main(int argc, char** argv) { return train_command(argc, argv, "train"); }
+
+// `nexus distill --teacher T.gguf (--student S.gguf | --shape ...) --data D`: `nexus train` with
+// the teacher's soft targets; --student is --init.
+int distill_main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  bool teacher = false, help = false;
+  for (std::string& a : args) {
+    if (a == "--student") a = "--init";
+    if (a.rfind("--student=", 0) == 0) a = "--init=" + a.substr(10);
+    teacher = teacher || a == "--teacher" || a.rfind("--teacher=", 0) == 0;
+    help = help || a == "-h" || a == "--help";
+  }
+  if (!teacher && !help)
+    return fail("distill", "--teacher is required (nexus distill --teacher T.gguf --student "
+                           "S.gguf --data DATA.bin -o OUT.gguf)",
+                kUsageError);
+  std::vector<char*> ptrs;
+  for (std::string& a : args) ptrs.push_back(a.data());
+  return train_command(static_cast<int>(ptrs.size()), ptrs.data(), "distill");
+}
+
 Register reg({"train", "train or fine-tune a llama, qwen2, qwen3 or gpt2 model (CPU)", train_main});
+Register reg_distill({"distill",
+                      "train a student on a teacher's softened outputs (knowledge distillation)",
+                      distill_main});
 
 }  // namespace
 }  // namespace nexus::cli

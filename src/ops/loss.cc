@@ -22,4 +22,23 @@ double cross_entropy_fused(float* logits, float* row_loss, const int32_t* target
   return total;
 }
 
+double distill_loss_fused(float* logits, const float* teacher, float* row_loss,
+                          const int32_t* targets, int64_t n, int64_t v, float scale,
+                          float temperature, float alpha, ThreadPool* pool) {
+  NEXUS_OP_SPAN("train.distill_loss", 20 * n * v, 0);
+  NEXUS_CHECK(n >= 0 && v >= 1, "[distill_loss] bad shape n " + std::to_string(n) + " v " +
+                                    std::to_string(v));
+  NEXUS_CHECK(temperature > 0.0f && alpha >= 0.0f && alpha <= 1.0f,
+              "[distill_loss] need temperature > 0 and alpha in [0, 1]");
+  for (int64_t i = 0; i < n; ++i)
+    NEXUS_CHECK(targets[i] < v, "[distill_loss] target " + std::to_string(targets[i]) +
+                                    " of row " + std::to_string(i) + " is not below the " +
+                                    std::to_string(v) + " classes");
+  run_op(DistillLossArgs{logits, teacher, row_loss, targets, n, v, scale, temperature, alpha}, pool,
+         Device::cpu());
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) total += row_loss[i];
+  return total;
+}
+
 }  // namespace nexus

@@ -6,6 +6,7 @@
 
 #include "backends/api/loss.h"
 #include "backends/cpu/cross_entropy.h"
+#include "backends/cpu/distill_loss.h"
 #include "nexus/core/thread_pool.h"
 #include "ops/kernels.h"
 
@@ -25,5 +26,17 @@ struct OpKernels<CrossEntropyArgs> {
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
                            int64_t v, float scale, ThreadPool* pool = nullptr,
                            Precision round = Precision::kF32);
+
+template <>
+struct OpKernels<DistillLossArgs> {
+  static constexpr const char* kName = "distill_loss";
+  static KernelVariants<DistillLossArgs> cpu() { return cpu::distill_loss_kernels(); }
+};
+
+// The distillation loss of backends/api/loss.h over n rows, the gradients in place; returns the
+// sum of row_loss in row order. temperature > 0, alpha in [0, 1].
+double distill_loss_fused(float* logits, const float* teacher, float* row_loss,
+                          const int32_t* targets, int64_t n, int64_t v, float scale,
+                          float temperature, float alpha, ThreadPool* pool = nullptr);
 
 }  // namespace nexus

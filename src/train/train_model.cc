@@ -458,8 +458,13 @@ float TrainModel::head_forward(int64_t n, bool for_backward) {
     // Mixed precision: the logits rounded (keep) and their gradients (round_grad) row by row
     // inside the cross-entropy, each row in cache, where two passes over all of them ran before
     // and after it (L15M bf16: 2 x 262 MB read and written a step).
-    cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv, scale * loss_scale_,
-                        pool_.get(), half() ? opts_.precision : Precision::kF32);
+    if (for_backward && teacher_ != nullptr)
+      distill_loss_fused(a.logits, teacher_ + r0 * nv, a.row_loss + r0, a.targets + r0, rows, nv,
+                         scale * loss_scale_, temperature_, alpha_, pool_.get());
+    else
+      cross_entropy_fused(a.logits, a.row_loss + r0, a.targets + r0, rows, nv,
+                          scale * loss_scale_, pool_.get(),
+                          half() ? opts_.precision : Precision::kF32);
     if (!for_backward) continue;
     matmul_backward(a.dlnf + r0 * d, g_.output, a.logits, a.lnf + r0 * d, w, rows, d, nv,
                     pool_.get(), bf16_ops());

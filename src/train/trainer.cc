@@ -41,6 +41,11 @@ Status validate(const TrainerOptions& o) {
                          number(l.min_lr));
   if (l.warmup < 0)
     return Status::error("[trainer] warmup steps must be >= 0, got " + std::to_string(l.warmup));
+  if (o.distill && (!o.distill->teacher || !(o.distill->temperature > 0) ||
+                    !(o.distill->alpha >= 0 && o.distill->alpha <= 1)))
+    return Status::error("[trainer] distillation needs a teacher, a temperature > 0 and alpha in "
+                         "[0, 1], got temperature " + number(o.distill->temperature) +
+                         " and alpha " + number(o.distill->alpha));
   if (!std::isfinite(o.clip) || o.clip < 0)
     return Status::error(
         "[trainer] the gradient-norm limit must be finite and >= 0 (0: off), got " +
@@ -95,12 +100,18 @@ float Trainer::accumulate() {
       b = &loader_.next();
       wait_ += loader_.last_wait_seconds();
     }
+    if (opts_.distill) {
+      NEXUS_PROFILE_SCOPE("teacher");
+      model_.set_teacher(opts_.distill->teacher(*b), opts_.distill->temperature,
+                         opts_.distill->alpha);
+    }
     {
       NEXUS_PROFILE_SCOPE("forward");
       loss += model_.forward(b->inputs, b->targets, b->rows, b->seq_len);
     }
     NEXUS_PROFILE_SCOPE("backward");
     model_.backward();
+    if (opts_.distill) model_.set_teacher(nullptr, 1.0f, 1.0f);
     tokens_ += static_cast<int64_t>(b->rows) * b->seq_len;
   }
   if (opts_.accum > 1 || loss_scale != 1.0f) {

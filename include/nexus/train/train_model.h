@@ -142,6 +142,13 @@ class TrainModel {
   // scaling of fp16 training. The caller divides the gradients by it before the update.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
   float loss_scale() const { return loss_scale_; }
+  // Knowledge distillation in the next forward()s with for_backward: the teacher's logits
+  // [b * t, n_vocab] of that batch (the caller keeps them until backward() returns), and the
+  // loss of ops/loss.h's distill_loss_fused in place of the cross-entropy. Null turns it off.
+  // Evaluation passes keep the cross-entropy. The logits are not rounded in mixed precision.
+  void set_teacher(const float* logits, float temperature, float alpha) {
+    teacher_ = logits, temperature_ = temperature, alpha_ = alpha;
+  }
   // Bytes of the rounded weight copies mixed precision computes with (0 in f32).
   size_t weight_copy_bytes() const { return wcopy_floats_ * sizeof(float); }
 
@@ -277,6 +284,8 @@ class TrainModel {
   int64_t wcopy_layer_id_ = -1;
   std::vector<std::pair<size_t, size_t>> layer_range_;  // [begin, end) of block l in params_
   float loss_scale_ = 1.0f;
+  const float* teacher_ = nullptr;  // set_teacher
+  float temperature_ = 1.0f, alpha_ = 1.0f;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> attn_scratch_;  // attention_backward_scratch(seq) floats per thread
   int64_t cur_b_ = 0, cur_t_ = 0;

@@ -24,6 +24,14 @@ struct TrainerOptions {
   // the gradients are divided by it before clipping, and a step whose gradients are not all
   // finite is skipped (the parameters and the optimizer state are left as they were).
   std::optional<LossScaleOptions> loss_scale;
+  // Knowledge distillation: `teacher(batch)` gives the teacher's logits of each micro-batch
+  // ([rows * seq_len, n_vocab], valid until the next call), and the model trains on
+  // TrainModel::set_teacher's loss with this temperature and alpha.
+  struct Distill {
+    std::function<const float*(const Batch&)> teacher;
+    float temperature = 2.0f, alpha = 0.5f;
+  };
+  std::optional<Distill> distill = std::nullopt;
 };
 
 // What one optimizer step did.

@@ -20,4 +20,18 @@ struct CrossEntropyArgs {
   Precision round = Precision::kF32;
 };
 
+// Knowledge distillation (Hinton et al.), per row of v student logits s with the teacher's logits
+// t: row_loss[i] = alpha * CE(s, target) + (1 - alpha) * T^2 * KL(softmax(t / T) || softmax(s / T)),
+// and the row overwritten with its gradient times scale:
+// alpha * (softmax(s) - onehot) + (1 - alpha) * T * (softmax(s / T) - softmax(t / T)).
+// A row whose target is < 0 has no loss and a zero gradient.
+struct DistillLossArgs {
+  float* logits;
+  const float* teacher;
+  float* row_loss;
+  const int32_t* targets;
+  int64_t n, v;
+  float scale, temperature, alpha;
+};
+
 }  // namespace nexus
