@@ -106,12 +106,22 @@ void conv_block(const SsmConvArgs& a, int64_t seq, int64_t c0, int64_t c1) {
     return a.x + (seq * t + i - km) * a.ld_x + c0;
   };
   for (int64_t i = 0; i < t; ++i) {
-    std::copy(a.bias + c0, a.bias + c1, acc.begin());
-    for (int64_t j = 0; j < k; ++j) {
-      const float* __restrict ur = u(i + j);
-      const float* __restrict wj = wt.data() + j * w;
-      float* __restrict ac = acc.data();
-      for (int64_t c = 0; c < w; ++c) ac[c] += wj[c] * ur[c];
+    float* __restrict ac = acc.data();
+    const float* __restrict bs = a.bias + c0;
+    if (k == 4) {  // Mamba's d_conv: the taps summed in registers, one store per channel
+      const float *__restrict u0 = u(i), *__restrict u1 = u(i + 1), *__restrict u2 = u(i + 2),
+                  *__restrict u3 = u(i + 3);
+      const float *__restrict w0 = wt.data(), *__restrict w1 = w0 + w, *__restrict w2 = w1 + w,
+                  *__restrict w3 = w2 + w;
+      for (int64_t c = 0; c < w; ++c)
+        ac[c] = bs[c] + w0[c] * u0[c] + w1[c] * u1[c] + w2[c] * u2[c] + w3[c] * u3[c];
+    } else {
+      std::copy(bs, bs + w, ac);
+      for (int64_t j = 0; j < k; ++j) {
+        const float* __restrict ur = u(i + j);
+        const float* __restrict wj = wt.data() + j * w;
+        for (int64_t c = 0; c < w; ++c) ac[c] += wj[c] * ur[c];
+      }
     }
     const int64_t row = seq * t + i;
     if (a.pre != nullptr) std::copy(acc.begin(), acc.end(), a.pre + row * C + c0);
