@@ -113,10 +113,18 @@ Result<std::vector<double>> input_power(const Imatrix& m, const GgufTensorInfo& 
   return std::vector<double>(imp.begin(), imp.end());
 }
 
-const GgufTensorInfo* need(const GgufFile& f, const std::string& name, Status* err) {
+// Per input column c of weight `name`: mean x_c^2 (the imatrix) times |W[:, c]|^2, the power that
+// column adds to the matrix's output.
+Result<std::vector<double>> output_power(const GgufFile& f, const Imatrix& m,
+                                         const std::string& name) {
   const GgufTensorInfo* t = f.find_tensor(name);
-  if (t == nullptr) *err = Status::error("prune: the model has no tensor " + name);
-  return t;
+  if (t == nullptr) return Status::error("prune: the model has no tensor " + name);
+  auto norms = column_norms2(*t);
+  if (!norms) return norms.status();
+  auto power = input_power(m, *t);
+  if (!power) return power.status();
+  for (size_t c = 0; c < norms->size(); ++c) (*norms)[c] *= (*power)[c];
+  return norms;
 }
 
 bool is_block_matrix(const GgufTensorInfo& t) {
@@ -145,17 +153,11 @@ Result<std::vector<std::vector<double>>> ffn_channel_scores(const GgufFile& in, 
   auto d = dims_of(in);
   if (!d) return d.status();
   std::vector<std::vector<double>> out;
-  Status err = Status::ok();
   for (int64_t l = 0; l < d->layers; ++l) {
-    const GgufTensorInfo* down = need(in, blk(l, "ffn_down.weight"), &err);
-    if (down == nullptr) return err;
-    auto norms = column_norms2(*down);
-    if (!norms) return norms.status();
-    auto power = input_power(m, *down);
-    if (!power) return power.status();
-    std::vector<double> s(norms->size());
-    for (size_t c = 0; c < s.size(); ++c) s[c] = std::sqrt((*power)[c] * (*norms)[c]);
-    out.push_back(std::move(s));
+    auto s = output_power(in, m, blk(l, "ffn_down.weight"));
+    if (!s) return s.status();
+    for (double& x : *s) x = std::sqrt(x);
+    out.push_back(std::move(s).value());
   }
   return out;
 }
@@ -169,21 +171,16 @@ Result<std::vector<std::vector<double>>> kv_group_scores(const GgufFile& in, con
   if (d->n_head <= 0 || d->n_kv <= 0 || d->n_head % d->n_kv != 0)
     return Status::error("prune: " + d->arch + " has no attention heads to prune");
   std::vector<std::vector<double>> out;
-  Status err = Status::ok();
   const int64_t per = d->n_head / d->n_kv;
   for (int64_t l = 0; l < d->layers; ++l) {
     if (in.find_tensor(blk(l, "attn_qkv.weight")) != nullptr)
       return Status::error("prune: " + blk(l, "attn_qkv.weight") +
                            " is a fused QKV projection: heads cannot be pruned (FFN channels can)");
-    const GgufTensorInfo* o = need(in, blk(l, "attn_output.weight"), &err);
-    if (o == nullptr) return err;
-    auto norms = column_norms2(*o);
-    if (!norms) return norms.status();
-    auto power = input_power(m, *o);
+    auto power = output_power(in, m, blk(l, "attn_output.weight"));
     if (!power) return power.status();
     std::vector<double> s(d->n_kv, 0.0);
-    for (int64_t c = 0; c < static_cast<int64_t>(norms->size()); ++c)
-      s[c / d->head_dim / per] += (*power)[c] * (*norms)[c];
+    for (int64_t c = 0; c < static_cast<int64_t>(power->size()); ++c)
+      s[c / d->head_dim / per] += (*power)[c];
     out.push_back(std::move(s));
   }
   return out;

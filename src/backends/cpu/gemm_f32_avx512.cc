@@ -271,24 +271,8 @@ void gemm_f32_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 
 void gemm_f32_group_avx512(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
                            const float* a, int64_t lda) {
-  const void* b[kMaxGemmGroup];
-  int64_t ldb[kMaxGemmGroup], n[kMaxGemmGroup], ldc[kMaxGemmGroup];
-  float* c[kMaxGemmGroup];
-  for (int i = 0; i < count; ++i) {
-    b[i] = bs[i].b;
-    ldb[i] = bs[i].ldb;
-    n[i] = bs[i].n;
-    c[i] = bs[i].c;
-    ldc[i] = bs[i].ldc;
-  }
-  const auto* halves = reinterpret_cast<const uint16_t* const*>(b);
-  if (type == GemmBType::kF32)
-    Driver::run_group(count, m, k, a, lda, reinterpret_cast<const float* const*>(b), ldb, n, c,
-                      ldc);
-  else if (type == GemmBType::kF16)
-    DriverHalf<&load16_f16>::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
-  else
-    DriverHalf<&load16_bf16>::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
+  run_group_rows<Driver, DriverHalf<&load16_f16>, DriverHalf<&load16_bf16>>(type, count, bs, m, k,
+                                                                            a, lda);
 }
 
 const GemmF32CoopParts& gemm_f32_avx512_coop() {

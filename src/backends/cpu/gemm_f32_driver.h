@@ -221,4 +221,28 @@ struct GemmF32Driver {
   }
 };
 
+// gemm_f32_group_avx2 / _avx512 (gemm_f32.h): the group's rows unpacked for run_group on the f32
+// driver or on the half driver of the group's element type.
+template <class F32, class F16, class BF16>
+void run_group_rows(GemmBType type, int count, const GemmBRows* bs, int64_t m, int64_t k,
+                    const float* a, int64_t lda) {
+  const void* b[kMaxGemmGroup];
+  int64_t ldb[kMaxGemmGroup], n[kMaxGemmGroup], ldc[kMaxGemmGroup];
+  float* c[kMaxGemmGroup];
+  for (int i = 0; i < count; ++i) {
+    b[i] = bs[i].b;
+    ldb[i] = bs[i].ldb;
+    n[i] = bs[i].n;
+    c[i] = bs[i].c;
+    ldc[i] = bs[i].ldc;
+  }
+  const auto* halves = reinterpret_cast<const uint16_t* const*>(b);
+  if (type == GemmBType::kF32)
+    F32::run_group(count, m, k, a, lda, reinterpret_cast<const float* const*>(b), ldb, n, c, ldc);
+  else if (type == GemmBType::kF16)
+    F16::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
+  else
+    BF16::run_group(count, m, k, a, lda, halves, ldb, n, c, ldc);
+}
+
 }  // namespace nexus::cpu
