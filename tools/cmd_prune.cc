@@ -1,10 +1,12 @@
 // `nexus prune IN.gguf OUT.gguf`: structured pruning (FFN channels, attention KV groups) to a
-// smaller dense model, by importances from a calibration text or an imatrix, and unstructured
-// magnitude pruning (compress/prune.h); written atomically.
+// smaller dense model, by importances from a calibration text or an imatrix, unstructured
+// magnitude/Wanda pruning and 2:4 semi-structured pruning (compress/prune.h); written atomically.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "command.h"
 #include "nexus/compress/imatrix.h"
@@ -17,7 +19,13 @@
 namespace nexus::cli {
 namespace {
 
-int prune_main(int argc, char** argv) {
+int prune_main(int argc, char** argv_in) {
+  // CLI11 takes no ':' in an option's name: the usual spelling --2:4 is read as --2of4.
+  std::vector<char*> args(argv_in, argv_in + argc);
+  static char k2of4[] = "--2of4";
+  for (char*& a : args)
+    if (std::strcmp(a, "--2:4") == 0) a = k2of4;
+  char** argv = args.data();
   CLI::App app{"Prune a GGUF model: fewer FFN channels and heads, or zeroed weights",
                "nexus prune"};
   app.footer(
@@ -25,6 +33,7 @@ int prune_main(int argc, char** argv) {
       "  nexus prune model.gguf small.gguf --structured --ffn-keep 0.5 -f calib.txt\n"
       "  nexus prune model.gguf small.gguf --structured --heads-keep 0.75 --imatrix imatrix.gguf\n"
       "  nexus prune model.gguf sparse.gguf --unstructured 0.5\n"
+      "  nexus prune model.gguf sparse.gguf --2:4 -f calib.txt\n"
       "Then fine-tune: nexus train --init small.gguf --data DATA.bin ...");
   std::string input, output, calib, imatrix_path;
   bool structured = false, quiet = false;
@@ -46,6 +55,10 @@ int prune_main(int argc, char** argv) {
   app.add_option("--unstructured", o.unstructured,
                  "fraction of each weight row zeroed by magnitude (Wanda's score with an imatrix)")
       ->capture_default_str();
+  app.add_flag("--2of4", o.two_of_four,
+               "2:4 sparsity (also --2:4): two of every four consecutive weights zeroed, by "
+               "magnitude (Wanda's score with calibration); nexus runs such F32/F16/BF16 matrices "
+               "compressed");
   app.add_option("-f,--file", calib, "calibration text for the importances");
   app.add_option("--imatrix", imatrix_path, "importances from nexus imatrix or llama-imatrix");
   app.add_option("-c,--ctx-size", io.n_ctx, "calibration tokens per chunk")->capture_default_str();
@@ -58,8 +71,11 @@ int prune_main(int argc, char** argv) {
     return fail("prune", "--ffn-keep and --heads-keep need --structured", kUsageError);
   if (structured && o.ffn_keep == 1.0 && o.heads_keep == 1.0)
     return fail("prune", "--structured needs --ffn-keep or --heads-keep below 1", kUsageError);
-  if (!structured && o.unstructured == 0.0)
-    return fail("prune", "nothing to do: give --structured or --unstructured S", kUsageError);
+  if (!structured && o.unstructured == 0.0 && !o.two_of_four)
+    return fail("prune", "nothing to do: give --structured, --unstructured S or --2:4",
+                kUsageError);
+  if (o.two_of_four && o.unstructured > 0.0)
+    return fail("prune", "give --2:4 or --unstructured, not both", kUsageError);
   if (!calib.empty() && !imatrix_path.empty())
     return fail("prune", "give -f or --imatrix, not both", kUsageError);
   if (structured && calib.empty() && imatrix_path.empty())

@@ -66,5 +66,16 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_PrefillGemm)->Apply(prefill_args)->UseRealTime();
 
+// 2:4 sparse weights (sparse24.h; magnitude 2:4 by quantize_row) against their dense types at the
+// L110M shapes (attn 768x768, ffn_up 2048x768, ffn_down 768x2048). GFLOP/s counts the dense
+// products (2 * tokens * rows * k), so it compares with the dense rows directly.
+void sparse_args(benchmark::internal::Benchmark* b) {
+  const int64_t shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}};
+  for (DType t : {DType::kF16, DType::kF16_2of4, DType::kF32, DType::kF32_2of4})
+    for (const auto& s : shapes)
+      for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});
+}
+BENCHMARK(BM_PrefillGemm)->Name("BM_PrefillGemm2of4")->Apply(sparse_args)->UseRealTime();
+
 }  // namespace
 }  // namespace nexus

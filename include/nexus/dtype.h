@@ -34,14 +34,20 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
-  // nexus-internal, never in a file: Q4_0, Q5_0, Q4_K, Q6_K and Q8_0 matmul weights repacked at load in
-  // groups of eight rows (layouts in src/backends/cpu/repack.h). Same sizes as their file types;
-  // ids >= kFirstInternalDType.
+  // nexus-internal, never in a file: Q4_0, Q5_0, Q4_K, Q6_K and Q8_0 matmul weights repacked at
+  // load in groups of eight rows (layouts in src/backends/cpu/repack.h). Same sizes as their file
+  // types; ids >= kFirstInternalDType.
   kQ4_0x8 = 1002,
   kQ4_Kx8 = 1003,
   kQ6_Kx8 = 1004,
   kQ8_0x8 = 1005,
   kQ5_0x8 = 1006,
+  // nexus-internal: F32/F16/BF16 matmul weights whose every group of four consecutive values along
+  // a row holds at most two nonzeros (2:4 semi-structured sparsity), compressed at load to the two
+  // kept values and their positions (layout in src/backends/cpu/sparse24.h).
+  kF32_2of4 = 1007,
+  kF16_2of4 = 1008,
+  kBF16_2of4 = 1009,
 };
 
 // Ids from here on are in-memory layouts: dtype_traits(id) and dtype_from_name do not know them.

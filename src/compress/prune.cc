@@ -147,6 +147,29 @@ void zero_smallest(std::vector<float>& v, int64_t cols, const std::vector<float>
   }
 }
 
+// Zeroes, in every group of four consecutive weights of each row, the two with the smallest
+// |w| * sqrt(importance) (the later one on ties). Rows whose width is not a multiple of four are
+// left as they are.
+void zero_2of4(std::vector<float>& v, int64_t cols, const std::vector<float>& imp) {
+  if (cols % 4 != 0) return;
+  const bool weighted = imp.size() == static_cast<size_t>(cols);
+  for (size_t g = 0; g < v.size(); g += 4) {
+    const auto c = static_cast<int64_t>(g % static_cast<size_t>(cols));
+    float s[4];
+    for (int i = 0; i < 4; ++i)
+      s[i] = std::fabs(v[g + i]) * (weighted ? std::sqrt(imp[c + i]) : 1.0f);
+    // Keep the two largest scores (the first on ties).
+    int a = 0;
+    for (int i = 1; i < 4; ++i)
+      if (s[i] > s[a]) a = i;
+    int b = a == 0 ? 1 : 0;
+    for (int i = 0; i < 4; ++i)
+      if (i != a && s[i] > s[b]) b = i;
+    for (int i = 0; i < 4; ++i)
+      if (i != a && i != b) v[g + i] = 0.0f;
+  }
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<double>>> ffn_channel_scores(const GgufFile& in, const Imatrix& m) {
@@ -198,6 +221,8 @@ Result<PrunePlan> plan_prune(const GgufFile& in, const PruneOptions& o) {
   if (!(o.unstructured >= 0.0 && o.unstructured < 1.0))
     return Status::error("prune: the unstructured sparsity must be in [0, 1), got " +
                          std::to_string(o.unstructured));
+  if (o.two_of_four && o.unstructured > 0.0)
+    return Status::error("prune: give 2:4 or an unstructured sparsity, not both");
   PrunePlan p;
   p.n_ff = p.n_ff_kept = d->n_ff;
   p.n_kv = p.n_kv_kept = d->n_kv;
@@ -296,7 +321,7 @@ Result<GgufWriter> prune_gguf(const GgufFile& in, const PruneOptions& o,
       unit = p.head_dim;
       by_cols = true;
     }
-    const bool sparsify = o.unstructured > 0.0 && is_block_matrix(t);
+    const bool sparsify = (o.unstructured > 0.0 || o.two_of_four) && is_block_matrix(t);
     if (units.empty() && !sparsify) {
       w.add_tensor(t.name, t.dtype, t.shape, t.data);
       if (progress) progress(ti + 1, n, t.name);
@@ -345,7 +370,10 @@ Result<GgufWriter> prune_gguf(const GgufFile& in, const PruneOptions& o,
       imp = std::move(ik);
       shape.back() = kept;
     }
-    if (sparsify) zero_smallest(vals, shape.back(), imp, o.unstructured);
+    if (sparsify && o.two_of_four)
+      zero_2of4(vals, shape.back(), imp);
+    else if (sparsify)
+      zero_smallest(vals, shape.back(), imp, o.unstructured);
     if (Status s = add_rows(w, t.name, t.dtype, shape, vals); !s) return s;
     if (progress) progress(ti + 1, n, t.name);
   }

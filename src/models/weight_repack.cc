@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/repack.h"
+#include "backends/cpu/sparse24.h"
 #include "nexus/core/allocator.h"
 
 namespace nexus {
@@ -26,6 +27,11 @@ constexpr size_t kCopyChunk = 4u << 20;
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// Bytes of t stored as type `to` (its own, or its 2:4 form).
+size_t stored_bytes(const Tensor& t, DType to) {
+  return to == t.dtype() ? t.nbytes() : row_bytes(to, t.dim(1)) * static_cast<size_t>(t.dim(0));
+}
+
 // The decision. Q4_0, Q5_0, Q8_0, Q4_K and Q6_K matrices of at least one group of rows are repacked
 // to Q4_0x8, Q5_0x8, Q8_0x8, Q4_Kx8 and Q6_Kx8. In a model loaded from a file mapping every other
 // matrix (and the norms' and biases' vectors) is copied as it is into the same huge pages: the file
@@ -35,6 +41,23 @@ size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 const cpu::RepackedLayout* repack_layout(const Tensor& t) {
   if (t.empty() || t.rank() != 2 || t.dim(0) < cpu::kRepackRows) return nullptr;
   return cpu::layout_of_base(t.dtype());
+}
+
+// The 2:4 type a layer projection is compressed to at load (sparse24.h), or its own type: F32,
+// F16 and BF16 matrices whose rows fill 32-column blocks and whose every group of four columns
+// holds at most two nonzeros (nexus prune --2:4 writes them; a dense matrix fails on its first
+// group). NEXUS_SPARSE24=0 keeps them dense, for side-by-side measurements.
+DType sparse_target(const Tensor& t) {
+  const char* env = std::getenv("NEXUS_SPARSE24");
+  const bool on = env == nullptr || std::strcmp(env, "0") != 0;
+  DType to;
+  if (!on || t.empty() || t.rank() != 2 || t.dim(1) % cpu::kSparse24Block != 0 ||
+      !cpu::sparse24_of(t.dtype(), &to))
+    return t.dtype();
+  return cpu::rows_are_2of4(t.dtype(), static_cast<const uint8_t*>(t.data()), t.row_stride(),
+                            t.dim(0), t.dim(1))
+             ? to
+             : t.dtype();
 }
 
 // n bytes at file offset off into dst; false on any error or a short file.
@@ -85,6 +108,17 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
                       &l.ssm_conv1d_b, &l.ssm_x, &l.ssm_dt, &l.ssm_dt_b, &l.ssm_a, &l.ssm_d,
                       &l.ssm_norm, &l.ssm_out})
       slots.push_back(t);
+  // The layer projections, which alone may be compressed to 2:4 (every other consumer of a
+  // matrix, such as a token lookup, reads dense rows).
+  std::map<const void*, DType> sparse;
+  for (LayerWeights& l : w.layers)
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.wqkv, &l.w_gate, &l.w_up, &l.w_down, &l.ssm_in,
+                      &l.ssm_out})
+      if (const DType to = sparse_target(*t); to != t->dtype()) sparse[t->data()] = to;
+  const auto stored_type = [&](const Tensor& t) {
+    const auto it = sparse.find(t.data());
+    return it != sparse.end() ? it->second : t.dtype();
+  };
   // Distinct sources (a tied output shares the token table's data), in slot order.
   std::map<const void*, size_t> offset_of;
   std::vector<Tensor*> order;
@@ -92,10 +126,11 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   for (Tensor* t : slots) {
     if (t == &w.tok_embd && w.tok_embd.data() != w.output.data()) continue;  // lookups only
     const bool copy = release_source && !t->empty();
-    if (!(repack_layout(*t) != nullptr || copy) || offset_of.count(t->data())) continue;
+    const bool changed = repack_layout(*t) != nullptr || sparse.count(t->data()) != 0;
+    if (!(changed || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
-    total += round_up(t->nbytes(), kAlignment);
+    total += round_up(stored_bytes(*t, stored_type(*t)), kAlignment);
   }
   if (total == 0) return st;
   std::shared_ptr<void> mem = aligned_shared(total + kHugePage, MemCategory::kWeights);
@@ -119,8 +154,12 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
       // copied: the peak resident memory stays the model's size, not the model plus the largest
       // tensor (L15M F32 with its 37 MB head: 103 MiB whole-tensor, the file's 61 MB chunked).
       const cpu::RepackedLayout* layout = repack_layout(*t);
-      const int64_t rows = t->rank() >= 2 ? t->dim(0) : 1, k = layout != nullptr ? t->dim(1) : 0;
+      const DType to = stored_type(*t);
+      const bool compress = to != t->dtype();
+      const bool transform = layout != nullptr || compress;
+      const int64_t rows = t->rank() >= 2 ? t->dim(0) : 1, k = transform ? t->dim(1) : 0;
       const size_t rb = t->nbytes() / static_cast<size_t>(rows);
+      const size_t drb = stored_bytes(*t, to) / static_cast<size_t>(rows);
       const int64_t chunk =
           std::max<int64_t>(cpu::kRepackRows, static_cast<int64_t>(kCopyChunk / rb) /
                                                   cpu::kRepackRows * cpu::kRepackRows);
@@ -128,12 +167,12 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
         const int64_t n = std::min(chunk, rows - r0);
         const size_t bytes = static_cast<size_t>(n) * rb;
         const auto* src = static_cast<const uint8_t*>(t->data()) + r0 * rb;
-        uint8_t* dst = base + off + r0 * rb;
+        uint8_t* dst = base + off + r0 * drb;
         // From the file: straight into the copy, or into a bounce buffer to be repacked.
         const uint8_t* from = src;
         if (fd >= 0) {
           uint8_t* into = dst;
-          if (layout != nullptr) {
+          if (transform) {
             if (bounce[id].size() < bytes) bounce[id].resize(bytes);
             into = bounce[id].data();
           }
@@ -145,13 +184,16 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
               std::memcmp(into + bytes - edge, src + bytes - edge, edge) == 0)
             from = into;
         }
-        if (layout != nullptr)
+        if (compress)
+          cpu::compress_2of4(t->dtype(), from, rb, n, k, dst);
+        else if (layout != nullptr)
           layout->repack(from, dst, n, k);
         else if (from != dst)
           std::memcpy(dst, from, bytes);
         if (release_source) part[id].released += release_pages(src, bytes);
       }
       part[id].tensors += 1;
+      part[id].sparse24 += compress ? 1 : 0;
       part[id].bytes += t->nbytes();
     }
   };
@@ -166,14 +208,18 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
     for (Tensor* t : order) release_pages(t->data(), t->nbytes());
   for (const RepackStats& p : part) {
     st.tensors += p.tensors;
+    st.sparse24 += p.sparse24;
     st.bytes += p.bytes;
     st.released += p.released;
   }
   std::map<const void*, Tensor> done;
   for (Tensor* t : order) {
     const cpu::RepackedLayout* layout = repack_layout(*t);
-    done[t->data()] = Tensor(layout != nullptr ? layout->packed : t->dtype(), t->shape(),
-                             base + offset_of.at(t->data()), mem);
+    const DType to = stored_type(*t);
+    done[t->data()] = Tensor(to != t->dtype()    ? to
+                             : layout != nullptr ? layout->packed
+                                                 : t->dtype(),
+                             t->shape(), base + offset_of.at(t->data()), mem);
   }
   for (Tensor* t : slots)
     if (auto it = done.find(t->data()); it != done.end()) *t = it->second;

@@ -12,6 +12,7 @@ namespace nexus {
 
 struct RepackStats {
   int tensors = 0;      // distinct tensors repacked (a tied table counts once)
+  int sparse24 = 0;     // layer projections compressed to their 2:4 form
   size_t bytes = 0;     // bytes copied
   size_t released = 0;  // mapped source bytes handed back to the OS
 };
@@ -38,8 +39,10 @@ struct MappedSource {
 // does not double, and once more for every copied tensor at the end: afterwards nothing but an
 // untied token table (lookups read a few rows) is read through the mapping, and no page of it stays
 // mapped for a copied tensor. The copies live in one allocation (2 MiB aligned and advised for
-// transparent huge pages). Without a source (weights in ordinary memory, whose contents
-// MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
+// transparent huge pages). F32/F16/BF16 layer projections that are 2:4 sparse (at most two
+// nonzeros in every group of four columns) are stored in their compressed 2:4 form
+// (backends/cpu/sparse24.h) unless NEXUS_SPARSE24=0. Without a source (weights in ordinary memory,
+// whose contents MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
 RepackStats repack_weights(ModelWeights& w, const MappedSource* source);
 
 }  // namespace nexus

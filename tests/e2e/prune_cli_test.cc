@@ -2,6 +2,7 @@
 // is smaller, runs, and fine-tunes with `train --init`; the same from an imatrix file; one-line
 // errors with usage (2) or failure (1) codes, nothing written.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,36 @@ TEST_F(PruneCli, FromAnImatrixFileAndUnstructured) {
   EXPECT_EQ(run.code, 0) << run.output;
 }
 
+// The final perplexity of `nexus perplexity` output ("Final estimate: PPL = P +/- E"); -1 if none.
+double final_ppl(const std::string& out) {
+  const size_t at = out.find("PPL = ");
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 6));
+}
+
+TEST_F(PruneCli, TwoOfFourRunsCompressedWithTheDenseResult) {
+  const std::string out = path("s24.gguf");
+  auto r = run_cli("prune -q " + quoted(kDemo) + " " + quoted(out) + " --2:4 -c 32 -f " +
+                   quoted(path("calib.txt")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(fs::file_size(out), fs::file_size(kDemo)) << "a dense GGUF, zeros included";
+  const std::string ppl =
+      "perplexity -m " + quoted(out) + " -f " + quoted(path("calib.txt")) + " -c 32 -t 2";
+  auto sparse = run_cli(ppl);
+  ASSERT_EQ(sparse.code, 0) << sparse.output;
+  setenv("NEXUS_SPARSE24", "0", 1);
+  auto dense = run_cli(ppl);
+  unsetenv("NEXUS_SPARSE24");
+  ASSERT_EQ(dense.code, 0) << dense.output;
+  ASSERT_GT(final_ppl(sparse.output), 1.0) << sparse.output;
+  EXPECT_NEAR(final_ppl(sparse.output), final_ppl(dense.output), 1e-4 * final_ppl(dense.output));
+  auto gen = run_cli("run -m " + quoted(out) + " -p ROMEO: -n 12 --temp 0");
+  setenv("NEXUS_SPARSE24", "0", 1);
+  auto gen_dense = run_cli("run -m " + quoted(out) + " -p ROMEO: -n 12 --temp 0");
+  unsetenv("NEXUS_SPARSE24");
+  ASSERT_EQ(gen.code, 0) << gen.output;
+  EXPECT_EQ(gen.out, gen_dense.out) << "greedy text, compressed and dense";
+}
+
 TEST_F(PruneCli, BadRequestsAreOneLineErrorsAndWriteNothing) {
   const std::string out = path("x.gguf"), calib = quoted(path("calib.txt"));
   struct Case {
@@ -101,6 +132,7 @@ TEST_F(PruneCli, BadRequestsAreOneLineErrorsAndWriteNothing) {
       {"--structured --ffn-keep 0.5 -f " + calib + " --imatrix " + calib, "not both", 2},
       {"--structured --ffn-keep 1.5 -f " + calib, "(0, 1]", 1},
       {"--unstructured 1", "[0, 1)", 1},
+      {"--2:4 --unstructured 0.5", "not both", 2},
       {"--structured --ffn-keep 0.5 --imatrix " + calib, "calib.txt", 1},
   };
   for (const Case& c : cases) {

@@ -8,6 +8,10 @@
 //    smallest |w| (times sqrt(mean x^2) of their column when an imatrix is given: Wanda's score)
 //    set to zero. The file keeps its size and speed; it is the baseline the structured and 2:4
 //    forms are measured against.
+//  - 2:4 (semi-structured): in every group of four consecutive weights of a block matrix row the
+//    two with the smallest score (|w|, or Wanda's) set to zero. The file stays a dense GGUF any
+//    tool reads; nexus stores such F32/F16/BF16 matrices compressed at load and multiplies them
+//    with kernels that skip the zeros (backends/cpu/sparse24.h).
 // Float weights (F32, F16, BF16) are sliced exactly; quantized ones are dequantized, sliced and
 // quantized again in their type (prune before quantizing to avoid the second rounding).
 #pragma once
@@ -27,6 +31,7 @@ struct PruneOptions {
   double ffn_keep = 1.0;      // fraction of FFN channels kept (rounded up to a multiple of 32)
   double heads_keep = 1.0;    // fraction of KV groups kept (at least one)
   double unstructured = 0.0;  // fraction of each row zeroed, in [0, 1)
+  bool two_of_four = false;   // 2:4: two of every four consecutive weights zeroed
   const Imatrix* imatrix = nullptr;  // required for the structured forms
 };
 

@@ -12,6 +12,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/sparse24.h"
 #include "nexus/status.h"
 
 namespace nexus::cpu {
@@ -45,6 +46,9 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
   if (r0 >= r1 || n <= 0) return;
   if (prefill_on_our_gemm(w_type))  // a group of one
     return gemm_rows_group(w_type, 1, &w, &w_stride, k, x, n, &y, &y_stride, &r0, &r1);
+  // 2:4 weights: only the kept products (sparse24.h); the scalar build expands panels below.
+  if (is_sparse24(w_type) && avx2_active())
+    return gemm_2of4(w_type, w, w_stride, k, x, n, y, y_stride, r0, r1);
   if (w_type == DType::kF32) {
     // Weights are already f32 rows: C[n x rows] = X[n x k] * W[rows x k]^T in one call.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),

@@ -8,14 +8,26 @@
 
 #include "backends/cpu/quant.h"
 #include "backends/cpu/quant_impl.h"
+#include "backends/cpu/sparse24.h"
 #include "nexus/status.h"
 
 namespace nexus::cpu {
 namespace {
 
-// GGUF ids run to 30 (BF16); the tables are indexed by id.
+// GGUF ids run to 30 (BF16); the tables are indexed by id, then the three 2:4 types (ids 1007-1009)
+// in the three slots after it.
 constexpr size_t kMaxTypeId = 31;
-using Table = std::array<TypeKernels, kMaxTypeId>;
+constexpr uint32_t kFirstSparse24 = static_cast<uint32_t>(DType::kF32_2of4);
+constexpr size_t kSlots = kMaxTypeId + 3;
+using Table = std::array<TypeKernels, kSlots>;
+
+// The table slot of t; kSlots when it has none.
+constexpr size_t slot(DType t) {
+  const auto id = static_cast<uint32_t>(t);
+  if (id < kMaxTypeId) return id;
+  if (id >= kFirstSparse24 && id < kFirstSparse24 + 3) return kMaxTypeId + (id - kFirstSparse24);
+  return kSlots;
+}
 
 constexpr TypeKernels kNone = {DType::kF32, DType::kF32, nullptr, nullptr,
                                nullptr,     nullptr,     nullptr, nullptr};
@@ -24,7 +36,7 @@ Table scalar_table() {
   Table t;
   t.fill(kNone);
   auto set = [&](DType d, DType dot, QuantizeFn q, DequantizeFn dq, VecDotFn vd) {
-    t[static_cast<size_t>(d)] = {d, dot, q, dq, vd, nullptr, nullptr, nullptr};
+    t.at(slot(d)) = {d, dot, q, dq, vd, nullptr, nullptr, nullptr};
   };
   set(DType::kF32, DType::kF32, quantize_f32_ref, dequantize_f32_ref, vec_dot_f32_ref);
   set(DType::kF16, DType::kF32, quantize_f16_ref, dequantize_f16_ref, vec_dot_f16_ref);
@@ -41,6 +53,12 @@ Table scalar_table() {
   set(DType::kQ5_K, DType::kQ8_K, quantize_q5_k_ref, dequantize_q5_k_ref, vec_dot_q5_k_ref);
   set(DType::kQ6_K, DType::kQ8_K, quantize_q6_k_ref, dequantize_q6_k_ref, vec_dot_q6_k_ref);
   set(DType::kQ8_K, DType::kQ8_K, quantize_q8_k_ref, dequantize_q8_k_ref, vec_dot_q8_k_ref);
+  set(DType::kF32_2of4, DType::kF32, quantize_f32_2of4_ref, dequantize_f32_2of4_ref,
+      vec_dot_f32_2of4_ref);
+  set(DType::kF16_2of4, DType::kF32, quantize_f16_2of4_ref, dequantize_f16_2of4_ref,
+      vec_dot_f16_2of4_ref);
+  set(DType::kBF16_2of4, DType::kF32, quantize_bf16_2of4_ref, dequantize_bf16_2of4_ref,
+      vec_dot_bf16_2of4_ref);
   return t;
 }
 
@@ -49,7 +67,7 @@ Table scalar_table() {
 Table avx2_table() {
   Table t = scalar_table();
   auto patch = [&](DType d, QuantizeFn q, DequantizeFn dq, VecDotFn vd) {
-    TypeKernels& k = t[static_cast<size_t>(d)];
+    TypeKernels& k = t.at(slot(d));
     if (q) k.quantize = q;
     if (dq) k.dequantize = dq;
     if (vd) k.vec_dot = vd;
@@ -94,6 +112,22 @@ Table avx2_table() {
   t[static_cast<size_t>(DType::kQ4_K)].vec_dot_tile = vec_dot_tile_q4_k_avx2;
   t[static_cast<size_t>(DType::kQ5_K)].vec_dot_tile = vec_dot_tile_q5_k_avx2;
   t[static_cast<size_t>(DType::kQ6_K)].vec_dot_tile = vec_dot_tile_q6_k_avx2;
+  struct Sparse {
+    DType d;
+    VecDotFn vd;
+    VecDotRowsFn rows;
+    VecDotWRowsFn wrows;
+  };
+  for (const Sparse& s : {Sparse{DType::kF32_2of4, vec_dot_f32_2of4_avx2,
+                                 vec_dot_rows_f32_2of4_avx2, vec_dot_wrows_f32_2of4_avx2},
+                          Sparse{DType::kF16_2of4, vec_dot_f16_2of4_avx2,
+                                 vec_dot_rows_f16_2of4_avx2, vec_dot_wrows_f16_2of4_avx2},
+                          Sparse{DType::kBF16_2of4, vec_dot_bf16_2of4_avx2,
+                                 vec_dot_rows_bf16_2of4_avx2, vec_dot_wrows_bf16_2of4_avx2}}) {
+    patch(s.d, nullptr, nullptr, s.vd);
+    t.at(slot(s.d)).vec_dot_rows = s.rows;
+    t.at(slot(s.d)).vec_dot_wrows = s.wrows;
+  }
   if (avx512_active()) {
     patch(DType::kF32, nullptr, nullptr, vec_dot_f32_avx512);
     t[static_cast<size_t>(DType::kF32)].vec_dot_wrows = vec_dot_wrows_f32_avx512;
@@ -111,8 +145,8 @@ const Table& table(Isa isa) {
 
 const TypeKernels& lookup(DType t, Isa isa) {
   const auto id = static_cast<size_t>(t);
-  if (id < kMaxTypeId) {
-    const TypeKernels& k = table(isa)[id];
+  if (slot(t) < kSlots) {
+    const TypeKernels& k = table(isa)[slot(t)];
     if (k.vec_dot != nullptr) return k;
   }
   throw Error("[quant] no CPU kernels for dtype " + std::to_string(id) + " (" +
@@ -130,14 +164,14 @@ const TypeKernels& kernels(DType t, Isa isa) {
 const TypeKernels& kernels(DType t) {
   // The hot path (every matmul asks): the active table is looked up once.
   static const Table& active = table(active_isa());
-  const auto id = static_cast<size_t>(t);
-  if (id < kMaxTypeId && active[id].vec_dot != nullptr) return active[id];
+  const size_t i = slot(t);
+  if (i < kSlots && active[i].vec_dot != nullptr) return active[i];
   return lookup(t, active_isa());  // throws with the type's name
 }
 
 bool has_kernels(DType t) {
-  const auto id = static_cast<size_t>(t);
-  return id < kMaxTypeId && table(Isa::kScalar)[id].vec_dot != nullptr;
+  const size_t i = slot(t);
+  return i < kSlots && table(Isa::kScalar)[i].vec_dot != nullptr;
 }
 
 void quantize_row(DType t, const float* x, void* y, int64_t n) {
