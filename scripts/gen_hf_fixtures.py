@@ -12,7 +12,8 @@ transformers' save_pretrained lays them out:
 
   config.json             LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / GPT2LMHeadModel
   model.safetensors       F32, or for llama_untied two shards model-0000{1,2}-of-00002.safetensors
-                          and model.safetensors.index.json (its weight_map)
+                          and model.safetensors.index.json (its weight_map); qwen3_bf16 is
+                          qwen3 with every tensor rounded to BF16 by torch
   tokenizer.json          byte-level BPE (qwen2, qwen3, gpt2: the Qwen2 and GPT-2 pre-tokenizers)
                           or SentencePiece-style BPE with byte_fallback (llama), over the same
                           tokens as the GGUF fixture's vocabulary
@@ -47,6 +48,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 20240611
 NAMES = ["llama_gqa_tied", "llama_untied", "qwen2", "qwen3", "gpt2"]
 SHARDED = {"llama_untied"}
+# Also written with every tensor in BF16 (torch's rounding), as NAME_bf16.
+BF16 = {"qwen3"}
 
 # Qwen2's pre-tokenizer regex, as its tokenizer.json holds it.
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
@@ -56,11 +59,15 @@ CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['cont
                  "{% endif %}")
 
 
-def safetensors_bytes(tensors):
+def safetensors_bytes(tensors, dtype="F32"):
     header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
     for name, t in tensors.items():
-        data = np.ascontiguousarray(t.numpy().astype("<f4")).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
+        if dtype == "BF16":  # torch's own float32 -> bfloat16 rounding, its bits as int16
+            data = t.to(torch.float32).to(torch.bfloat16).contiguous().view(torch.int16)
+            data = data.numpy().astype("<i2").tobytes()
+        else:
+            data = np.ascontiguousarray(t.numpy().astype("<f4")).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -286,6 +293,14 @@ def main():
         write_json(os.path.join(d, "tokenizer_config.json"), tc)
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
         print(f"{cfg['name']:15s} {len(tensors):3d} tensors  {size:7d} B  -> {d}")
+        if cfg["name"] in BF16:
+            b = d + "_bf16"
+            os.makedirs(b, exist_ok=True)
+            for f in os.listdir(d):
+                if f != "model.safetensors":
+                    write(os.path.join(b, f), open(os.path.join(d, f), "rb").read())
+            write(os.path.join(b, "model.safetensors"), safetensors_bytes(tensors, "BF16"))
+            print(f"{cfg['name'] + '_bf16':15s} {len(tensors):3d} tensors (BF16)  -> {b}")
 
 
 if __name__ == "__main__":

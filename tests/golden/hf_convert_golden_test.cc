@@ -185,6 +185,51 @@ TEST(HfConvert, DefaultTypeAndQuantization) {
   EXPECT_EQ(q8.value()->get_int("general.file_type"), 7);  // MOSTLY_Q8_0
 }
 
+// qwen3_bf16 is qwen3 rounded to BF16 by torch (scripts/gen_hf_fixtures.py): converted with the
+// default type, every matrix must hold the bits nexus's own rounding gives the F32 weights (both
+// round to nearest even), every vector the same values widened to F32, and the model must run.
+TEST(HfConvert, TorchBf16CheckpointMatchesNexusRounding) {
+  auto got = convert(hf_dir("qwen3_bf16"), std::nullopt);
+  ASSERT_TRUE(got) << got.status().message();
+  const GgufFile& g = *got.value();
+  EXPECT_EQ(g.get_int("general.file_type"), 32);  // MOSTLY_BF16
+  auto want = GgufFile::open(model_path("qwen3", ".gguf"));
+  ASSERT_TRUE(want) << want.status().message();
+  ASSERT_EQ(g.tensors().size(), want->tensors().size());
+  for (const GgufTensorInfo& w : want->tensors()) {
+    SCOPED_TRACE(w.name);
+    const GgufTensorInfo* t = g.find_tensor(w.name);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->dtype, w.shape.size() >= 2 ? DType::kBF16 : DType::kF32);
+    size_t bad = 0;
+    for (size_t i = 0; i < w.nbytes / 4; ++i) {
+      float x;
+      std::memcpy(&x, w.data + 4 * i, 4);
+      if (t->dtype == DType::kBF16) {
+        uint16_t v;
+        std::memcpy(&v, t->data + 2 * i, 2);
+        bad += v != f32_to_bf16(x);
+      } else {
+        float y;
+        std::memcpy(&y, t->data + 4 * i, 4);
+        bad += y != bf16_to_f32(f32_to_bf16(x));
+      }
+    }
+    EXPECT_EQ(bad, 0u);
+  }
+  auto model = Model::from_gguf(got.value());
+  ASSERT_TRUE(model) << model.status().message();
+  ContextOptions o;
+  o.n_ctx = 16;
+  auto ctx = Context::create(**model, o);
+  ASSERT_TRUE(ctx) << ctx.status().message();
+  Batch b;
+  for (int32_t p = 0; p < 4; ++p) b.add(p + 10, p, 0, true);
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->decode(b, &logits));
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
 // A checkpoint stored in BF16 (or F16) converts to BF16 (F16) matrices by default, each value the
 // checkpoint's; vectors become F32 holding the same values.
 class HfConvertHalf : public ::testing::TestWithParam<DType> {};
