@@ -2,6 +2,7 @@
 // change a GGUF's weight type. The output is written atomically (temporary file, fsync, rename).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "command.h"
@@ -45,8 +46,13 @@ int convert_main(int argc, char** argv) {
     return fail("convert", "--tokenizer only applies to --llama2c", kUsageError);
   if (!input.empty() && type_name.empty())
     return fail("convert", "-i needs --type (f32, f16, bf16, q8_0, q4_0, q4_k, ...)", kUsageError);
-  if (auto m = overwrites_source(output, {input, llama2c, tokenizer}))
-    return fail("convert", *m, kUsageError);
+  std::vector<std::string> sources = {input, llama2c, tokenizer};
+  if (!hf.empty()) {  // every file of the checkpoint folder is an input
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(hf, ec))
+      if (e.is_regular_file(ec)) sources.push_back(e.path().string());
+  }
+  if (auto m = overwrites_source(output, sources)) return fail("convert", *m, kUsageError);
   std::optional<DType> type;
   if (!type_name.empty()) {
     type = dtype_from_name(type_name);

@@ -119,6 +119,13 @@ TEST_F(ConvertHf, UsageErrors) {
               quoted(path("o.gguf")));
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_FALSE(fs::exists(path("o.gguf")));
+  // The output may not replace a file of the checkpoint.
+  const std::string ck = copy_fixture("qwen2");
+  const auto before = fs::file_size(ck + "/model.safetensors");
+  r = run_cli("convert --hf " + quoted(ck) + " -o " + quoted(ck + "/./model.safetensors"));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.err.find("would replace the input"), std::string::npos) << r.err;
+  EXPECT_EQ(fs::file_size(ck + "/model.safetensors"), before);
 }
 
 TEST_F(ConvertHf, MissingFolderOrConfig) {
