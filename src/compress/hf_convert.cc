@@ -83,11 +83,12 @@ Hparams read_hparams(const json& c) {
   if (h.hf_arch == "LlamaForCausalLM") h.arch = "llama";
   if (h.hf_arch == "Qwen2ForCausalLM") h.arch = "qwen2";
   if (h.hf_arch == "Qwen3ForCausalLM") h.arch = "qwen3";
-  if (h.hf_arch == "GPT2LMHeadModel") h.arch = "gpt2";
+  // GPT2Model is the same network without its head, which GPT2LMHeadModel ties to wte anyway.
+  if (h.hf_arch == "GPT2LMHeadModel" || h.hf_arch == "GPT2Model") h.arch = "gpt2";
   if (h.arch.empty())
     throw ConfigError{"architecture '" + h.hf_arch +
                       "' is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-                      "Qwen3ForCausalLM, GPT2LMHeadModel)"};
+                      "Qwen3ForCausalLM, GPT2LMHeadModel, GPT2Model)"};
   h.vocab = get_int(c, "vocab_size");
   if (h.arch == "gpt2") {
     h.dim = get_int(c, "n_embd");
@@ -269,12 +270,26 @@ Result<HfConvertResult> convert_hf(const std::string& dir, const HfConvertOption
     return Status::error(dir + ": head_dim " + std::to_string(h.head_dim) +
                          " is odd (RoPE rotates pairs)");
 
-  auto tok_text = read_json_file(root / "tokenizer.json", true, dir);
-  if (!tok_text)
-    return Status::error(tok_text.status().message() +
-                         " (nexus reads the vocabulary from tokenizer.json only)");
   auto tok_config = read_json_file(root / "tokenizer_config.json", false, dir);
   if (!tok_config) return tok_config.status();
+  Result<std::string> tok_text = std::string();
+  if (!fs::exists(root / "tokenizer.json", ec) && fs::exists(root / "vocab.json", ec) &&
+      fs::exists(root / "merges.txt", ec)) {
+    // The slow GPT-2 tokenizer's files, as older GPT-2 checkpoints ship them.
+    auto vocab = read_file((root / "vocab.json").string());
+    if (!vocab) return vocab.status();
+    auto merges = read_file((root / "merges.txt").string());
+    if (!merges) return merges.status();
+    tok_text = gpt2_tokenizer_json(vocab.value(), merges.value(), tok_config.value(),
+                                   (root / "vocab.json").string());
+  } else {
+    tok_text = read_json_file(root / "tokenizer.json", true, dir);
+    if (!tok_text)
+      return Status::error(tok_text.status().message() +
+                           " (nexus reads the vocabulary from tokenizer.json, or GPT-2's "
+                           "vocab.json and merges.txt)");
+  }
+  if (!tok_text) return tok_text.status();
   auto jinja = read_json_file(root / "chat_template.jinja", false, dir);
   if (!jinja) return jinja.status();
 

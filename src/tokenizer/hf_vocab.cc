@@ -252,4 +252,57 @@ Result<HfVocabSummary> add_hf_vocab(std::string_view tokenizer_json, std::string
   return sum;
 }
 
+Result<std::string> gpt2_tokenizer_json(std::string_view vocab_json, std::string_view merges_txt,
+                                        std::string_view config_json, const std::string& name) {
+  try {
+    const json config = config_json.empty() ? json::object() : json::parse(config_json);
+    const json* cls = member(config, "tokenizer_class");
+    const std::string klass = cls != nullptr && cls->is_string() ? cls->get<std::string>() : "";
+    if (klass != "GPT2Tokenizer" && klass != "GPT2TokenizerFast")
+      bad("vocab.json + merges.txt are read only for tokenizer_class GPT2Tokenizer, not '" + klass +
+          "'");
+    json vocab = json::parse(vocab_json);
+    if (!vocab.is_object()) bad("vocab.json is not an object");
+    json merges = json::array();
+    size_t pos = 0, line_no = 0;
+    while (pos < merges_txt.size()) {
+      size_t end = merges_txt.find('\n', pos);
+      if (end == std::string_view::npos) end = merges_txt.size();
+      std::string_view line = merges_txt.substr(pos, end - pos);
+      pos = end + 1;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty() || (line_no++ == 0 && line.substr(0, 8) == "#version")) continue;
+      const size_t sp = line.find(' ');
+      if (sp == 0 || sp == std::string_view::npos ||
+          line.find(' ', sp + 1) != std::string_view::npos)
+        bad("merges.txt line " + std::to_string(line_no) + " is not \"a b\"");
+      merges.push_back(std::string(line));
+    }
+    json added = json::array();
+    if (const json* dec = member(config, "added_tokens_decoder");
+        dec != nullptr && dec->is_object())
+      for (const auto& [id, tok] : dec->items()) {
+        const json* content = member(tok, "content");
+        if (content == nullptr || !content->is_string())
+          bad("added token " + id + " has no content");
+        added.push_back({{"id", std::stoll(id)},
+                         {"content", *content},
+                         {"special", flag(tok, "special", false)}});
+      }
+    const json t = {{"added_tokens", added},
+                    {"pre_tokenizer",
+                     {{"type", "ByteLevel"},
+                      {"add_prefix_space", flag(config, "add_prefix_space", false)},
+                      {"use_regex", true}}},
+                    {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+    return t.dump();
+  } catch (const JsonError& e) {
+    return Status::error("[tokenizer] " + name + ": " + e.what);
+  } catch (const json::exception& e) {
+    return Status::error("[tokenizer] " + name + ": invalid JSON: " + e.what());
+  } catch (const std::exception& e) {
+    return Status::error("[tokenizer] " + name + ": " + e.what());
+  }
+}
+
 }  // namespace nexus

@@ -93,6 +93,22 @@ TEST_F(ConvertHf, ConvertsWithProgressAndRuns) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// The real checkpoint transformers wrote (tests/fixtures/hf/lm_buddy_tiny_gpt2): greedy `nexus run`
+// continues " lower" with the tokens scripts/gen_hf_real_reference.py's PyTorch forward pass
+// chose (ids 2 2 2 2 8 8 8 8 8 8: "w" and "d" in its 21-token vocabulary).
+TEST_F(ConvertHf, RealTinyGpt2GeneratesThePyTorchGreedyText) {
+  const std::string out = path("tiny.gguf");
+  auto r = run_cli("convert --hf " + quoted(fixture("lm_buddy_tiny_gpt2")) + " -o " + quoted(out) +
+                   " --type f32");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("h.0.attn.c_attn.weight F32 [2, 6] -> blk.0.attn_qkv.weight (transposed)"),
+            std::string::npos)
+      << r.err;
+  r = run_cli("run -m " + quoted(out) + " -p ' lower' -n 10 --temp 0 --ignore-eos");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.out.find(" lowerwwwwdddddd"), std::string::npos) << r.out;
+}
+
 TEST_F(ConvertHf, GPT2AndShardedLlamaDefaultToF16) {
   for (const char* name : {"gpt2", "llama_untied"}) {
     SCOPED_TRACE(name);

@@ -5,6 +5,7 @@
 // and BF16 / F16 checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -228,6 +229,92 @@ TEST(HfConvert, TorchBf16CheckpointMatchesNexusRounding) {
   std::vector<float> logits;
   ASSERT_TRUE((*ctx)->decode(b, &logits));
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+// A real checkpoint written by transformers and the safetensors library (mozilla-ai/lm-buddy's
+// tiny GPT2Model, tests/fixtures/hf/lm_buddy_tiny_gpt2, with GPT-2's slow tokenizer files): its
+// logits and greedy continuation against scripts/gen_hf_real_reference.py's PyTorch forward pass.
+TEST(HfConvertReal, LmBuddyTinyGpt2) {
+  const std::string dir = hf_dir("lm_buddy_tiny_gpt2");
+  auto st = SafetensorsFile::open(dir + "/model.safetensors");
+  ASSERT_TRUE(st) << st.status().message();
+  EXPECT_EQ(st->tensors().size(), 16u);
+  EXPECT_EQ(st->metadata().at("format"), "pt");
+  ASSERT_NE(st->find("h.0.attn.c_attn.weight"), nullptr);
+  EXPECT_EQ(st->find("h.0.attn.c_attn.weight")->shape, (std::vector<int64_t>{2, 6}));
+
+  auto got = convert(dir, DType::kF32);
+  ASSERT_TRUE(got) << got.status().message();
+  const GgufFile& g = *got.value();
+  EXPECT_EQ(g.get_string("general.architecture"), "gpt2");
+  EXPECT_EQ(g.get_int("gpt2.context_length"), 1024);
+  EXPECT_EQ(g.get_int("gpt2.feed_forward_length"), 8);
+  EXPECT_EQ(g.find_tensor("output.weight"), nullptr);
+  ASSERT_NE(g.find_tensor("blk.0.attn_qkv.weight"), nullptr);
+  EXPECT_EQ(g.find_tensor("blk.0.attn_qkv.weight")->shape, (std::vector<int64_t>{6, 2}));
+  EXPECT_EQ(g.get_string("tokenizer.ggml.pre"), "gpt-2");
+  EXPECT_EQ(g.get_int("tokenizer.ggml.bos_token_id"), 20);
+  EXPECT_EQ(g.get_int("tokenizer.ggml.unknown_token_id"), 19);
+  EXPECT_EQ(g.get_int("tokenizer.ggml.add_bos_token"), 0);
+  auto tok = Tokenizer::from_gguf(g);
+  ASSERT_TRUE(tok) << tok.status().message();
+  // transformers' own GPT-2 tokenizer test: " lower newer" in this vocabulary.
+  EXPECT_EQ((*tok)->encode(" lower newer", false), (std::vector<int32_t>{14, 15, 10, 9, 3, 2, 15}));
+
+  auto model = Model::from_gguf(got.value());
+  ASSERT_TRUE(model) << model.status().message();
+  auto ref = test::read_reference(test::fixtures_dir() + "/hf/lm_buddy_tiny_gpt2.logits.bin");
+  ASSERT_TRUE(ref) << ref.status().message();
+  ContextOptions o;
+  o.n_ctx = 32;
+  o.n_seq = 2;
+  o.kv_type = DType::kF32;
+  auto ctx = Context::create(**model, o);
+  ASSERT_TRUE(ctx) << ctx.status().message();
+  Batch b;
+  for (int s = 0; s < 2; ++s)
+    for (size_t p = 0; p < ref->tokens[s].size(); ++p)
+      b.add(ref->tokens[s][p], static_cast<int32_t>(p), s, true);
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->decode(b, &logits));
+  // The logits are small (|logit| < 0.08, the model is untrained), so the bound is absolute and
+  // tight: float32 rounding of the forward pass is ~1e-8 here.
+  size_t row = 0, bad = 0;
+  double worst = 0;
+  for (int s = 0; s < 2; ++s)
+    for (size_t p = 0; p < ref->tokens[s].size(); ++p, ++row)
+      for (int32_t v = 0; v < ref->n_vocab; ++v) {
+        const double err =
+            std::fabs(logits[row * ref->n_vocab + v] - ref->row(s, static_cast<int>(p))[v]);
+        worst = std::max(worst, err);
+        bad += !(err <= 1e-6);
+      }
+  std::printf("  lm_buddy_tiny_gpt2 max |err| %.3g over %zu rows\n", worst, row);
+  EXPECT_EQ(bad, 0u) << "worst |err| " << worst;
+
+  // Greedy decoding from the prompt the reference continued.
+  std::ifstream in(test::fixtures_dir() + "/hf/lm_buddy_tiny_gpt2.json");
+  const json j = json::parse(in);
+  const auto prompt = j.at("greedy_prompt").get<std::vector<int32_t>>();
+  const auto want = j.at("greedy").get<std::vector<int32_t>>();
+  ContextOptions o1;
+  o1.n_ctx = 32;
+  auto c1 = Context::create(**model, o1);
+  ASSERT_TRUE(c1) << c1.status().message();
+  b.clear();
+  for (size_t p = 0; p < prompt.size(); ++p)
+    b.add(prompt[p], static_cast<int32_t>(p), 0, p + 1 == prompt.size());
+  std::vector<int32_t> greedy;
+  for (size_t step = 0; step < want.size(); ++step) {
+    ASSERT_TRUE((*c1)->decode(b, &logits));
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.end() - ref->n_vocab, logits.end()) -
+                             (logits.end() - ref->n_vocab));
+    greedy.push_back(next);
+    b.clear();
+    b.add(next, static_cast<int32_t>(prompt.size() + step), 0, true);
+  }
+  EXPECT_EQ(greedy, want);
 }
 
 // A checkpoint stored in BF16 (or F16) converts to BF16 (F16) matrices by default, each value the

@@ -37,4 +37,12 @@ Result<HfVocabSummary> add_hf_vocab(std::string_view tokenizer_json, std::string
                                     std::string_view chat_template, int64_t n_vocab,
                                     const std::string& name, GgufWriter& w);
 
+// The tokenizer.json equivalent of a checkpoint that ships the slow GPT-2 tokenizer's files
+// (vocab.json, merges.txt) instead: byte-level BPE with GPT-2's pre-tokenizer, the merges in file
+// order (a "#version" first line skipped), and tokenizer_config.json's added_tokens_decoder as the
+// added tokens. Only for tokenizer_class GPT2Tokenizer(Fast): other slow tokenizers that use the
+// same files (Qwen2Tokenizer) split text differently, so they are refused by name.
+Result<std::string> gpt2_tokenizer_json(std::string_view vocab_json, std::string_view merges_txt,
+                                        std::string_view config_json, const std::string& name);
+
 }  // namespace nexus
