@@ -237,7 +237,8 @@ std::vector<uint8_t> rearrange(const SafetensorsTensor& t, const TensorSpec& spe
   return out;
 }
 
-Result<std::string> read_json_file(const fs::path& p, bool required, const std::string& dir) {
+// The text of a file of the checkpoint folder; "" when it is absent and not `required`.
+Result<std::string> read_folder_file(const fs::path& p, bool required, const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(p, ec)) {
     if (required) return Status::error("no " + p.filename().string() + " in '" + dir + "'");
@@ -253,7 +254,7 @@ Result<HfConvertResult> convert_hf(const std::string& dir, const HfConvertOption
   if (!fs::is_directory(dir, ec))
     return Status::error("'" + dir + "' is not a directory (a Hugging Face checkpoint folder)");
   const fs::path root(dir);
-  auto config_text = read_json_file(root / "config.json", true, dir);
+  auto config_text = read_folder_file(root / "config.json", true, dir);
   if (!config_text) return config_text.status();
   json config;
   Hparams h;
@@ -270,7 +271,7 @@ Result<HfConvertResult> convert_hf(const std::string& dir, const HfConvertOption
     return Status::error(dir + ": head_dim " + std::to_string(h.head_dim) +
                          " is odd (RoPE rotates pairs)");
 
-  auto tok_config = read_json_file(root / "tokenizer_config.json", false, dir);
+  auto tok_config = read_folder_file(root / "tokenizer_config.json", false, dir);
   if (!tok_config) return tok_config.status();
   Result<std::string> tok_text = std::string();
   if (!fs::exists(root / "tokenizer.json", ec) && fs::exists(root / "vocab.json", ec) &&
@@ -283,14 +284,14 @@ Result<HfConvertResult> convert_hf(const std::string& dir, const HfConvertOption
     tok_text = gpt2_tokenizer_json(vocab.value(), merges.value(), tok_config.value(),
                                    (root / "vocab.json").string());
   } else {
-    tok_text = read_json_file(root / "tokenizer.json", true, dir);
+    tok_text = read_folder_file(root / "tokenizer.json", true, dir);
     if (!tok_text)
       return Status::error(tok_text.status().message() +
                            " (nexus reads the vocabulary from tokenizer.json, or GPT-2's "
                            "vocab.json and merges.txt)");
   }
   if (!tok_text) return tok_text.status();
-  auto jinja = read_json_file(root / "chat_template.jinja", false, dir);
+  auto jinja = read_folder_file(root / "chat_template.jinja", false, dir);
   if (!jinja) return jinja.status();
 
   auto ckpt = SafetensorsCheckpoint::open(dir);
