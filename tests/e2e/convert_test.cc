@@ -164,7 +164,7 @@ TEST_F(Convert, ErrorsAreOneLineWithExitCodes) {
   const Case cases[] = {
       {"", 2, "-o OUT.gguf is required"},
       {"--bogus -o " + out, 2, "The following argument was not expected: --bogus"},
-      {"-o " + out, 2, "give exactly one of --llama2c MODEL.bin or -i IN.gguf"},
+      {"-o " + out, 2, "give exactly one of --hf DIR, --llama2c MODEL.bin or -i IN.gguf"},
       {"-i " + quoted(src) + " --llama2c x -o " + out, 2, "give exactly one of"},
       {"--llama2c x -o " + out, 2, "--llama2c needs --tokenizer"},
       {"-i " + quoted(src) + " --tokenizer t -o " + out + " --type f16", 2,
