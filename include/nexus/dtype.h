@@ -34,14 +34,18 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
-  // nexus-internal, never in a file: Q4_0, Q5_0, Q4_K, Q6_K and Q8_0 matmul weights repacked at load in
-  // groups of eight rows (layouts in src/backends/cpu/repack.h). Same sizes as their file types;
-  // ids >= kFirstInternalDType.
+  // nexus-internal, never in a file: Q4_0, Q5_0, Q4_K, Q6_K and Q8_0 matmul weights repacked at
+  // load in groups of eight rows (layouts in src/backends/cpu/repack.h). Same sizes as their file
+  // types; ids >= kFirstInternalDType.
   kQ4_0x8 = 1002,
   kQ4_Kx8 = 1003,
   kQ6_Kx8 = 1004,
   kQ8_0x8 = 1005,
   kQ5_0x8 = 1006,
+  // Q8_0 matrices of a W8A8 file (one scale per row) repacked at load for the int8 x int8 GEMM:
+  // sixteen rows interleaved, codes offset to unsigned (layout in src/backends/cpu/gemm_w8a8.h).
+  // Same size as Q8_0.
+  kW8A8 = 1010,
 };
 
 // Ids from here on are in-memory layouts: dtype_traits(id) and dtype_from_name do not know them.

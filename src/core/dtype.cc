@@ -18,7 +18,7 @@ struct Entry {
 
 // Block layouts follow ggml's (bit-exact with GGUF files written by llama.cpp).
 // clang-format off
-constexpr std::array<Entry, 25> kTable = {{
+constexpr std::array<Entry, 26> kTable = {{
     {0, {"F32", 1, 4, false, true}},
     {1, {"F16", 1, 2, false, true}},
     {2, {"Q4_0", 32, 18, true, true}},
@@ -44,6 +44,7 @@ constexpr std::array<Entry, 25> kTable = {{
     {1004, {"Q6_Kx8", 256, 210, true, true}},
     {1005, {"Q8_0x8", 32, 34, true, true}},
     {1006, {"Q5_0x8", 32, 22, true, true}},
+    {1010, {"W8A8", 32, 34, true, true}},
 }};
 // clang-format on
 

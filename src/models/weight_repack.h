@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "nexus/model.h"
@@ -14,6 +15,12 @@ struct RepackStats {
   int tensors = 0;      // distinct tensors repacked (a tied table counts once)
   size_t bytes = 0;     // bytes copied
   size_t released = 0;  // mapped source bytes handed back to the OS
+};
+
+// The matrices of a W8A8 file and the activation scale of each (0: per token), by the data
+// pointer of the loaded (file) tensor.
+struct W8A8Plan {
+  std::map<const void*, float> act_scale;
 };
 
 // True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).
@@ -40,6 +47,10 @@ struct MappedSource {
 // mapped for a copied tensor. The copies live in one allocation (2 MiB aligned and advised for
 // transparent huge pages). Without a source (weights in ordinary memory, whose contents
 // MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
-RepackStats repack_weights(ModelWeights& w, const MappedSource* source);
+//
+// With a `w8a8` plan (a W8A8 file: model_loader.cc), the Q8_0 matrices it names take the W8A8
+// layout instead (backends/cpu/gemm_w8a8.h: rows >= 16, k >= 64), with their activation scales.
+RepackStats repack_weights(ModelWeights& w, const MappedSource* source,
+                           const W8A8Plan* w8a8 = nullptr);
 
 }  // namespace nexus
