@@ -32,14 +32,14 @@ struct MixRow {
 };
 
 constexpr MixRow kMixes[] = {
-    {"F32", DType::kF32, false, 0},         {"F16", DType::kF16, false, 1},
-    {"BF16", DType::kBF16, false, 32},      {"Q8_0", DType::kQ8_0, false, 7},
-    {"Q4_0", DType::kQ4_0, false, 2},       {"Q4_1", DType::kQ4_1, false, 3},
-    {"Q5_0", DType::kQ5_0, false, 8},       {"Q5_1", DType::kQ5_1, false, 9},
-    {"Q2_K", DType::kQ2_K, true, 10},       {"Q3_K_S", DType::kQ3_K, false, 11},
-    {"Q3_K_M", DType::kQ3_K, true, 12},     {"Q4_K_S", DType::kQ4_K, false, 14},
-    {"Q4_K_M", DType::kQ4_K, true, 15},     {"Q5_K_S", DType::kQ5_K, false, 16},
-    {"Q5_K_M", DType::kQ5_K, true, 17},     {"Q6_K", DType::kQ6_K, false, 18},
+    {"F32", DType::kF32, false, 0},       {"F16", DType::kF16, false, 1},
+    {"BF16", DType::kBF16, false, 32},    {"Q8_0", DType::kQ8_0, false, 7},
+    {"Q4_0", DType::kQ4_0, false, 2},     {"Q4_1", DType::kQ4_1, false, 3},
+    {"Q5_0", DType::kQ5_0, false, 8},     {"Q5_1", DType::kQ5_1, false, 9},
+    {"Q2_K", DType::kQ2_K, true, 10},     {"Q3_K_S", DType::kQ3_K, false, 11},
+    {"Q3_K_M", DType::kQ3_K, true, 12},   {"Q4_K_S", DType::kQ4_K, false, 14},
+    {"Q4_K_M", DType::kQ4_K, true, 15},   {"Q5_K_S", DType::kQ5_K, false, 16},
+    {"Q5_K_M", DType::kQ5_K, true, 17},   {"Q6_K", DType::kQ6_K, false, 18},
     {"W8A8", DType::kQ8_0, false, 7, true},
 };
 
