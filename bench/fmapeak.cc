@@ -1,5 +1,7 @@
 // nexus_fmapeak: f32 FMA peak, the ceiling of prompt processing. Each thread runs independent FMA
 // chains held in registers (enough chains to cover FMA latency x ports); best of N passes.
+// --isa vnni: the int8 peak instead (512-bit vpdpbusd chains, the W8A8 GEMM's instruction; an
+// int8 multiply-add counts as 2 ops).
 #include <immintrin.h>
 
 #include <CLI/CLI.hpp>
@@ -74,6 +76,45 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
 
 #undef NEXUS_FMA4
 
+// acc += u8 x s8 products of a and b, four per lane (inline assembly: GCC 12 copies the
+// accumulators of _mm512_dpbusd_epi32 chains through the stack).
+#define NEXUS_DP(acc) asm("vpdpbusd %1, %2, %0" : "+v"(acc) : "v"(a), "v"(b))
+
+__attribute__((target("avx512f,avx512vnni"))) float dpbusd_avx512(int64_t iters) {
+  static_assert(kChainsAvx512 == 16);
+  __m512i c0 = _mm512_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
+          c8 = c0, c9 = c0, c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(1);
+  for (int64_t i = 0; i < iters; ++i) {
+    NEXUS_DP(c0);
+    NEXUS_DP(c1);
+    NEXUS_DP(c2);
+    NEXUS_DP(c3);
+    NEXUS_DP(c4);
+    NEXUS_DP(c5);
+    NEXUS_DP(c6);
+    NEXUS_DP(c7);
+    NEXUS_DP(c8);
+    NEXUS_DP(c9);
+    NEXUS_DP(c10);
+    NEXUS_DP(c11);
+    NEXUS_DP(c12);
+    NEXUS_DP(c13);
+    NEXUS_DP(c14);
+    NEXUS_DP(c15);
+  }
+  const __m512i s = _mm512_add_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+                       _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7))),
+      _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)),
+                       _mm512_add_epi32(_mm512_add_epi32(c12, c13), _mm512_add_epi32(c14, c15))));
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  return static_cast<float>(std::accumulate(lanes, lanes + 16, int64_t{0}));
+}
+
+#undef NEXUS_DP
+
 float fma_scalar(int64_t iters) {
   float a[kChainsAvx2];
   for (int k = 0; k < kChainsAvx2; ++k) a[k] = 0.001f * k;
@@ -97,27 +138,30 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("-i,--iters", iters, "loop iterations per thread and pass")
       ->check(CLI::PositiveNumber);
-  app.add_option("--isa", isa, "auto | avx512 | avx2 | scalar")
-      ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+  app.add_option("--isa", isa, "auto | avx512 | avx2 | scalar | vnni (int8 vpdpbusd)")
+      ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar", "vnni"}));
   app.add_flag("--json", json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
 
   const bool has512 = __builtin_cpu_supports("avx512f");
   const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (isa == "auto") isa = has512 ? "avx512" : has2 ? "avx2" : "scalar";
-  if ((isa == "avx512" && !has512) || (isa == "avx2" && !has2)) {
+  const bool has_vnni = has512 && __builtin_cpu_supports("avx512vnni");
+  if ((isa == "avx512" && !has512) || (isa == "avx2" && !has2) || (isa == "vnni" && !has_vnni)) {
     std::fprintf(stderr, "nexus_fmapeak: error: this CPU does not support %s\n", isa.c_str());
     return 1;
   }
   // Flops per iteration: chains x lanes x 2.
-  const double flops_per_iter = isa == "avx512" ? kChainsAvx512 * 16 * 2.0
-                                : isa == "avx2" ? kChainsAvx2 * 8 * 2.0
-                                                : kChainsAvx2 * 2.0;
+  const double flops_per_iter = isa == "vnni"     ? kChainsAvx512 * 64 * 2.0
+                                : isa == "avx512" ? kChainsAvx512 * 16 * 2.0
+                                : isa == "avx2"   ? kChainsAvx2 * 8 * 2.0
+                                                  : kChainsAvx2 * 2.0;
   std::vector<float> sink(threads);
   const std::vector<double> secs = nexus::bench::timed_passes(threads, passes, [&](int t) {
-    sink[t] += isa == "avx512" ? fma_avx512(iters)
-               : isa == "avx2" ? fma_avx2(iters)
-                               : fma_scalar(iters);
+    sink[t] += isa == "vnni"     ? dpbusd_avx512(iters)
+               : isa == "avx512" ? fma_avx512(iters)
+               : isa == "avx2"   ? fma_avx2(iters)
+                                 : fma_scalar(iters);
   });
   const double flops = flops_per_iter * static_cast<double>(iters) * threads;
   std::vector<double> gflops;
@@ -139,10 +183,9 @@ int main(int argc, char** argv) {
     j["checksum"] = std::accumulate(sink.begin(), sink.end(), 0.0);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf(
-        "f32 FMA peak: %.1f GFLOP/s best (%.1f per thread), %.1f mean (%d threads, %s, "
-        "%d passes)\n",
-        best, best / threads, mean, threads, isa.c_str(), passes);
+    std::printf("%s peak: %.1f %s best (%.1f per thread), %.1f mean (%d threads, %s, %d passes)\n",
+                isa == "vnni" ? "int8 dot" : "f32 FMA", best, isa == "vnni" ? "GOP/s" : "GFLOP/s",
+                best / threads, mean, threads, isa.c_str(), passes);
   }
   return 0;
 }

@@ -2,15 +2,17 @@
 // (2 * tokens * rows * k per call) to set against the FMA peak (nexus_fmapeak): the f32 GEMM path
 // (F32, F16 and BF16 on our AVX2 GEMM where prefill_on_our_gemm, else sgemm; NEXUS_NO_F32_GEMM=1
 // gives sgemm; Q8_0/Q4_K in their file layout on sgemm) and the integer kernels of the layouts
-// repacked at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas). Parity:
+// repacked at load (Q4_0x8, Q8_0x8, Q4_Kx8; matmul_on_blas), and W8A8's int8 GEMM (GOP/s: the
+// same count, int8 multiply-adds; its activations quantized per token inside the call). Parity:
 // tests/parity/matmul_parity_test.cc, gemm_f32_parity_test.cc, repack_parity_test.cc,
-// repack_x8_parity_test.cc.
+// repack_x8_parity_test.cc, w8a8_parity_test.cc.
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gemm_w8a8.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
 #include "nexus/core/allocator.h"
@@ -32,7 +34,14 @@ void BM_PrefillGemm(benchmark::State& state) {
   const cpu::RepackedLayout* packed = cpu::layout_of_packed(t);
   const DType file_type = packed != nullptr ? packed->base : t;
   std::vector<uint8_t> bytes(row_bytes(file_type, rows * k));
-  cpu::quantize_row(file_type, wf.data(), bytes.data(), rows * k);
+  if (t == DType::kW8A8) {  // one scale a row as `nexus quantize ... W8A8`, then repacked
+    std::vector<uint8_t> src(bytes.size());
+    for (int64_t r = 0; r < rows; ++r)
+      cpu::quantize_row_w8a8(wf.data() + r * k, src.data() + r * row_bytes(DType::kQ8_0, k), k);
+    cpu::repack_w8a8(src.data(), bytes.data(), rows, k, 0.0f);
+  } else {
+    cpu::quantize_row(file_type, wf.data(), bytes.data(), rows * k);
+  }
   if (packed != nullptr) {
     std::vector<uint8_t> src = bytes;
     packed->repack(src.data(), bytes.data(), rows, k);
@@ -57,7 +66,7 @@ void prefill_args(benchmark::internal::Benchmark* b) {
   // (1024x3072).
   const int64_t shapes[][2] = {{288, 288}, {768, 288}, {2048, 1024}, {1024, 3072}};
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_K,
-                  DType::kQ4_0x8, DType::kQ8_0x8, DType::kQ4_Kx8})
+                  DType::kQ4_0x8, DType::kQ8_0x8, DType::kQ4_Kx8, DType::kW8A8})
     for (const auto& s : shapes) {
       if (s[1] % traits(t).block_size != 0) continue;  // the K-quants' 256-element super-blocks
       for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});

@@ -48,6 +48,10 @@ enum class DType : uint32_t {
   kF32_2of4 = 1007,
   kF16_2of4 = 1008,
   kBF16_2of4 = 1009,
+  // Q8_0 matrices of a W8A8 file (one scale per row) repacked at load for the int8 x int8 GEMM:
+  // sixteen rows interleaved, codes offset to unsigned (layout in src/backends/cpu/gemm_w8a8.h).
+  // Same size as Q8_0.
+  kW8A8 = 1010,
 };
 
 // Ids from here on are in-memory layouts: dtype_traits(id) and dtype_from_name do not know them.

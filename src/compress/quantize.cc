@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "backends/cpu/gemm_w8a8.h"
 #include "backends/cpu/quant.h"
 #include "nexus/compress/gguf_convert.h"
 
@@ -27,6 +28,7 @@ struct MixRow {
   DType base;
   bool medium;
   uint32_t file_type;
+  bool w8a8 = false;
 };
 
 constexpr MixRow kMixes[] = {
@@ -38,6 +40,7 @@ constexpr MixRow kMixes[] = {
     {"Q3_K_M", DType::kQ3_K, true, 12},   {"Q4_K_S", DType::kQ4_K, false, 14},
     {"Q4_K_M", DType::kQ4_K, true, 15},   {"Q5_K_S", DType::kQ5_K, false, 16},
     {"Q5_K_M", DType::kQ5_K, true, 17},   {"Q6_K", DType::kQ6_K, false, 18},
+    {"W8A8", DType::kQ8_0, false, 7, true},
 };
 
 // The next k-quant class up (a _M mix's raised tensors).
@@ -66,7 +69,7 @@ int64_t layer_of(const std::string& name) {
 std::optional<QuantMix> parse_quant_mix(std::string_view name) {
   const std::string u = upper(name);
   for (const MixRow& m : kMixes)
-    if (u == m.name) return QuantMix{m.name, m.base, m.medium, m.file_type};
+    if (u == m.name) return QuantMix{m.name, m.base, m.medium, m.file_type, m.w8a8};
   return std::nullopt;
 }
 
@@ -161,14 +164,38 @@ Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,
   w.copy_metadata(in);
   w.set_u32("general.file_type", o.mix.file_type);
   w.set_u32("general.quantization_version", 2);
+  if (o.mix.w8a8) {
+    w.set_string("nexus.w8a8.activations", o.act_scales.empty() ? "dynamic" : "static");
+    if (!o.calibration.empty()) w.set_string("nexus.w8a8.calibration", o.calibration);
+  } else if (!o.act_scales.empty()) {
+    return Status::error("activation scales are for W8A8 only, not " + o.mix.name);
+  }
   std::vector<uint8_t> out;
   std::vector<float> scratch;
   size_t index = 0, matched = 0;
   for (const GgufTensorInfo& t : in.tensors()) {
     const DType to = plan_tensor(t, n_layers, has_output, o);
     bool weighted = false;
-    if (to == t.dtype) {
+    // W8A8 quantizes Q8_0 inputs again: their blocks have scales of their own.
+    const bool per_row = o.mix.w8a8 && to == DType::kQ8_0;
+    if (per_row)
+      if (auto it = o.act_scales.find(t.name); it != o.act_scales.end())
+        w.set_f32("nexus.w8a8.act_scale." + t.name, it->second);
+    if (to == t.dtype && !per_row) {
       w.add_tensor(t.name, t.dtype, t.shape, t.data);
+    } else if (per_row) {
+      const int64_t cols = t.shape.back();
+      const size_t in_row = row_bytes(t.dtype, cols), out_row = row_bytes(to, cols);
+      const size_t rows = t.nbytes / in_row;
+      out.resize(out_row * rows);
+      std::vector<float> values(static_cast<size_t>(cols));
+      for (size_t r = 0; r < rows; ++r) {
+        Status s = convert_row(t.dtype, t.data + r * in_row, DType::kF32, values.data(), cols,
+                               scratch, nullptr);
+        if (!s) return Status::error("tensor '" + t.name + "': " + s.message());
+        cpu::quantize_row_w8a8(values.data(), out.data() + r * out_row, cols);
+      }
+      w.add_tensor(t.name, to, t.shape, out.data());
     } else {
       const int64_t cols = t.shape.back();
       std::vector<float> importance;

@@ -18,7 +18,7 @@ struct Entry {
 
 // Block layouts follow ggml's (bit-exact with GGUF files written by llama.cpp).
 // clang-format off
-constexpr std::array<Entry, 28> kTable = {{
+constexpr std::array<Entry, 29> kTable = {{
     {0, {"F32", 1, 4, false, true}},
     {1, {"F16", 1, 2, false, true}},
     {2, {"Q4_0", 32, 18, true, true}},
@@ -48,6 +48,7 @@ constexpr std::array<Entry, 28> kTable = {{
     {1007, {"F32_2:4", 32, 68, true, true}},
     {1008, {"F16_2:4", 32, 36, true, true}},
     {1009, {"BF16_2:4", 32, 36, true, true}},
+    {1010, {"W8A8", 32, 34, true, true}},
 }};
 // clang-format on
 

@@ -45,6 +45,27 @@ Status positive(const std::string& path, const char* key, int64_t v) {
   return Status::ok();
 }
 
+// A W8A8 file (written by `nexus quantize ... W8A8`, docs/COMPRESSION.md): nexus.w8a8.activations
+// is "dynamic" or "static", and with static every Q8_0 matrix NAME may have its input's scale in
+// nexus.w8a8.act_scale.NAME (absent: quantized per token). Every Q8_0 matrix goes in the plan.
+Status w8a8_plan(const GgufFile& f, W8A8Plan* plan) {
+  const std::optional<std::string> mode = f.get_string("nexus.w8a8.activations");
+  if (!mode) return Status::ok();
+  if (*mode != "dynamic" && *mode != "static")
+    return Status::error(f.path() + ": nexus.w8a8.activations is '" + *mode +
+                         "', expected 'dynamic' or 'static'");
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.dtype != DType::kQ8_0 || t.shape.size() != 2) continue;
+    double scale = 0.0;
+    if (*mode == "static") scale = f.get_float("nexus.w8a8.act_scale." + t.name).value_or(0.0);
+    if (!(scale >= 0.0 && std::isfinite(scale)))
+      return Status::error(f.path() + ": nexus.w8a8.act_scale." + t.name + " is " +
+                           std::to_string(scale) + ", expected a finite scale >= 0");
+    plan->act_scale[t.data] = static_cast<float>(scale);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
@@ -143,7 +164,10 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
     const GgufTensorInfo& t = f.tensors().front();
     source = {f.path(), t.data - f.data_offset() - t.offset};
   }
-  repack_weights(w, source.base != nullptr ? &source : nullptr);
+  W8A8Plan w8a8;
+  if (Status st = w8a8_plan(f, &w8a8); !st) return st;
+  repack_weights(w, source.base != nullptr ? &source : nullptr,
+                 w8a8.act_scale.empty() ? nullptr : &w8a8);
   return m;
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/gemm_w8a8.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/sparse24.h"
 #include "nexus/core/allocator.h"
@@ -92,8 +93,16 @@ bool repack_enabled() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
+RepackStats repack_weights(ModelWeights& w, const MappedSource* source, const W8A8Plan* w8a8) {
   const bool release_source = source != nullptr;
+  // The activation scale of a matrix that takes the W8A8 layout; null for any other.
+  auto w8a8_scale = [&](const Tensor& t) -> const float* {
+    if (w8a8 == nullptr || t.empty() || t.rank() != 2 || t.dtype() != DType::kQ8_0 ||
+        !cpu::w8a8_fits(t.dim(0), t.dim(1)))
+      return nullptr;
+    auto it = w8a8->act_scale.find(t.data());
+    return it == w8a8->act_scale.end() ? nullptr : &it->second;
+  };
   RepackStats st;
   if (!repack_enabled()) return st;
   // Every tensor of the model but a GPT-2 position table (looked up, like an untied token table).
@@ -126,7 +135,8 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   for (Tensor* t : slots) {
     if (t == &w.tok_embd && w.tok_embd.data() != w.output.data()) continue;  // lookups only
     const bool copy = release_source && !t->empty();
-    const bool changed = repack_layout(*t) != nullptr || sparse.count(t->data()) != 0;
+    const bool changed = repack_layout(*t) != nullptr || w8a8_scale(*t) != nullptr ||
+                         sparse.count(t->data()) != 0;
     if (!(changed || copy) || offset_of.count(t->data())) continue;
     offset_of[t->data()] = total;
     order.push_back(t);
@@ -156,13 +166,14 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
       const cpu::RepackedLayout* layout = repack_layout(*t);
       const DType to = stored_type(*t);
       const bool compress = to != t->dtype();
-      const bool transform = layout != nullptr || compress;
+      const float* act_scale = w8a8_scale(*t);
+      const bool transform = layout != nullptr || compress || act_scale != nullptr;
       const int64_t rows = t->rank() >= 2 ? t->dim(0) : 1, k = transform ? t->dim(1) : 0;
       const size_t rb = t->nbytes() / static_cast<size_t>(rows);
       const size_t drb = stored_bytes(*t, to) / static_cast<size_t>(rows);
-      const int64_t chunk =
-          std::max<int64_t>(cpu::kRepackRows, static_cast<int64_t>(kCopyChunk / rb) /
-                                                  cpu::kRepackRows * cpu::kRepackRows);
+      // Whole groups of sixteen rows (W8A8's; two of the x8 layouts' groups).
+      const int64_t chunk = std::max<int64_t>(
+          cpu::kW8A8Rows, static_cast<int64_t>(kCopyChunk / rb) / cpu::kW8A8Rows * cpu::kW8A8Rows);
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = std::min(chunk, rows - r0);
         const size_t bytes = static_cast<size_t>(n) * rb;
@@ -186,6 +197,8 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
         }
         if (compress)
           cpu::compress_2of4(t->dtype(), from, rb, n, k, dst);
+        else if (act_scale != nullptr)
+          cpu::repack_w8a8(from, dst, n, k, *act_scale);
         else if (layout != nullptr)
           layout->repack(from, dst, n, k);
         else if (from != dst)
@@ -215,11 +228,12 @@ RepackStats repack_weights(ModelWeights& w, const MappedSource* source) {
   std::map<const void*, Tensor> done;
   for (Tensor* t : order) {
     const cpu::RepackedLayout* layout = repack_layout(*t);
-    const DType to = stored_type(*t);
-    done[t->data()] = Tensor(to != t->dtype()    ? to
-                             : layout != nullptr ? layout->packed
-                                                 : t->dtype(),
-                             t->shape(), base + offset_of.at(t->data()), mem);
+    const DType stored = stored_type(*t);
+    const DType to = stored != t->dtype()        ? stored
+                     : w8a8_scale(*t) != nullptr ? DType::kW8A8
+                     : layout != nullptr         ? layout->packed
+                                                 : t->dtype();
+    done[t->data()] = Tensor(to, t->shape(), base + offset_of.at(t->data()), mem);
   }
   for (Tensor* t : slots)
     if (auto it = done.find(t->data()); it != done.end()) *t = it->second;

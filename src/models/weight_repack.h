@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "nexus/model.h"
@@ -15,6 +16,12 @@ struct RepackStats {
   int sparse24 = 0;     // layer projections compressed to their 2:4 form
   size_t bytes = 0;     // bytes copied
   size_t released = 0;  // mapped source bytes handed back to the OS
+};
+
+// The matrices of a W8A8 file and the activation scale of each (0: per token), by the data
+// pointer of the loaded (file) tensor.
+struct W8A8Plan {
+  std::map<const void*, float> act_scale;
 };
 
 // True unless the environment has NEXUS_REPACK=0 (for side-by-side measurements).
@@ -43,6 +50,10 @@ struct MappedSource {
 // nonzeros in every group of four columns) are stored in their compressed 2:4 form
 // (backends/cpu/sparse24.h) unless NEXUS_SPARSE24=0. Without a source (weights in ordinary memory,
 // whose contents MADV_DONTNEED would discard) only the repackable matrices are copied, from memory.
-RepackStats repack_weights(ModelWeights& w, const MappedSource* source);
+//
+// With a `w8a8` plan (a W8A8 file: model_loader.cc), the Q8_0 matrices it names take the W8A8
+// layout instead (backends/cpu/gemm_w8a8.h: rows >= 16, k >= 64), with their activation scales.
+RepackStats repack_weights(ModelWeights& w, const MappedSource* source,
+                           const W8A8Plan* w8a8 = nullptr);
 
 }  // namespace nexus

@@ -19,9 +19,9 @@ void check_ids(const char* op, const int32_t* ids, int64_t n, int64_t vocab) {
 
 // The checks of the forward, with `op` naming the caller in errors, then the kernel.
 void checked_embedding(const char* op, const EmbeddingArgs& a, ThreadPool* pool, Device device) {
-  NEXUS_CHECK(cpu::has_kernels(a.dtype) || cpu::is_repacked(a.dtype),
-              std::string("[") + op + "] unsupported table dtype " +
-                  std::string(dtype_name(a.dtype)));
+  NEXUS_CHECK(
+      cpu::has_kernels(a.dtype) || cpu::is_repacked(a.dtype) || a.dtype == DType::kW8A8,
+      std::string("[") + op + "] unsupported table dtype " + std::string(dtype_name(a.dtype)));
   NEXUS_CHECK(a.vocab >= 1 && a.dim >= 1 && a.n >= 0,
               std::string("[") + op + "] bad shape: vocab " + std::to_string(a.vocab) +
                   ", dim " + std::to_string(a.dim));

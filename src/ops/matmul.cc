@@ -12,6 +12,7 @@
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
 #include "nexus/status.h"
+#include "ops/matmul_w8a8.h"
 
 namespace nexus {
 namespace {
@@ -24,8 +25,11 @@ constexpr int64_t kMinParallelWork = 64 * 1024;
 
 // The activation type of a weight dtype; Q4_0x8 and Q4_Kx8 are Q4_0 and Q4_K reordered
 // (backends/cpu/repack.h).
-DType dot_type(DType w) { return cpu::vec_dot_type(cpu::base_type(w)); }
-bool computable(DType w) { return cpu::is_repacked(w) || cpu::has_kernels(w); }
+// W8A8 weights take int8 activations of their own (ops/matmul_w8a8.h); Q8_0's block size is theirs.
+DType dot_type(DType w) {
+  return w == DType::kW8A8 ? DType::kQ8_0 : cpu::vec_dot_type(cpu::base_type(w));
+}
+bool computable(DType w) { return w == DType::kW8A8 || cpu::is_repacked(w) || cpu::has_kernels(w); }
 
 void check_args(const Tensor& w, const float* x, int64_t n_tokens, const float* y) {
   NEXUS_CHECK(w.rank() == 2, "[matmul] weight must be 2-D {rows, k}, got " + w.shape_str());
@@ -173,11 +177,12 @@ void set_matmul_observer(MatmulObserver* observer) {
 }
 
 bool matmul_on_blas(DType w, int64_t n_tokens) {
-  return n_tokens >= cpu::kBlasMinTokens && !cpu::is_repacked(w);
+  return n_tokens >= cpu::kBlasMinTokens && !cpu::is_repacked(w) && w != DType::kW8A8;
 }
 
 size_t matmul_scratch_bytes(const Tensor& w, int64_t n_tokens) {
   if (on_amx(w, n_tokens)) return cpu::bf16_act_size(n_tokens, w.dim(1)) * sizeof(uint16_t) + 64;
+  if (w.dtype() == DType::kW8A8) return matmul_w8a8_scratch_bytes(w.dim(1), n_tokens);
   const DType dot = dot_type(w.dtype());
   if (dot == DType::kF32) return 0;
   return row_bytes(dot, w.dim(1)) * static_cast<size_t>(n_tokens);
@@ -251,13 +256,22 @@ void matmul_group_unobserved(const MatmulOut* outs, int count, const float* x, i
                     outs[i].w->shape_str());
   }
   if (n_tokens == 0) return;
-  // Weights bound for a packed GEMM go one by one, or as one group on our GEMM when they share its
-  // type (x packed once for them); the rest stay a group of dot kernels.
-  MatmulOut dot_outs[kMaxGroup], gemm_outs[kMaxGroup];
-  int n_dot = 0, n_gemm = 0;
+  // W8A8 weights go together on the int8 GEMM. Weights bound for a packed GEMM go one by one, or
+  // as one group on our GEMM when they share its type (x packed once for them); the rest stay a
+  // group of dot kernels.
+  MatmulOut dot_outs[kMaxGroup], gemm_outs[kMaxGroup], w8a8_outs[kMaxGroup];
+  int n_dot = 0, n_gemm = 0, n_w8a8 = 0;
   for (int i = 0; i < count; ++i)
-    (matmul_on_blas(outs[i].w->dtype(), n_tokens) ? gemm_outs[n_gemm++] : dot_outs[n_dot++]) =
-        outs[i];
+    if (outs[i].w->dtype() == DType::kW8A8)
+      w8a8_outs[n_w8a8++] = outs[i];
+    else
+      (matmul_on_blas(outs[i].w->dtype(), n_tokens) ? gemm_outs[n_gemm++] : dot_outs[n_dot++]) =
+          outs[i];
+  if (n_w8a8 > 0) {
+    const size_t mark = scratch.used();
+    matmul_w8a8(w8a8_outs, n_w8a8, x, n_tokens, pool, scratch);
+    scratch.rewind(mark);
+  }
   if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm) && on_amx(*gemm_outs[0].w, n_tokens))
     gemm_bf16_amx_on_pool(gemm_outs, n_gemm, x, n_tokens, k, pool, scratch);
   else if (n_gemm >= 2 && same_type_on_our_gemm(gemm_outs, n_gemm))
@@ -335,7 +349,7 @@ void matmul_group_prefetch(const Tensor* const* w, int count, int64_t n_tokens, 
                            size_t bytes) {
   int64_t units = 0, work = 0;
   for (int i = 0; i < count; ++i) {
-    if (matmul_on_blas(w[i]->dtype(), n_tokens)) return;
+    if (matmul_on_blas(w[i]->dtype(), n_tokens) || w[i]->dtype() == DType::kW8A8) return;
     units += units_of(*w[i]);
     work += w[i]->dim(0) * w[i]->dim(1) * n_tokens;
   }

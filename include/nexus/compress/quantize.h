@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <string>
@@ -26,6 +27,9 @@ struct QuantMix {
   DType base;
   bool medium;       // _M (and Q2_K, which raises the same tensors)
   uint32_t file_type;  // llama.cpp's general.file_type
+  // W8A8: every matrix Q8_0 with one scale per row (all of a row's blocks carry it), marked for
+  // int8 activations at load (docs/COMPRESSION.md).
+  bool w8a8 = false;
 };
 
 // The mix for a name (case-insensitive); nullopt for an unknown one.
@@ -51,6 +55,10 @@ struct QuantizeOptions {
   // Importances per input column (nexus imatrix or llama-imatrix): the quantizers of the types
   // that take them (Q4_0..Q5_1, Q2_K..Q6_K) weight each column's rounding error by them.
   const Imatrix* imatrix = nullptr;
+  // W8A8: per matrix name, the static activation scale (calibrate_w8a8); empty: quantized per
+  // token at run time. `calibration` describes how they were taken (stored in the file).
+  std::map<std::string, float> act_scales;
+  std::string calibration;
 };
 
 // The type tensor `t` of a model with n_layers blocks gets: unchanged for non-float data; F32 for
@@ -73,10 +81,12 @@ struct QuantizeProgress {
   bool imatrix;  // quantized with the imatrix's importances
 };
 
-// A writer with `in`'s metadata (general.file_type set to the mix's) and every tensor converted
-// to its planned type; `progress` (may be empty) is called after each tensor. With an imatrix:
-// an entry whose width differs from its tensor's rows, or an imatrix that matches none of the
-// tensors, is an error; a matrix without an entry is quantized without one (as llama-quantize).
+// A writer with `in`'s metadata (for W8A8 also nexus.w8a8.activations "dynamic" or "static", and
+// nexus.w8a8.act_scale.NAME for each Q8_0 matrix that has a scale) (general.file_type set to the
+// mix's) and every tensor converted to its planned type; `progress` (may be empty) is called after
+// each tensor. With an imatrix: an entry whose width differs from its tensor's rows, or an imatrix
+// that matches none of the tensors, is an error; a matrix without an entry is quantized without one
+// (as llama-quantize).
 Result<GgufWriter> quantize_gguf(const GgufFile& in, const QuantizeOptions& o,
                                  const std::function<void(const QuantizeProgress&)>& progress);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/blocks.h"
+#include "backends/cpu/gemm_w8a8.h"
 #include "backends/cpu/quant.h"
 #include "backends/cpu/repack_x8.h"
 #include "nexus/status.h"
@@ -88,6 +89,10 @@ DType base_type(DType t) {
 
 void dequantize_matrix_row(DType t, const uint8_t* w, int64_t rows, int64_t k, int64_t r,
                            float* out) {
+  if (t == DType::kW8A8) {
+    dequantize_row_w8a8(w, rows, k, r, out);
+    return;
+  }
   const RepackedLayout* l = layout_of_packed(t);
   if (l == nullptr) {
     dequantize_row(t, w + static_cast<size_t>(r) * row_bytes(t, k), out, k);
