@@ -64,7 +64,8 @@ struct Flags {
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
   int keep = 2, prefetch = 2;
-  std::string teacher;  // knowledge distillation (nexus distill)
+  bool keep_zeros = false;  // pruned models: zero weights stay zero
+  std::string teacher;      // knowledge distillation (nexus distill)
   float temperature = 2.0f, alpha = 0.5f;
   float lr = 1e-3f, min_lr = 0.0f, clip = 1.0f, weight_decay = 0.1f;
   train::OptimizerOptions opt;
@@ -140,6 +141,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_flag("--selective-recompute", f.train_opts.selective_recompute,
                "keep each block's q/k/v and FFN inputs only; recompute the attention "
                "probabilities, norms and FFN activation in backward (no projections)");
+  app.add_flag("--keep-zeros", f.keep_zeros,
+               "weights that are zero at the start stay zero (fine-tuning a 2:4 or unstructured "
+               "pruned model; give it again with --resume)");
   app.add_flag("--optimizer-in-backward", f.train_opts.update_in_backward,
                "update each block as soon as its gradients are complete and reuse their memory "
                "(needs --clip 0, --accum 1, no loss scaling)");
@@ -391,6 +395,7 @@ int train_command(int argc, char** argv, const char* cmd) {
   malloc_trim(0);
 
   train::TrainerOptions topts{s.steps, s.accum, s.schedule, s.clip, s.loss_scale};
+  topts.keep_zeros = f.keep_zeros;
   std::unique_ptr<Teacher> teacher;
   if (!f.teacher.empty()) {
     if (!(f.temperature > 0) || !std::isfinite(f.temperature))

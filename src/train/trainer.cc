@@ -69,6 +69,12 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
                 "growth interval >= 1");
     scaler_.emplace(ls);
   }
+  if (options.keep_zeros) {
+    const std::span<float> p = model_.params();
+    zero_bits_.assign((p.size() + 63) / 64, 0);
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i] == 0.0f) zero_bits_[i / 64] |= uint64_t{1} << (i % 64);
+  }
   if (!model.options().update_in_backward) return;
   if (Status st = check_update_in_backward(options, optimizer); !st)
     throw Error("[trainer] " + st.message());
@@ -80,6 +86,7 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
     NEXUS_PROFILE_SCOPE("optimizer");
     sumsq_in_backward_ += grad_sumsq({g, end - begin}, opt_.pool());
     opt_.step_range(model_.params(), g, begin, end, lr_in_backward_);
+    rezero(begin, end);
   });
 }
 
@@ -166,8 +173,17 @@ void Trainer::update(StepStats& s) {
     s.loss_scale = scaler_->scale();
     s.skipped = !scaler_->update(std::isfinite(s.grad_norm));
   }
-  if (!s.skipped)
+  if (!s.skipped) {
     opt_.step_scaled(model_.params(), model_.grads(), s.lr, clip_factor(s.grad_norm, limit));
+    rezero(0, model_.params().size());
+  }
+}
+
+void Trainer::rezero(size_t begin, size_t end) {
+  if (zero_bits_.empty()) return;
+  float* p = model_.params().data();
+  for (size_t i = begin; i < end; ++i)
+    if ((zero_bits_[i / 64] >> (i % 64)) & 1) p[i] = 0.0f;
 }
 
 float Trainer::evaluate(SequentialBatches& val, int64_t max_batches) {

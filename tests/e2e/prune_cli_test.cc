@@ -118,6 +118,53 @@ TEST_F(PruneCli, TwoOfFourRunsCompressedWithTheDenseResult) {
   EXPECT_EQ(gen.out, gen_dense.out) << "greedy text, compressed and dense";
 }
 
+// The zeros of each blk.* matrix of a GGUF (F32) and how many of its values differ from `ref`'s.
+struct ZeroCount {
+  int64_t zeros = 0, values = 0, changed = 0;
+};
+ZeroCount block_zeros(const GgufFile& g, const GgufFile& ref) {
+  ZeroCount z;
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0 || t.shape.size() != 2) continue;
+    const auto* v = reinterpret_cast<const float*>(t.data);
+    const auto* r = reinterpret_cast<const float*>(ref.find_tensor(t.name)->data);
+    for (size_t i = 0; i < t.nbytes / sizeof(float); ++i) {
+      z.zeros += v[i] == 0.0f;
+      z.changed += v[i] != r[i];
+      ++z.values;
+    }
+  }
+  return z;
+}
+
+// The recovery loop of a 2:4 model: train --init --keep-zeros fine-tunes the kept weights and
+// leaves the pruned ones zero (without the flag they come back).
+TEST_F(PruneCli, TwoOfFourFineTunesWithItsZerosKept) {
+  const std::string pruned = path("s24.gguf"), data = path("d.bin");
+  ASSERT_EQ(run_cli("prune -q " + quoted(kDemo) + " " + quoted(pruned) + " --2:4").code, 0);
+  auto tok = run_cli("tokenize-data -i " + quoted(path("calib.txt")) + " -m " + quoted(kDemo) +
+                     " -o " + quoted(data));
+  ASSERT_EQ(tok.code, 0) << tok.output;
+  for (bool keep : {true, false}) {
+    const std::string out = path(keep ? "kept.gguf" : "lost.gguf");
+    auto ft = run_cli("train --init " + quoted(pruned) + " --data " + quoted(data) +
+                      " --batch 2 --seq 16 --steps 3 --lr 1e-3 -t 1 -o " + quoted(out) +
+                      (keep ? " --keep-zeros" : ""));
+    ASSERT_EQ(ft.code, 0) << ft.output;
+    auto a = GgufFile::open(pruned);
+    auto b = GgufFile::open(out);
+    ASSERT_TRUE(a && b);
+    const ZeroCount before = block_zeros(*a, *a), after = block_zeros(*b, *a);
+    EXPECT_EQ(before.zeros * 2, before.values) << "half of every block matrix is zero";
+    if (keep) {
+      EXPECT_EQ(after.zeros, before.zeros);
+      EXPECT_GT(after.changed, before.values / 4) << "the kept weights were trained";
+    } else {
+      EXPECT_LT(after.zeros, before.zeros / 10) << "without --keep-zeros the zeros are trained";
+    }
+  }
+}
+
 TEST_F(PruneCli, BadRequestsAreOneLineErrorsAndWriteNothing) {
   const std::string out = path("x.gguf"), calib = quoted(path("calib.txt"));
   struct Case {

@@ -136,7 +136,9 @@ TEST(KvPaged, AttentionOverScatteredBlocksMatchesOneRun) {
       // Sequence 1 grows 16 positions at a time, sequence 0 takes a block between each two.
       for (int32_t p = 16; p < c.len + 16; p += 16) {
         ASSERT_TRUE(paged.reserve(1, std::min(p, c.len)).is_ok());
-        if (p < c.len) ASSERT_TRUE(paged.reserve(0, p).is_ok());
+        if (p < c.len) {
+          ASSERT_TRUE(paged.reserve(0, p).is_ok());
+        }
       }
       ASSERT_LT(paged.run_end(1, 0), c.len);
       for (int32_t j = 0; j < c.len; ++j) {

@@ -55,7 +55,9 @@ TEST(Device, CudaRoundTripOrAClearReason) {
   if (!mem) {
     const std::string& m = mem.status().message();
     EXPECT_EQ(m.rfind("cuda:0: ", 0), 0u) << m;
-    if (!cuda::built()) EXPECT_NE(m.find("built without CUDA"), std::string::npos) << m;
+    if (!cuda::built()) {
+      EXPECT_NE(m.find("built without CUDA"), std::string::npos) << m;
+    }
     Result<Tensor> t = zeros_on(DType::kF32, {4}, Device::cuda(0));
     ASSERT_FALSE(t);
     EXPECT_EQ(t.status().message(), m);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "nexus/status.h"
 #include "nexus/train/data_loader.h"
@@ -32,6 +33,10 @@ struct TrainerOptions {
     float temperature = 2.0f, alpha = 0.5f;
   };
   std::optional<Distill> distill = std::nullopt;
+  // Parameters that are exactly zero when the trainer is made stay zero after every update: a
+  // pruned model (2:4 or unstructured) fine-tunes without losing its pattern. The zeros are found
+  // again from the parameters on a resume, so they need no place in a checkpoint.
+  bool keep_zeros = false;
 };
 
 // What one optimizer step did.
@@ -90,6 +95,8 @@ class Trainer {
  private:
   // Clips and updates from the accumulated gradients (unless loss scaling skips the step).
   void update(StepStats& s);
+  // Sets the parameters [begin, end) that keep_zeros holds at zero back to zero.
+  void rezero(size_t begin, size_t end);
   TrainModel& model_;
   Optimizer& opt_;
   DataLoader& loader_;
@@ -97,6 +104,8 @@ class Trainer {
   int64_t step_ = 0, tokens_ = 0;
   double wait_ = 0;
   std::optional<LossScaler> scaler_;
+  // keep_zeros: bit i of word i / 64 set where parameter i was zero at the start.
+  std::vector<uint64_t> zero_bits_;
   // Updating in backward: the step's learning rate and its running sum of squared gradients.
   float lr_in_backward_ = 0;
   double sumsq_in_backward_ = 0;
