@@ -14,7 +14,9 @@
 
 #include "backends/cpu/gemm_w8a8.h"
 #include "backends/cpu/quant.h"
+#include "backends/cpu/gemm_blas.h"
 #include "backends/cpu/repack.h"
+#include "backends/cpu/sparse24.h"
 #include "nexus/core/allocator.h"
 #include "nexus/core/thread_pool.h"
 #include "ops/matmul.h"
@@ -85,6 +87,43 @@ void sparse_args(benchmark::internal::Benchmark* b) {
       for (int64_t threads : {1, 2}) b->Args({static_cast<int64_t>(t), s[0], s[1], threads});
 }
 BENCHMARK(BM_PrefillGemm)->Name("BM_PrefillGemm2of4")->Apply(sparse_args)->UseRealTime();
+
+}  // namespace
+}  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// The 2:4 prefill variants at one L110M shape (ffn_up, 2048 x 768) over token counts, one thread:
+// range(0) 0 = dense F16 on our GEMM, 1 = 2:4 expanded a chunk at a time to F16 for that GEMM
+// (what matmul runs), 2 = the kept-products kernel (gemm_2of4: each kept weight a broadcast times
+// a row of a transposed token panel). GFLOP/s counts dense products.
+void BM_Prefill2of4Variants(benchmark::State& state) {
+  const int variant = static_cast<int>(state.range(0));
+  const int64_t rows = 2048, k = 768, n = state.range(1);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(rows * k)), x(static_cast<size_t>(n * k));
+  for (float& v : wf) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  const DType t = variant == 0 ? DType::kF16 : DType::kF16_2of4;
+  std::vector<uint8_t> w(row_bytes(t, rows * k));
+  cpu::quantize_row(t, wf.data(), w.data(), rows * k);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  for (auto _ : state) {
+    if (variant == 2)
+      cpu::gemm_2of4(t, w.data(), row_bytes(t, k), k, x.data(), n, y.data(), rows, 0, rows);
+    else
+      cpu::gemm_rows_blas(t, w.data(), row_bytes(t, k), rows, k, x.data(), n, y.data(), rows, 0,
+                          rows);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2e-9 * static_cast<double>(n * rows * k) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+  state.SetLabel(variant == 0 ? "F16" : variant == 1 ? "2:4 expanded" : "2:4 kept products");
+}
+BENCHMARK(BM_Prefill2of4Variants)->ArgsProduct({{0, 1, 2}, {16, 32, 64, 128, 512}})->UseRealTime();
 
 }  // namespace
 }  // namespace nexus

@@ -210,7 +210,8 @@ TEST(Sparse24, MatmulMatchesTheDenseWeights) {
         cpu::compress_2of4(base, d.data(), row_bytes(base, k), rows, k, w.data());
         const Tensor td(base, {rows, k}, d.data());
         const Tensor ts(t, {rows, k}, w.data());
-        for (int64_t n : {1, 3, 8, 17, 40}) {
+        // Decode, batched decode, prefill expanded (17, 200) and on the kept-products kernel (64).
+        for (int64_t n : {1, 3, 8, 17, 64, 200}) {
           const auto [a, b] = test::matmul_both(td, ts, n, pool);
           float scale = 0.0f;
           for (float v : a) scale = std::max(scale, std::fabs(v));

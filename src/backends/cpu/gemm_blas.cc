@@ -21,6 +21,8 @@ namespace {
 // f32 panel size (3 MiB). Every sgemm call packs all the tokens' activations again (perf: 8.5%
 // of Q06B Q4_K prefill with 768 KiB panels), so panels are large; sgemm blocks them for L2 itself.
 constexpr size_t kPanelFloats = 768 * 1024;
+// Token counts at which 2:4 prefill takes the kept-products kernel (gemm_2of4).
+constexpr int64_t kSparse24KeptMin = 48, kSparse24KeptMax = 160;
 
 }  // namespace
 
@@ -46,9 +48,28 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
   if (r0 >= r1 || n <= 0) return;
   if (prefill_on_our_gemm(w_type))  // a group of one
     return gemm_rows_group(w_type, 1, &w, &w_stride, k, x, n, &y, &y_stride, &r0, &r1);
-  // 2:4 weights: only the kept products (sparse24.h); the scalar build expands panels below.
-  if (is_sparse24(w_type) && avx2_active())
+  // 2:4 weights: from 48 to 160 tokens the kept-products kernel; beyond, the rows expanded to
+  // their dense base type a chunk at a time (bit for bit) and multiplied on our GEMM, which runs
+  // near the FMA peak where the kept products are bound by their one panel load per FMA (measured:
+  // bench/micro/prefill_bench.cc, BM_Prefill2of4Variants; docs/KERNELS.md).
+  if (is_sparse24(w_type) && avx2_active() && n >= kSparse24KeptMin && n <= kSparse24KeptMax)
     return gemm_2of4(w_type, w, w_stride, k, x, n, y, y_stride, r0, r1);
+  if (is_sparse24(w_type) && prefill_on_our_gemm(sparse24_base(w_type))) {
+    const DType base = sparse24_base(w_type);
+    const size_t dense_row = row_bytes(base, k);
+    // Rows per chunk: about 1 MiB of dense rows, so the expansion stays in L2 for the GEMM.
+    const int64_t chunk = std::max<int64_t>(16, static_cast<int64_t>((8u << 20) / dense_row));
+    thread_local std::vector<uint8_t> dense;
+    if (dense.size() < dense_row * static_cast<size_t>(chunk)) dense.resize(dense_row * chunk);
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+      const int64_t c1 = std::min(r1, c0 + chunk);
+      expand_2of4(w_type, w + static_cast<size_t>(c0) * w_stride, w_stride, c1 - c0, k,
+                  dense.data());
+      const uint8_t* dw = dense.data() - static_cast<size_t>(c0) * dense_row;
+      gemm_rows_group(base, 1, &dw, &dense_row, k, x, n, &y, &y_stride, &c0, &c1);
+    }
+    return;
+  }
   if (w_type == DType::kF32) {
     // Weights are already f32 rows: C[n x rows] = X[n x k] * W[rows x k]^T in one call.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),

@@ -152,7 +152,33 @@ void compress(const uint8_t* w, size_t stride, int64_t rows, int64_t k, uint8_t*
   }
 }
 
+template <class E>
+void expand(const uint8_t* src, size_t src_stride, int64_t rows, int64_t k, uint8_t* dst) {
+  using T = typename E::T;
+  auto* out = reinterpret_cast<T*>(dst);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* b = src + static_cast<size_t>(r) * src_stride;
+    for (int64_t c = 0; c < k; c += kSparse24Block, b += block_bytes<E>(), out += kSparse24Block) {
+      uint32_t pos;
+      T v[16];
+      read_block<E>(b, &pos, v);
+      std::memset(out, 0, kSparse24Block * sizeof(T));
+      for (int j = 0; j < 16; ++j) out[4 * (j / 2) + ((pos >> (2 * j)) & 3)] = v[j];
+    }
+  }
+}
+
 }  // namespace
+
+void expand_2of4(DType t, const uint8_t* src, size_t src_stride, int64_t rows, int64_t k,
+                 uint8_t* dst) {
+  switch (t) {
+    case DType::kF32_2of4: return expand<F32Elem>(src, src_stride, rows, k, dst);
+    case DType::kF16_2of4: return expand<F16Elem>(src, src_stride, rows, k, dst);
+    case DType::kBF16_2of4: return expand<BF16Elem>(src, src_stride, rows, k, dst);
+    default: return;
+  }
+}
 
 bool is_sparse24(DType t) {
   return t == DType::kF32_2of4 || t == DType::kF16_2of4 || t == DType::kBF16_2of4;

@@ -38,6 +38,11 @@ bool rows_are_2of4(DType base, const uint8_t* w, size_t stride, int64_t rows, in
 void compress_2of4(DType base, const uint8_t* w, size_t stride, int64_t rows, int64_t k,
                    uint8_t* dst);
 
+// The inverse: rows {rows, k} of a 2:4 matrix of type t (src_stride bytes apart) written densely in
+// the base type (row_bytes(base, k) each, packed) into dst, bit for bit, zeros in between.
+void expand_2of4(DType t, const uint8_t* src, size_t src_stride, int64_t rows, int64_t k,
+                 uint8_t* dst);
+
 // Scalar kernels (quant_dispatch.cc's table). quantize keeps the two values of largest magnitude
 // of each group (the first on ties) rounded to the base type: a magnitude 2:4 pruning.
 void quantize_f32_2of4_ref(const float* x, void* y, int64_t n);
