@@ -6,6 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "compress/calibration.h"
 #include "nexus/context.h"
 #include "nexus/io/gguf.h"
 #include "ops/matmul.h"
@@ -65,10 +66,6 @@ class Collector : public MatmulObserver {
 };
 
 // Clears the process-wide observer however collection ends.
-struct ObserverScope {
-  explicit ObserverScope(MatmulObserver* o) { set_matmul_observer(o); }
-  ~ObserverScope() { set_matmul_observer(nullptr); }
-};
 
 }  // namespace
 
@@ -84,44 +81,15 @@ std::vector<float> Imatrix::importance(const std::string& name) const {
 Result<Imatrix> collect_imatrix(const Model& model, const Tokenizer& tok, std::string_view text,
                                 const ImatrixOptions& o,
                                 const std::function<void(int64_t, int64_t)>& progress) {
-  if (o.n_ctx < 2) return Status::error("imatrix: the chunk size must be >= 2, got " +
-                                        std::to_string(o.n_ctx));
-  const std::vector<int32_t> tokens = tok.encode(text, false);
-  const auto n_tok = static_cast<int64_t>(tokens.size());
-  int64_t total = n_tok / o.n_ctx;
-  if (o.chunks >= 0) total = std::min(total, o.chunks);
-  if (total < 1)
-    return Status::error("imatrix: the text is " + std::to_string(n_tok) +
-                         " tokens, fewer than one chunk of " + std::to_string(o.n_ctx) +
-                         " (use a longer text or a smaller -c)");
-  ContextOptions co;
-  co.n_ctx = o.n_ctx;
-  co.n_threads = o.n_threads;
-  co.max_batch = o.n_ctx;
-  auto ctx = Context::create(model, co);
-  if (!ctx) return ctx.status();
   Collector collector(model, o.include_output);
+  auto total = run_calibration(model, tok, text, o.n_ctx, o.chunks, o.n_threads, collector,
+                               "imatrix", progress);
+  if (!total) return total.status();
   Imatrix m;
-  {
-    ObserverScope scope(&collector);
-    Batch b;
-    std::vector<float> logits;
-    for (int64_t c = 0; c < total; ++c) {
-      b.clear();
-      for (int64_t i = 0; i < o.n_ctx; ++i) {
-        int32_t t = tokens[static_cast<size_t>(c * o.n_ctx + i)];
-        if (i == 0 && tok.bos_id() >= 0) t = tok.bos_id();
-        b.add(t, static_cast<int32_t>(i), 0, i + 1 == o.n_ctx);
-      }
-      (*ctx)->clear_seq(0);
-      NEXUS_RETURN_IF_ERROR((*ctx)->decode(b, &logits));
-      if (progress) progress(c + 1, total);
-    }
-  }
   collector.fill(&m);
   if (m.entries.empty()) return Status::error("imatrix: no weight matrix of the model was seen");
   if (!o.dataset.empty()) m.datasets.push_back(o.dataset);
-  m.chunk_count = total;
+  m.chunk_count = *total;
   m.chunk_size = o.n_ctx;
   return m;
 }

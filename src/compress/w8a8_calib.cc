@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compress/calibration.h"
 #include "nexus/compress/w8a8.h"
 #include "nexus/context.h"
 #include "ops/matmul.h"
@@ -76,11 +77,6 @@ class Collector : public MatmulObserver {
   std::unordered_map<const void*, Range*> by_data_;
 };
 
-struct ObserverScope {
-  explicit ObserverScope(MatmulObserver* o) { set_matmul_observer(o); }
-  ~ObserverScope() { set_matmul_observer(nullptr); }
-};
-
 }  // namespace
 
 std::optional<CalibMethod> parse_calib_method(std::string_view name) {
@@ -98,42 +94,13 @@ float w8a8_calib_range(const float* values, int64_t n, CalibMethod method, doubl
 Result<std::map<std::string, float>> calibrate_w8a8(
     const Model& model, const Tokenizer& tok, std::string_view text, const W8A8CalibOptions& o,
     const std::function<void(int64_t, int64_t)>& progress) {
-  if (o.n_ctx < 2)
-    return Status::error("calibration: the chunk size must be >= 2, got " +
-                         std::to_string(o.n_ctx));
   if (o.method == CalibMethod::kPercentile && !(o.percentile > 0.0 && o.percentile <= 100.0))
     return Status::error("calibration: the percentile must be in (0, 100], got " +
                          std::to_string(o.percentile));
-  const std::vector<int32_t> tokens = tok.encode(text, false);
-  const auto n_tok = static_cast<int64_t>(tokens.size());
-  int64_t total = n_tok / o.n_ctx;
-  if (o.chunks >= 0) total = std::min(total, o.chunks);
-  if (total < 1)
-    return Status::error("calibration: the text is " + std::to_string(n_tok) +
-                         " tokens, fewer than one chunk of " + std::to_string(o.n_ctx));
-  ContextOptions co;
-  co.n_ctx = o.n_ctx;
-  co.n_threads = o.n_threads;
-  co.max_batch = o.n_ctx;
-  auto ctx = Context::create(model, co);
-  if (!ctx) return ctx.status();
   Collector collector(model);
-  {
-    ObserverScope scope(&collector);
-    Batch b;
-    std::vector<float> logits;
-    for (int64_t c = 0; c < total; ++c) {
-      b.clear();
-      for (int64_t i = 0; i < o.n_ctx; ++i) {
-        int32_t t = tokens[static_cast<size_t>(c * o.n_ctx + i)];
-        if (i == 0 && tok.bos_id() >= 0) t = tok.bos_id();
-        b.add(t, static_cast<int32_t>(i), 0, i + 1 == o.n_ctx);
-      }
-      (*ctx)->clear_seq(0);
-      NEXUS_RETURN_IF_ERROR((*ctx)->decode(b, &logits));
-      if (progress) progress(c + 1, total);
-    }
-  }
+  auto total = run_calibration(model, tok, text, o.n_ctx, o.chunks, o.n_threads, collector,
+                               "calibration", progress);
+  if (!total) return total.status();
   std::map<std::string, float> scales;
   for (const auto& [name, r] : collector.ranges()) {
     const float range = r.range(o.method, o.percentile);

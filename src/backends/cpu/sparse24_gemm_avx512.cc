@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/cpu/sparse24.h"
+#include "backends/cpu/sparse24_gemm_driver.h"
 
 namespace nexus::cpu {
 namespace {
@@ -50,19 +51,6 @@ inline __m512 load16<BHalf>(const uint8_t* p) {
 template <class V>
 constexpr size_t value_bytes() {
   return std::is_same_v<V, float> ? 4 : 2;
-}
-
-// x[t * k + c] for t < nt (zeros past nt) into panel[c * kPanel + t].
-void pack_panel(const float* x, int64_t k, int64_t nt, float* panel) {
-  for (int64_t c = 0; c < k; c += 16) {
-    float tmp[16][16];
-    for (int64_t t = 0; t < kPanel; t += 16) {
-      for (int64_t i = 0; i < 16; ++i)
-        for (int64_t j = 0; j < 16; ++j) tmp[j][i] = t + i < nt ? x[(t + i) * k + c + j] : 0.0f;
-      for (int64_t j = 0; j < 16; ++j)
-        _mm512_storeu_ps(panel + (c + j) * kPanel + t, _mm512_loadu_ps(tmp[j]));
-    }
-  }
 }
 
 template <class V>
@@ -118,40 +106,24 @@ void rows_on_panel(const uint8_t* w, size_t w_stride, int64_t c0, int64_t c1, co
   }
 }
 
+struct Kernel {
+  static constexpr int64_t kPanel = ::nexus::cpu::kPanel, kRows = ::nexus::cpu::kRows,
+                           kColumns = ::nexus::cpu::kColumns;
+  using F32 = float;
+  using Half = ::nexus::cpu::Half;
+  using BHalf = ::nexus::cpu::BHalf;
+  template <class V>
+  static void rows(const uint8_t* w, size_t w_stride, int64_t c0, int64_t c1, const float* panel,
+                   float* part, int64_t r0, int64_t r1) {
+    rows_on_panel<V>(w, w_stride, c0, c1, panel, part, r0, r1);
+  }
+};
+
 }  // namespace
 
 void gemm_2of4_avx512(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
                       int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
-  // Grown once per thread to the widest panel seen.
-  thread_local std::vector<float> panel, part;
-  if (panel.size() < static_cast<size_t>(k * kPanel)) panel.resize(k * kPanel);
-  if (part.size() < static_cast<size_t>(kRows * kPanel)) part.resize(kRows * kPanel);
-  for (int64_t t0 = 0; t0 < n; t0 += kPanel) {
-    const int64_t nt = std::min(kPanel, n - t0);
-    pack_panel(x + t0 * k, k, nt, panel.data());
-    float* yt = y + t0 * y_stride;
-    for (int64_t rb = r0; rb < r1; rb += kRows) {
-      const int64_t re = std::min(r1, rb + kRows);
-      for (int64_t c0 = 0; c0 < k; c0 += kColumns) {
-        const int64_t c1 = std::min(k, c0 + kColumns);
-        switch (t) {
-          case DType::kF16_2of4:
-            rows_on_panel<Half>(w, w_stride, c0, c1, panel.data(), part.data(), rb, re);
-            break;
-          case DType::kBF16_2of4:
-            rows_on_panel<BHalf>(w, w_stride, c0, c1, panel.data(), part.data(), rb, re);
-            break;
-          default:
-            rows_on_panel<float>(w, w_stride, c0, c1, panel.data(), part.data(), rb, re);
-            break;
-        }
-      }
-      // The rows' sums into y a token at a time: y's rows are y_stride floats apart, a power of
-      // two in many models, where writing a row's 64 tokens one by one would meet in one cache set.
-      for (int64_t t = 0; t < nt; ++t)
-        for (int64_t r = rb; r < re; ++r) yt[t * y_stride + r] = part[(r - rb) * kPanel + t];
-    }
-  }
+  gemm_2of4_driver<Kernel>(t, w, w_stride, k, x, n, y, y_stride, r0, r1);
 }
 
 }  // namespace nexus::cpu
