@@ -60,21 +60,30 @@ void quantize_q2_k_imp(const float* x, void* y, int64_t n, const float* qw) {
   auto* b = static_cast<BlockQ2_K*>(y);
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, qw = qw ? qw + kQKK : nullptr) {
     uint8_t L[kQKK];
-    float sc[16], mn[16], w[16];
+    float sc[16], mn[16], w[16], sw[16];
     float max_sc = 0.0f, max_mn = 0.0f;
     for (int j = 0; j < 16; ++j) {
       fit_weights(x + 16 * j, 16, w, qw ? qw + 16 * j : nullptr);
       sc[j] = fit_scale_min(x + 16 * j, w, 16, 3, L + 16 * j, &mn[j]);
+      sw[j] = 0.0f;
+      for (int l = 0; l < 16; ++l) sw[j] += w[l];
       max_sc = std::max(max_sc, sc[j]);
       max_mn = std::max(max_mn, mn[j]);
     }
     std::memset(&b[i], 0, sizeof(BlockQ2_K));
-    b[i].d = f32_to_f16(max_sc / 15.0f);
-    b[i].dmin = f32_to_f16(max_mn / 15.0f);
+    // With importances the 4-bit scales and mins are fitted too, weighted by their sub-blocks'.
+    uint8_t ls[16], lm[16];
+    if (qw != nullptr) {
+      b[i].d = f32_to_f16(fit_scale_codes(sc, sw, 16, 15, ls));
+      b[i].dmin = f32_to_f16(fit_scale_codes(mn, sw, 16, 15, lm));
+    } else {
+      b[i].d = f32_to_f16(max_sc / 15.0f);
+      b[i].dmin = f32_to_f16(max_mn / 15.0f);
+    }
     const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
     for (int j = 0; j < 16; ++j) {
-      const int q_sc = d > 0.0f ? std::clamp(nearest_int(sc[j] / d), 0, 15) : 0;
-      const int q_mn = dmin > 0.0f ? std::clamp(nearest_int(mn[j] / dmin), 0, 15) : 0;
+      const int q_sc = qw != nullptr ? ls[j] : d > 0.0f ? std::clamp(nearest_int(sc[j] / d), 0, 15) : 0;
+      const int q_mn = qw != nullptr ? lm[j] : dmin > 0.0f ? std::clamp(nearest_int(mn[j] / dmin), 0, 15) : 0;
       b[i].scales[j] = static_cast<uint8_t>(q_sc | (q_mn << 4));
       const float dl = d * q_sc, ml = dmin * q_mn;
       for (int l = 0; l < 16; ++l)

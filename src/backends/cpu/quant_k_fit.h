@@ -137,6 +137,48 @@ inline float fit_scale_symmetric(const float* x, const float* w, int n, int nmax
   return best_scale;
 }
 
+// The codes of a super-block's sub-block scales (or mins), v[j] >= 0 for j < n, as d * L[j] with
+// L in [0, nmax], d chosen by weighted least squares: sw[j] is the sub-block's total importance, so
+// the scale of a sub-block whose activations matter is rounded most accurately (the absmax rule
+// d = max / nmax spends the codes on the largest scale alone). Sweeps the step around max / nmax;
+// returns d (0 when every v is 0) and writes L.
+inline float fit_scale_codes(const float* v, const float* sw, int n, int nmax, uint8_t* L) {
+  float max = 0.0f;
+  for (int j = 0; j < n; ++j) max = std::max(max, v[j]);
+  if (!(max > 0.0f)) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  float best_d = max / static_cast<float>(nmax), best_err = -1.0f;
+  uint8_t cand[16];
+  for (int step = -6; step <= 6; ++step) {
+    const float iscale = (static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
+    float slv = 0.0f, sll = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const int l = std::clamp(nearest_int(iscale * v[j]), 0, nmax);
+      cand[j] = static_cast<uint8_t>(l);
+      slv += sw[j] * static_cast<float>(l) * v[j];
+      sll += sw[j] * static_cast<float>(l * l);
+    }
+    if (sll <= 0.0f) continue;
+    const float d = slv / sll;
+    float err = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const float diff = v[j] - d * static_cast<float>(cand[j]);
+      err += sw[j] * diff * diff;
+    }
+    if (best_err < 0.0f || err < best_err) {
+      best_err = err;
+      best_d = d;
+      std::copy(cand, cand + n, L);
+    }
+  }
+  if (best_err < 0.0f)
+    for (int j = 0; j < n; ++j)
+      L[j] = static_cast<uint8_t>(std::clamp(nearest_int(v[j] / best_d), 0, nmax));
+  return best_d;
+}
+
 // Fits the 16 sub-blocks of 16 of a super-block symmetrically (codes -nmax .. nmax - 1, Q6_K and
 // Q3_K): sc[j] and codes L; returns the scale of largest magnitude, with its sign (0 if none).
 inline float fit_sub_blocks_symmetric(const float* x, int nmax, float* sc, int8_t* L,

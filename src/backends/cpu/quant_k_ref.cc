@@ -17,24 +17,32 @@ namespace {
 // bits against the super-block d/dmin, then re-rounds every value against the coded scales.
 void quantize_k_super_block(const float* x, int nmax, Half* d_out, Half* dmin_out, uint8_t* scales,
                             uint8_t* L, const float* qw) {
-  float sc[8], mn[8], w[kQK];
+  float sc[8], mn[8], w[kQK], sw[8];
   float max_sc = 0.0f, max_mn = 0.0f;
   for (int j = 0; j < 8; ++j) {
     fit_weights(x + kQK * j, kQK, w, qw ? qw + kQK * j : nullptr);
     sc[j] = fit_scale_min(x + kQK * j, w, kQK, nmax, L + kQK * j, &mn[j]);
+    sw[j] = 0.0f;
+    for (int i = 0; i < kQK; ++i) sw[j] += w[i];
     max_sc = std::max(max_sc, sc[j]);
     max_mn = std::max(max_mn, mn[j]);
   }
-  const float inv_sc = max_sc > 0.0f ? 63.0f / max_sc : 0.0f;
-  const float inv_mn = max_mn > 0.0f ? 63.0f / max_mn : 0.0f;
   uint8_t ls[8], lm[8];
-  for (int j = 0; j < 8; ++j) {
-    ls[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_sc * sc[j]), 0, 63));
-    lm[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_mn * mn[j]), 0, 63));
+  if (qw != nullptr) {
+    // With importances the 6-bit scales and mins are fitted too, weighted by their sub-blocks'.
+    *d_out = f32_to_f16(fit_scale_codes(sc, sw, 8, 63, ls));
+    *dmin_out = f32_to_f16(fit_scale_codes(mn, sw, 8, 63, lm));
+  } else {
+    const float inv_sc = max_sc > 0.0f ? 63.0f / max_sc : 0.0f;
+    const float inv_mn = max_mn > 0.0f ? 63.0f / max_mn : 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_sc * sc[j]), 0, 63));
+      lm[j] = static_cast<uint8_t>(std::clamp(nearest_int(inv_mn * mn[j]), 0, 63));
+    }
+    *d_out = f32_to_f16(max_sc / 63.0f);
+    *dmin_out = f32_to_f16(max_mn / 63.0f);
   }
   pack_scales_mins_k4(ls, lm, scales);
-  *d_out = f32_to_f16(max_sc / 63.0f);
-  *dmin_out = f32_to_f16(max_mn / 63.0f);
   const float d = f16_to_f32(*d_out);
   const float dmin = f16_to_f32(*dmin_out);
   for (int j = 0; j < 8; ++j) {
