@@ -157,7 +157,7 @@ int run_main(int argc, char** argv) {
                static_cast<long long>(s.n_generated),
                s.decode_seconds > 0 ? s.n_generated / s.decode_seconds : 0.0,
                s.stop_reason.c_str(), static_cast<unsigned long long>(g.sampler.seed), threads,
-               peak_rss_bytes() / 1048576.0, (*model)->weight_bytes() / 1048576.0,
+               peak_rss_bytes() / 1048576.0, (*model)->loaded_weight_bytes() / 1048576.0,
                (*ctx)->kv_bytes() / 1048576.0,
                (m.peak[static_cast<int>(MemCategory::kActivations)] +
                 m.peak[static_cast<int>(MemCategory::kScratch)]) / 1048576.0);

@@ -50,7 +50,11 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& gguf() const { return *file_; }
   int64_t n_params() const;
+  // Bytes of the file's tensors (llama-bench's model size).
   size_t weight_bytes() const;
+  // Bytes the loaded weights take: after the load-time layouts, so a 2:4 model's compressed
+  // projections count at their compressed size (each shared tensor once).
+  size_t loaded_weight_bytes() const;
   // The GGUF name of one of this model's weights, found by its data ("blk.3.attn_q.weight");
   // empty for a tensor that is not one of them. For tools that report per weight (imatrix).
   std::string tensor_name(const Tensor& t) const;

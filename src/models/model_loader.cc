@@ -2,6 +2,7 @@
 // table and checks its shape, so a wrong or incomplete file fails here with the tensor named.
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "models/arch.h"
 #include "models/weight_repack.h"
@@ -182,6 +183,21 @@ std::string Model::tensor_name(const Tensor& t) const {
       if (slot_in_layer(s, config_, l) && (weights_.layers[l].*(s.field)).data() == t.data())
         return layer_tensor_name(s.name, l);
   return {};
+}
+
+size_t Model::loaded_weight_bytes() const {
+  const ArchSpec& spec = arch_spec(config_.arch);
+  std::set<const void*> seen;  // a tied output shares the token table
+  size_t n = 0;
+  auto add = [&](const Tensor& t) {
+    if (!t.empty() && seen.insert(t.data()).second) n += t.nbytes();
+  };
+  for (const ModelSlot& s : spec.model_slots(config_)) add(weights_.*(s.field));
+  const std::vector<LayerSlot> slots = spec.layer_slots(config_);
+  for (int64_t l = 0; l < config_.n_layers; ++l)
+    for (const LayerSlot& s : slots)
+      if (slot_in_layer(s, config_, l)) add(weights_.layers[l].*(s.field));
+  return n;
 }
 
 Model::~Model() {

@@ -290,6 +290,7 @@ TEST(Prune, TwoOfFourModelsRunCompressed) {
     ASSERT_TRUE(sparse_model) << sparse_model.status().message();
     const auto types = projection_types(**sparse_model);
     EXPECT_GT(std::count(types.begin(), types.end(), DType::kF32_2of4), 0) << fixture;
+    EXPECT_LT((*sparse_model)->loaded_weight_bytes(), (*sparse_model)->weight_bytes()) << fixture;
     const std::vector<float> got = logits(pruned, tokens);
     setenv("NEXUS_SPARSE24", "0", 1);
     auto dense_model = Model::from_gguf(pruned);
@@ -297,6 +298,7 @@ TEST(Prune, TwoOfFourModelsRunCompressed) {
     unsetenv("NEXUS_SPARSE24");
     ASSERT_TRUE(dense_model);
     const auto dense_types = projection_types(**dense_model);
+    EXPECT_EQ((*dense_model)->loaded_weight_bytes(), (*dense_model)->weight_bytes()) << fixture;
     EXPECT_EQ(std::count(dense_types.begin(), dense_types.end(), DType::kF32_2of4), 0) << fixture;
     ASSERT_EQ(got.size(), want.size()) << fixture;
     ASSERT_FALSE(got.empty()) << fixture;
