@@ -109,10 +109,13 @@ double tg_bytes_per_token(const Model& model, int n_gen, int n_seq, DType kv_typ
   for (const auto& t : model.gguf().tensors()) {
     const bool lookup =
         t.name == "position_embd.weight" || (t.name == "token_embd.weight" && !c.tied_output);
-    const double row = t.shape.empty() ? 0.0 : static_cast<double>(t.nbytes) / t.shape[0];
+    // The bytes the loaded weight takes (a 2:4 projection's compressed size), else the file's.
+    const size_t loaded = model.loaded_tensor_bytes(t.name);
+    const double bytes = static_cast<double>(loaded > 0 ? loaded : t.nbytes);
+    const double row = t.shape.empty() ? 0.0 : bytes / static_cast<double>(t.shape[0]);
     if (t.name == "token_embd.weight" || t.name == "position_embd.weight")
-      step += n_seq * row;                               // one embedding row per token
-    if (!lookup) step += static_cast<double>(t.nbytes);  // read in full (the tied head included)
+      step += n_seq * row;       // one embedding row per token
+    if (!lookup) step += bytes;  // read in full (the tied head included)
   }
   // Attention at position p reads p + 1 K and V rows per attention layer; the mean over the
   // generated ones. State-space layers read and write their fixed state once per token.

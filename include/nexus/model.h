@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nexus/config.h"
@@ -55,6 +56,9 @@ class Model {
   // Bytes the loaded weights take: after the load-time layouts, so a 2:4 model's compressed
   // projections count at their compressed size (each shared tensor once).
   size_t loaded_weight_bytes() const;
+  // The loaded bytes of the weight the file names `name` ("blk.0.attn_q.weight"); 0 when the model
+  // holds no such weight.
+  size_t loaded_tensor_bytes(std::string_view name) const;
   // The GGUF name of one of this model's weights, found by its data ("blk.3.attn_q.weight");
   // empty for a tensor that is not one of them. For tools that report per weight (imatrix).
   std::string tensor_name(const Tensor& t) const;

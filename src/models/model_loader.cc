@@ -185,6 +185,18 @@ std::string Model::tensor_name(const Tensor& t) const {
   return {};
 }
 
+size_t Model::loaded_tensor_bytes(std::string_view name) const {
+  const ArchSpec& spec = arch_spec(config_.arch);
+  for (const ModelSlot& s : spec.model_slots(config_))
+    if (s.name == name) return (weights_.*(s.field)).nbytes();
+  const std::vector<LayerSlot> slots = spec.layer_slots(config_);
+  for (int64_t l = 0; l < config_.n_layers; ++l)
+    for (const LayerSlot& s : slots)
+      if (slot_in_layer(s, config_, l) && layer_tensor_name(s.name, l) == name)
+        return (weights_.layers[l].*(s.field)).nbytes();
+  return 0;
+}
+
 size_t Model::loaded_weight_bytes() const {
   const ArchSpec& spec = arch_spec(config_.arch);
   std::set<const void*> seen;  // a tied output shares the token table

@@ -147,7 +147,8 @@ void expect_equivalent(const std::string& fixture, double ffn_keep, double heads
   // And the pruning did something: the full model differs.
   const std::vector<float> full = logits(in, tokens);
   double moved = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) moved = std::max(moved, std::fabs(double(full[i]) - got[i]));
+  for (size_t i = 0; i < got.size(); ++i)
+    moved = std::max(moved, std::fabs(double(full[i]) - got[i]));
   EXPECT_GT(moved, 1e-3);
 }
 
@@ -185,7 +186,8 @@ TEST(Prune, ScoresAreActivationTimesColumnNorm) {
   for (int64_t g = 0; g < n_kv; ++g) {
     double s = 0.0;
     for (int64_t c = g * oc / n_kv; c < (g + 1) * oc / n_kv; ++c)
-      for (int64_t r = 0; r < o->shape[0]; ++r) s += po[c] * double(wo[r * oc + c]) * wo[r * oc + c];
+      for (int64_t r = 0; r < o->shape[0]; ++r)
+        s += po[c] * double(wo[r * oc + c]) * wo[r * oc + c];
     EXPECT_NEAR((*groups)[0][g], s, 1e-5 * (1.0 + s));
   }
 }
@@ -291,6 +293,13 @@ TEST(Prune, TwoOfFourModelsRunCompressed) {
     const auto types = projection_types(**sparse_model);
     EXPECT_GT(std::count(types.begin(), types.end(), DType::kF32_2of4), 0) << fixture;
     EXPECT_LT((*sparse_model)->loaded_weight_bytes(), (*sparse_model)->weight_bytes()) << fixture;
+    const GgufTensorInfo* up = pruned->find_tensor("blk.0.ffn_up.weight");
+    ASSERT_NE(up, nullptr) << fixture;
+    EXPECT_EQ((*sparse_model)->loaded_tensor_bytes("blk.0.ffn_up.weight"),
+              row_bytes(DType::kF32_2of4, up->shape.back()) *
+                  (up->nbytes / row_bytes(DType::kF32, up->shape.back())))
+        << fixture;
+    EXPECT_EQ((*sparse_model)->loaded_tensor_bytes("no.such.weight"), 0u);
     const std::vector<float> got = logits(pruned, tokens);
     setenv("NEXUS_SPARSE24", "0", 1);
     auto dense_model = Model::from_gguf(pruned);
@@ -299,6 +308,7 @@ TEST(Prune, TwoOfFourModelsRunCompressed) {
     ASSERT_TRUE(dense_model);
     const auto dense_types = projection_types(**dense_model);
     EXPECT_EQ((*dense_model)->loaded_weight_bytes(), (*dense_model)->weight_bytes()) << fixture;
+    EXPECT_EQ((*dense_model)->loaded_tensor_bytes("blk.0.ffn_up.weight"), up->nbytes) << fixture;
     EXPECT_EQ(std::count(dense_types.begin(), dense_types.end(), DType::kF32_2of4), 0) << fixture;
     ASSERT_EQ(got.size(), want.size()) << fixture;
     ASSERT_FALSE(got.empty()) << fixture;
