@@ -85,6 +85,40 @@ TEST_P(HfGolden, SameTensorsAsTheGgufFixture) {
   }
 }
 
+// Both reference sequences decoded in one batch by `model`, every row compared with the
+// reference: an error counts when it exceeds abs_tol + rel_tol * |reference|.
+::testing::AssertionResult matches_reference(const Model& model, const test::Reference& ref,
+                                             int n_ctx, double abs_tol, double rel_tol,
+                                             const std::string& what) {
+  ContextOptions o;
+  o.n_ctx = n_ctx;
+  o.n_seq = 2;
+  o.kv_type = DType::kF32;
+  auto ctx = Context::create(model, o);
+  if (!ctx) return ::testing::AssertionFailure() << what << ": " << ctx.status().message();
+  Batch b;
+  for (int s = 0; s < 2; ++s)
+    for (size_t p = 0; p < ref.tokens[s].size(); ++p)
+      b.add(ref.tokens[s][p], static_cast<int32_t>(p), s, true);
+  std::vector<float> logits;
+  if (Status st = (*ctx)->decode(b, &logits); !st)
+    return ::testing::AssertionFailure() << what << ": " << st.message();
+  size_t row = 0, bad = 0;
+  double worst = 0;
+  for (int s = 0; s < 2; ++s)
+    for (size_t p = 0; p < ref.tokens[s].size(); ++p, ++row)
+      for (int32_t v = 0; v < ref.n_vocab; ++v) {
+        const double w = ref.row(s, static_cast<int>(p))[v];
+        const double err = std::fabs(logits[row * ref.n_vocab + v] - w);
+        worst = std::max(worst, err);
+        bad += !(err <= abs_tol + rel_tol * std::fabs(w));
+      }
+  std::printf("  %-18s max |err| %.3g over %zu rows\n", what.c_str(), worst, row);
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " logits out of tolerance, worst |err| " << worst;
+}
+
 TEST_P(HfGolden, LogitsMatchTheReference) {
   const std::string name = GetParam();
   auto got = convert(hf_dir(name), DType::kF32);
@@ -94,32 +128,8 @@ TEST_P(HfGolden, LogitsMatchTheReference) {
   auto ref = test::read_reference(model_path(name, ".logits.bin"));
   ASSERT_TRUE(ref) << ref.status().message();
   ASSERT_EQ((*model)->config().n_vocab, ref->n_vocab);
-  ContextOptions o;
-  o.n_ctx = 64;
-  o.n_seq = 2;
-  o.kv_type = DType::kF32;
-  auto ctx = Context::create(**model, o);
-  ASSERT_TRUE(ctx) << ctx.status().message();
-  Batch b;
-  for (int s = 0; s < 2; ++s)
-    for (size_t p = 0; p < ref->tokens[s].size(); ++p)
-      b.add(ref->tokens[s][p], static_cast<int32_t>(p), s, true);
-  std::vector<float> logits;
-  Status st = (*ctx)->decode(b, &logits);
-  ASSERT_TRUE(st) << st.message();
   // The golden test's F32 tolerance.
-  size_t row = 0, bad = 0;
-  double worst = 0;
-  for (int s = 0; s < 2; ++s)
-    for (size_t p = 0; p < ref->tokens[s].size(); ++p, ++row)
-      for (int32_t v = 0; v < ref->n_vocab; ++v) {
-        const double w = ref->row(s, static_cast<int>(p))[v];
-        const double err = std::fabs(logits[row * ref->n_vocab + v] - w);
-        worst = std::max(worst, err);
-        bad += !(err <= 1e-4 + 1e-5 * std::fabs(w));
-      }
-  std::printf("  %-16s max |err| %.3g over %zu rows\n", name.c_str(), worst, row);
-  EXPECT_EQ(bad, 0u) << "worst |err| " << worst;
+  EXPECT_TRUE(matches_reference(**model, *ref, 64, 1e-4, 1e-5, name));
 }
 
 // The vocabulary loads as a nexus tokenizer and, for the byte-level ones, tokenizes like the
@@ -265,32 +275,9 @@ TEST(HfConvertReal, LmBuddyTinyGpt2) {
   ASSERT_TRUE(model) << model.status().message();
   auto ref = test::read_reference(test::fixtures_dir() + "/hf/lm_buddy_tiny_gpt2.logits.bin");
   ASSERT_TRUE(ref) << ref.status().message();
-  ContextOptions o;
-  o.n_ctx = 32;
-  o.n_seq = 2;
-  o.kv_type = DType::kF32;
-  auto ctx = Context::create(**model, o);
-  ASSERT_TRUE(ctx) << ctx.status().message();
-  Batch b;
-  for (int s = 0; s < 2; ++s)
-    for (size_t p = 0; p < ref->tokens[s].size(); ++p)
-      b.add(ref->tokens[s][p], static_cast<int32_t>(p), s, true);
-  std::vector<float> logits;
-  ASSERT_TRUE((*ctx)->decode(b, &logits));
   // The logits are small (|logit| < 0.08, the model is untrained), so the bound is absolute and
   // tight: float32 rounding of the forward pass is ~1e-8 here.
-  size_t row = 0, bad = 0;
-  double worst = 0;
-  for (int s = 0; s < 2; ++s)
-    for (size_t p = 0; p < ref->tokens[s].size(); ++p, ++row)
-      for (int32_t v = 0; v < ref->n_vocab; ++v) {
-        const double err =
-            std::fabs(logits[row * ref->n_vocab + v] - ref->row(s, static_cast<int>(p))[v]);
-        worst = std::max(worst, err);
-        bad += !(err <= 1e-6);
-      }
-  std::printf("  lm_buddy_tiny_gpt2 max |err| %.3g over %zu rows\n", worst, row);
-  EXPECT_EQ(bad, 0u) << "worst |err| " << worst;
+  EXPECT_TRUE(matches_reference(**model, *ref, 32, 1e-6, 0.0, "lm_buddy_tiny_gpt2"));
 
   // Greedy decoding from the prompt the reference continued.
   std::ifstream in(test::fixtures_dir() + "/hf/lm_buddy_tiny_gpt2.json");
@@ -301,7 +288,8 @@ TEST(HfConvertReal, LmBuddyTinyGpt2) {
   o1.n_ctx = 32;
   auto c1 = Context::create(**model, o1);
   ASSERT_TRUE(c1) << c1.status().message();
-  b.clear();
+  Batch b;
+  std::vector<float> logits;
   for (size_t p = 0; p < prompt.size(); ++p)
     b.add(prompt[p], static_cast<int32_t>(p), 0, p + 1 == prompt.size());
   std::vector<int32_t> greedy;
