@@ -156,13 +156,7 @@ def byte_level_tokenizer(cfg):
     """The GGUF fixture's byte-level vocabulary (printable ASCII, which byte-level BPE maps to
     itself, and merges of letter pairs) with <|endoftext|> as the last id."""
     V = cfg["n_vocab"]
-    chars = [chr(c) for c in range(33, 127)]
-    merged = []
-    for a in "thaeinors":
-        for b in "ehnrst":
-            if len(chars) + len(merged) < V - 1 and a != b:
-                merged.append(a + b)
-    pieces = (chars + merged)[:V - 1]
+    pieces = gm.byte_level_pieces(V)
     eot = "<|endoftext|>"
     if cfg["arch"] == "gpt2":
         pre = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,

@@ -31,13 +31,13 @@ what the converter writes (context_length 2^20, as it does for every Mamba model
 import argparse
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_hf_fixtures as hf  # noqa: E402
 import gen_model_fixtures as gm  # noqa: E402
 import gen_ssm_fixtures as ss  # noqa: E402
 
@@ -133,21 +133,6 @@ def mixer_tensors(cfg, L, m):
     return out
 
 
-def safetensors_bytes(tensors):
-    """The safetensors format: u64 header size, a JSON header of dtype / shape / byte range per
-    tensor (padded with spaces to 8 bytes), then the little-endian data."""
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, t in tensors.items():
-        data = t.numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
-
-
 def hf_config(cfg):
     if cfg["arch"] == "granitehybrid":
         return {
@@ -205,7 +190,7 @@ def run_case(case, hf_out, models_out):
 
     d = os.path.join(hf_out, cfg["name"])
     os.makedirs(d, exist_ok=True)
-    ss.write(os.path.join(d, "model.safetensors"), safetensors_bytes(tensors))
+    ss.write(os.path.join(d, "model.safetensors"), hf.safetensors_bytes(tensors))
     ss.write(os.path.join(d, "config.json"), (json.dumps(hf_config(cfg), indent=1) + "\n").encode())
     train_tokenizer(os.path.join(d, "tokenizer"), cfg["n_vocab"])
     os.remove(os.path.join(d, "tokenizer.vocab"))

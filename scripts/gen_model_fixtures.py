@@ -418,6 +418,18 @@ class GgufWriter:
         return bytes(out)
 
 
+def byte_level_pieces(V):
+    """The byte-level fixtures' V - 1 ordinary tokens: printable ASCII, which byte-level BPE maps
+    to itself, then merges of letter pairs (the end-of-text token takes the last id)."""
+    chars = [chr(c) for c in range(33, 127)]
+    merged = []
+    for a in "thaeinors":
+        for b in "ehnrst":
+            if len(chars) + len(merged) < V - 1 and a != b:
+                merged.append(a + b)
+    return (chars + merged)[:V - 1]
+
+
 def add_vocab(gw, cfg):
     """A small self-describing vocabulary; the tests feed token ids directly."""
     V = cfg["n_vocab"]
@@ -436,13 +448,7 @@ def add_vocab(gw, cfg):
         gw.add("tokenizer.ggml.unknown_token_id", GGUF_U32, 0)
         return
     # Byte-level BPE style: printable ASCII, a few merges of them, one end-of-text control token.
-    chars = [chr(c) for c in range(33, 127)]
-    merged = []
-    for a in "thaeinors":
-        for b in "ehnrst":
-            if len(chars) + len(merged) < V - 1 and a != b:
-                merged.append(a + b)
-    pieces = (chars + merged)[:V - 1]
+    pieces = byte_level_pieces(V)
     merges = [f"{m[0]} {m[1]}" for m in pieces if len(m) == 2]
     eot = "<|endoftext|>"
     gw.add("tokenizer.ggml.model", GGUF_STRING, "gpt2")
