@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One model in every type: file size, perplexity (`nexus perplexity`) and prefill/decode speed
 # (`nexus bench`, all files in one run), as a markdown table (docs/COMPRESSION.md, "Per model").
+# With LLAMA_BIN (a folder holding llama-bench, built outside this repository) llama.cpp's speed
+# on the same files follows, run right after nexus's.
 #
 # usage: bench/quant_table.sh MODEL.gguf EVAL.txt [OUTDIR]
-# env: NEXUS_BIN (default build/nexus), TYPES, CTX (perplexity chunk, default 128),
-#      PP / TG (bench prompt and generated tokens, default 128 / 64), REPS (default 3)
+# env: NEXUS_BIN (default build/nexus), LLAMA_BIN (optional), TYPES, CTX (perplexity chunk,
+#      default 128), PP / TG (bench prompt and generated tokens, default 128 / 64), REPS (default 3)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,19 +31,37 @@ for t in $types; do
 done
 list=$(IFS=,; echo "${files[*]}")
 "$nexus" bench -m "$list" -p "$pp" -n "$tg" -t 2 -r "$reps" -o csv > "$out/bench.csv"
-# avg_ts of FILE's TEST (pp$pp or tg$tg) from the bench CSV.
+llama=""
+if [[ -n "${LLAMA_BIN:-}" ]]; then
+  [[ -x "$LLAMA_BIN/llama-bench" ]] || { echo "quant_table.sh: error: no llama-bench in '$LLAMA_BIN'" >&2; exit 1; }
+  margs=()
+  for f in "${files[@]}"; do margs+=(-m "$f"); done
+  "$LLAMA_BIN/llama-bench" "${margs[@]}" -p "$pp" -n "$tg" -t 2 -r "$reps" -o csv \
+    > "$out/llama-bench.csv" 2> "$out/llama-bench.log"
+  llama=1
+fi
+# avg_ts of FILE's prefill (pp) or decode (tg) from a bench CSV (nexus's names the test; llama-bench's
+# gives n_prompt and n_gen).
 speed() {
-  python3 - "$out/bench.csv" "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$3" <<'PY'
 import csv, sys
 for row in csv.DictReader(open(sys.argv[1])):
-    if row["model_filename"] == sys.argv[2] and row["test"] == sys.argv[3]:
+    test = row.get("test") or ("pp" if int(row["n_prompt"]) > 0 else "tg")
+    if row["model_filename"] == sys.argv[2] and test.startswith(sys.argv[3]):
         print(f"{float(row['avg_ts']):,.0f}")
 PY
 }
-echo "| type | size | PPL | pp$pp t/s | tg$tg t/s |"
-echo "|---|---|---|---|---|"
+if [[ -n "$llama" ]]; then
+  echo "| type | size | PPL | pp$pp t/s | tg$tg t/s | llama.cpp pp$pp | llama.cpp tg$tg |"
+  echo "|---|---|---|---|---|---|---|"
+else
+  echo "| type | size | PPL | pp$pp t/s | tg$tg t/s |"
+  echo "|---|---|---|---|---|"
+fi
 for i in "${!files[@]}"; do
   f="${files[$i]}"
   ppl=$("$nexus" perplexity -m "$f" -f "$eval_text" -c "$ctx" -t 2 2>&1 | grep -o 'PPL = [0-9.]*' | cut -d' ' -f3)
-  echo "| ${names[$i]} | $(stat -c %s "$f") B | $ppl | $(speed "$f" "pp$pp") | $(speed "$f" "tg$tg") |"
+  row="| ${names[$i]} | $(stat -c %s "$f") B | $ppl | $(speed "$out/bench.csv" "$f" pp) | $(speed "$out/bench.csv" "$f" tg) |"
+  [[ -n "$llama" ]] && row="$row $(speed "$out/llama-bench.csv" "$f" pp) | $(speed "$out/llama-bench.csv" "$f" tg) |"
+  echo "$row"
 done
