@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/gemm_w8a8.h"
-#include "backends/cpu/quant.h"
 #include "backends/cpu/gemm_blas.h"
+#include "backends/cpu/gemm_w8a8.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/quant.h"
 #include "backends/cpu/repack.h"
 #include "backends/cpu/sparse24.h"
 #include "nexus/core/allocator.h"
@@ -94,12 +95,12 @@ BENCHMARK(BM_PrefillGemm)->Name("BM_PrefillGemm2of4")->Apply(sparse_args)->UseRe
 namespace nexus {
 namespace {
 
-// The 2:4 prefill variants at one L110M shape (ffn_up, 2048 x 768) over token counts, one thread:
-// range(0) 0 = dense F16 on our GEMM, 1 = 2:4 expanded a chunk at a time to F16 for that GEMM
-// (what matmul runs), 2 = the kept-products kernel (gemm_2of4: each kept weight a broadcast times
-// a row of a transposed token panel). GFLOP/s counts dense products.
+// Dense F16 against the 2:4 paths at 2048 x 768: the rows expanded to F16 and run on the dense
+// GEMM, the AVX2 kept-products kernel (a broadcast weight times a token panel row) and the AVX-512
+// one (vectors across rows, the activations permuted into place); gemm_2of4_takes picks from these.
 void BM_Prefill2of4Variants(benchmark::State& state) {
   const int variant = static_cast<int>(state.range(0));
+  if (variant == 3 && !cpu::avx512_active()) return state.SkipWithError("no AVX-512 here");
   const int64_t rows = 2048, k = 768, n = state.range(1);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -107,23 +108,35 @@ void BM_Prefill2of4Variants(benchmark::State& state) {
   for (float& v : wf) v = normal(rng);
   for (float& v : x) v = normal(rng);
   const DType t = variant == 0 ? DType::kF16 : DType::kF16_2of4;
-  std::vector<uint8_t> w(row_bytes(t, rows * k));
+  const size_t stride = row_bytes(t, k), dense_stride = row_bytes(DType::kF16, k);
+  std::vector<uint8_t> w(row_bytes(t, rows * k)), dense(dense_stride * rows);
   cpu::quantize_row(t, wf.data(), w.data(), rows * k);
   std::vector<float> y(static_cast<size_t>(n * rows));
   for (auto _ : state) {
-    if (variant == 2)
-      cpu::gemm_2of4(t, w.data(), row_bytes(t, k), k, x.data(), n, y.data(), rows, 0, rows);
-    else
-      cpu::gemm_rows_blas(t, w.data(), row_bytes(t, k), rows, k, x.data(), n, y.data(), rows, 0,
-                          rows);
+    if (variant == 0) {
+      cpu::gemm_rows_blas(t, w.data(), stride, rows, k, x.data(), n, y.data(), rows, 0, rows);
+    } else if (variant == 1) {
+      cpu::expand_2of4(t, w.data(), stride, rows, k, dense.data());
+      cpu::gemm_rows_blas(DType::kF16, dense.data(), dense_stride, rows, k, x.data(), n, y.data(),
+                          rows, 0, rows);
+    } else if (variant == 2) {
+      cpu::gemm_2of4_avx2(t, w.data(), stride, k, x.data(), n, y.data(), rows, 0, rows);
+    } else {
+      cpu::gemm_2of4_avx512(t, w.data(), stride, k, x.data(), n, y.data(), rows, 0, rows);
+    }
     benchmark::ClobberMemory();
   }
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * static_cast<double>(n * rows * k) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
-  state.SetLabel(variant == 0 ? "F16" : variant == 1 ? "2:4 expanded" : "2:4 kept products");
+  state.SetLabel(variant == 0   ? "F16"
+                 : variant == 1 ? "2:4 expanded"
+                 : variant == 2 ? "2:4 kept products (AVX2)"
+                                : "2:4 permuted activations (AVX-512)");
 }
-BENCHMARK(BM_Prefill2of4Variants)->ArgsProduct({{0, 1, 2}, {16, 32, 64, 128, 512}})->UseRealTime();
+BENCHMARK(BM_Prefill2of4Variants)
+    ->ArgsProduct({{0, 1, 2, 3}, {16, 32, 64, 128, 512}})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace nexus

@@ -210,7 +210,7 @@ TEST(Sparse24, MatmulMatchesTheDenseWeights) {
         cpu::compress_2of4(base, d.data(), row_bytes(base, k), rows, k, w.data());
         const Tensor td(base, {rows, k}, d.data());
         const Tensor ts(t, {rows, k}, w.data());
-        // Decode, batched decode, prefill expanded (17, 200) and on the kept-products kernel (64).
+        // Decode, batched decode and prefill (17, 64, 200: whichever path gemm_2of4_takes picks).
         for (int64_t n : {1, 3, 8, 17, 64, 200}) {
           const auto [a, b] = test::matmul_both(td, ts, n, pool);
           float scale = 0.0f;
@@ -226,8 +226,9 @@ TEST(Sparse24, MatmulMatchesTheDenseWeights) {
 }
 
 // The prefill kernels (AVX2, and AVX-512 where the CPU has it) against a double dot per row and
-// token: panels cut mid-way (n not a multiple of 32 or 64), a share of the rows (the rest left
-// untouched), an output stride wider than the rows.
+// token: token counts cut mid-way through the kernels' panels and token blocks, a share of the rows
+// (the rest left untouched) crossing AVX-512's blocks of 32 rows, an output stride wider than the
+// rows.
 TEST(Sparse24, PrefillKernelsAgainstADoubleDot) {
   using Fn = void (*)(DType, const uint8_t*, size_t, int64_t, const float*, int64_t, float*,
                       int64_t, int64_t, int64_t);
@@ -237,8 +238,8 @@ TEST(Sparse24, PrefillKernelsAgainstADoubleDot) {
   if (fns.empty()) GTEST_SKIP() << "no AVX2 on this CPU: the scalar build expands 2:4 panels";
   for (DType base : kBases) {
     const DType t = sparse_of(base);
-    for (int64_t k : {32, 800}) {
-      const int64_t rows = 13;
+    for (const auto& [rows, k] :
+         std::vector<std::pair<int64_t, int64_t>>{{13, 32}, {13, 800}, {45, 96}}) {
       auto d = dense_2of4(base, rows, k, 41);
       const size_t rb = row_bytes(base, k), sb = row_bytes(t, k);
       std::vector<uint8_t> w(sb * rows);

@@ -21,8 +21,6 @@ namespace {
 // f32 panel size (3 MiB). Every sgemm call packs all the tokens' activations again (perf: 8.5%
 // of Q06B Q4_K prefill with 768 KiB panels), so panels are large; sgemm blocks them for L2 itself.
 constexpr size_t kPanelFloats = 768 * 1024;
-// Token counts at which 2:4 prefill takes the kept-products kernel (gemm_2of4).
-constexpr int64_t kSparse24KeptMin = 48, kSparse24KeptMax = 160;
 
 }  // namespace
 
@@ -48,11 +46,10 @@ void gemm_rows_blas(DType w_type, const uint8_t* w, size_t w_stride, int64_t w_r
   if (r0 >= r1 || n <= 0) return;
   if (prefill_on_our_gemm(w_type))  // a group of one
     return gemm_rows_group(w_type, 1, &w, &w_stride, k, x, n, &y, &y_stride, &r0, &r1);
-  // 2:4 weights: from 48 to 160 tokens the kept-products kernel; beyond, the rows expanded to
-  // their dense base type a chunk at a time (bit for bit) and multiplied on our GEMM, which runs
-  // near the FMA peak where the kept products are bound by their one panel load per FMA (measured:
-  // bench/micro/prefill_bench.cc, BM_Prefill2of4Variants; docs/KERNELS.md).
-  if (is_sparse24(w_type) && avx2_active() && n >= kSparse24KeptMin && n <= kSparse24KeptMax)
+  // 2:4 weights: the kept products where that is faster (all prefill on AVX-512; 48-160 tokens on
+  // AVX2); else the rows expanded to their dense base type a chunk at a time (bit for bit) and
+  // multiplied on our GEMM (docs/KERNELS.md).
+  if (is_sparse24(w_type) && gemm_2of4_takes(n))
     return gemm_2of4(w_type, w, w_stride, k, x, n, y, y_stride, r0, r1);
   if (is_sparse24(w_type) && prefill_on_our_gemm(sparse24_base(w_type))) {
     const DType base = sparse24_base(w_type);

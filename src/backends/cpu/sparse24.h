@@ -76,15 +76,21 @@ void vec_dot_wrows_bf16_2of4_avx2(int64_t n, const void* w, size_t ws, const voi
                                   float* out);
 
 // Prefill: y[t * y_stride + r] = dot(row r, x[t]) for rows [r0, r1) of a 2:4 matrix of type t
-// (rows w_stride bytes apart) and tokens t < n (f32 rows of k). Only the kept products: the
-// tokens transposed into panels (64 on AVX-512, sparse24_gemm_avx512.cc; 32 on AVX2,
-// sparse24_gemm_avx2.cc), each kept weight a broadcast times a panel row. Summation order differs
-// from vec_dot's (within f32 rounding of it). gemm_2of4 runs the widest the CPU has.
+// (rows w_stride bytes apart) and tokens t < n (f32 rows of k). Only the kept products, in a
+// summation order of their own (within f32 rounding of vec_dot's):
+// - AVX-512 (sparse24_gemm_avx512.cc): vectors across 16 output rows, each row's activation picked
+//   by a permute from the token's 16 activations; faster than the dense GEMM from 16 tokens on.
+// - AVX2 (sparse24_gemm_avx2.cc): tokens transposed into panels of 32, each kept weight a
+//   broadcast times a panel row; bound by its one load per FMA.
+// gemm_2of4 runs the widest the CPU has; gemm_2of4_takes(n) says whether it beats the rows
+// expanded to their base type on the dense GEMM at n tokens (measured: bench/micro/
+// prefill_bench.cc, BM_Prefill2of4Variants).
 void gemm_2of4_avx512(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
                       int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 void gemm_2of4_avx2(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
                     int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1);
 void gemm_2of4(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x, int64_t n,
                float* y, int64_t y_stride, int64_t r0, int64_t r1);
+bool gemm_2of4_takes(int64_t n);
 
 }  // namespace nexus::cpu

@@ -1,6 +1,12 @@
-// Prefill with 2:4 sparse weights on AVX2 (sparse24.h): sparse24_gemm_avx512.cc's method with
-// panels of 32 tokens (four ymm per set of accumulators, a panel row of 128 bytes, 256 columns in
-// L1), and the dispatch between the two.
+// Prefill with 2:4 sparse weights on AVX2 (sparse24.h): only the kept half of the products. The
+// tokens are transposed into panels of 32 (column c of the panel: 32 activations, 128 bytes), so a
+// kept weight w at column c is its broadcast times four ymm of the panel's row c, added into the
+// row's 4 x 8 token accumulators. The panel row's address comes from the position bits with scalar
+// shifts (through a buffer it cost a store-to-load forward per value: 1.5x slower). Even and odd
+// values feed two sets of accumulators, so eight FMA chains are in flight. Rows go in passes of
+// kRows over kColumns columns at a time, so the panel's columns and the rows' partial sums stay in
+// L1, and the sums reach y a token at a time. One panel load per FMA bounds it: it beats the rows
+// expanded onto the dense GEMM only from 48 to 160 tokens (gemm_2of4_takes). Also the dispatch.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,7 +17,6 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/sparse24.h"
-#include "backends/cpu/sparse24_gemm_driver.h"
 
 namespace nexus::cpu {
 namespace {
@@ -108,11 +113,63 @@ struct Kernel {
   }
 };
 
+// K: kPanel (tokens per panel), kRows, kColumns, the value tags F32/Half/BHalf, and
+// rows<V>(w, w_stride, c0, c1, panel, part, r0, r1), which adds columns [c0, c1) of rows
+// [r0, r1) times the panel into part[(r - r0) * kPanel + t] (set, not added, when c0 is 0).
+template <class K>
+void gemm_2of4_driver(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
+                      int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
+  // Grown once per thread to the widest panel seen.
+  thread_local std::vector<float> panel, part;
+  if (panel.size() < static_cast<size_t>(k * K::kPanel)) panel.resize(k * K::kPanel);
+  if (part.size() < static_cast<size_t>(K::kRows * K::kPanel)) part.resize(K::kRows * K::kPanel);
+  for (int64_t t0 = 0; t0 < n; t0 += K::kPanel) {
+    const int64_t nt = std::min(K::kPanel, n - t0);
+    // x[(t0 + i) * k + c] into panel[c * kPanel + i], zeros past nt.
+    for (int64_t c = 0; c < k; ++c) {
+      float* p = panel.data() + c * K::kPanel;
+      for (int64_t i = 0; i < nt; ++i) p[i] = x[(t0 + i) * k + c];
+      std::fill(p + nt, p + K::kPanel, 0.0f);
+    }
+    float* yt = y + t0 * y_stride;
+    for (int64_t rb = r0; rb < r1; rb += K::kRows) {
+      const int64_t re = std::min(r1, rb + K::kRows);
+      for (int64_t c0 = 0; c0 < k; c0 += K::kColumns) {
+        const int64_t c1 = std::min(k, c0 + K::kColumns);
+        switch (t) {
+          case DType::kF16_2of4:
+            K::template rows<typename K::Half>(w, w_stride, c0, c1, panel.data(), part.data(), rb,
+                                               re);
+            break;
+          case DType::kBF16_2of4:
+            K::template rows<typename K::BHalf>(w, w_stride, c0, c1, panel.data(), part.data(), rb,
+                                                re);
+            break;
+          default:
+            K::template rows<typename K::F32>(w, w_stride, c0, c1, panel.data(), part.data(), rb,
+                                              re);
+            break;
+        }
+      }
+      // The rows' sums into y a token at a time: y's rows are y_stride floats apart, a power of
+      // two in many models, where writing a row's tokens one by one would meet in one cache set
+      // (2x slower at 2,048).
+      for (int64_t i = 0; i < nt; ++i)
+        for (int64_t r = rb; r < re; ++r) yt[i * y_stride + r] = part[(r - rb) * K::kPanel + i];
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_2of4_avx2(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x,
                     int64_t n, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   gemm_2of4_driver<Kernel>(t, w, w_stride, k, x, n, y, y_stride, r0, r1);
+}
+
+bool gemm_2of4_takes(int64_t n) {
+  static const bool wide = avx512_active(), narrow = avx2_active();
+  return wide ? n >= 1 : narrow && n >= 48 && n <= 160;
 }
 
 void gemm_2of4(DType t, const uint8_t* w, size_t w_stride, int64_t k, const float* x, int64_t n,
