@@ -8,23 +8,26 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "command.h"
 #include "distill_teacher.h"
+#include "nexus/core/format_bytes.h"
+#include "nexus/dist/communicator.h"
+#include "nexus/dist/data_parallel.h"
 #include "nexus/io/gguf.h"
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
 #include "nexus/train/checkpoint.h"
-#include "plot/loss_plot.h"
 #include "nexus/train/metrics.h"
 #include "nexus/train/model_shape.h"
 #include "nexus/train/train_data.h"
 #include "nexus/train/trainer.h"
+#include "plot/loss_plot.h"
 
 namespace nexus::cli {
 namespace {
@@ -59,12 +62,15 @@ struct Flags {
   std::string attention_layers;
   int64_t ssm_state = 0;
   std::string optimizer_state = "f32";
+  std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
+  double bucket_mb = 4;
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
   int keep = 2, prefetch = 2;
   bool keep_zeros = false;  // pruned models: zero weights stay zero
+  bool quiet = false;       // ranks other than 0 print no progress
   std::string teacher;      // knowledge distillation (nexus distill)
   float temperature = 2.0f, alpha = 0.5f;
   float lr = 1e-3f, min_lr = 0.0f, clip = 1.0f, weight_decay = 0.1f;
@@ -204,6 +210,15 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
                  "checkpoint every N steps (0: at the end only)")
       ->capture_default_str();
   app.add_option("--keep-checkpoints", f.keep, "checkpoints to keep")->capture_default_str();
+  app.add_option("--zero", f.zero,
+                 "data parallel (under mpirun): 0 all-reduces the gradients, 1 also shards the "
+                 "optimizer state (ZeRO stage 1)")
+      ->capture_default_str();
+  app.add_option("--comm-dtype", f.comm_dtype, "data parallel: gradients sent as f32 | bf16")
+      ->capture_default_str();
+  app.add_option("--bucket-mb", f.bucket_mb,
+                 "data parallel: MiB of gradients per all-reduce, started while backward runs")
+      ->capture_default_str();
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
 }
@@ -219,7 +234,7 @@ struct Run {
 };
 
 // --resume: settings, model, optimizer and tokenizer from the checkpoint.
-Result<Run> resume_run(const Flags& f, const CLI::App& app) {
+Result<Run> resume_run(const Flags& f, const CLI::App& app, int world) {
   for (const char* flag :
        {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
         "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
@@ -242,6 +257,11 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   r.resumed = std::move(ckpt).value();
   const train::Checkpoint& c = *r.resumed;
   r.settings = c.settings();
+  // The checkpoint's batch is the global one (every rank's): split it over this run's ranks.
+  if (r.settings.batch % world != 0)
+    return Status::error(c.path() + ": its global batch of " + std::to_string(r.settings.batch) +
+                         " sequences does not split over " + std::to_string(world) + " ranks");
+  r.settings.batch /= world;
   if (app.count("--steps")) {
     if (f.steps < c.progress().step)
       return Status::error("--steps " + std::to_string(f.steps) +
@@ -264,8 +284,10 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app) {
   if (!opt) return opt.status();
   r.optimizer = std::move(opt).value();
   NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*r.optimizer));
-  std::fprintf(stderr, "train: resuming %s at step %lld of %lld\n", c.path().c_str(),
-               static_cast<long long>(c.progress().step), static_cast<long long>(r.settings.steps));
+  if (!f.quiet)
+    std::fprintf(stderr, "train: resuming %s at step %lld of %lld\n", c.path().c_str(),
+                 static_cast<long long>(c.progress().step),
+                 static_cast<long long>(r.settings.steps));
   return r;
 }
 
@@ -319,6 +341,9 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   return r;
 }
 
+int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const char* cmd,
+                dist::Communicator& comm, int zero, dist::CommDType comm_dtype);
+
 int train_command(int argc, char** argv, const char* cmd) {
   CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba, mamba2 or granitehybrid model (CPU; f32, bf16 or f16)", std::string("nexus ") + cmd};
   Flags f;
@@ -349,11 +374,52 @@ int train_command(int argc, char** argv, const char* cmd) {
     if (auto m = overwrites_source(f.out, {f.init, f.tokenizer, f.data, f.val, f.resume}))
       return usage(*m);
 
-  auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app);
+  int zero = 0;
+  dist::CommDType comm_dtype = dist::CommDType::kF32;
+  if (Status st = dist::parse_zero(f.zero, &zero); !st) return usage(st.message());
+  if (Status st = dist::parse_comm_dtype(f.comm_dtype, &comm_dtype); !st)
+    return usage(st.message());
+  if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb)) return usage("--bucket-mb must be > 0");
+  if (!dist::mpi_built() && (zero > 0 || app.count("--comm-dtype")))
+    return usage(std::string(zero > 0 ? "--zero" : "--comm-dtype") + ": " +
+                 dist::mpi_missing_hint());
+  auto made_comm = dist::make_communicator();
+  if (!made_comm) return fail(cmd, made_comm.status().message());
+  std::unique_ptr<dist::Communicator> comm = std::move(made_comm).value();
+  const int world = comm->size();
+  if (world > 1 && f.train_opts.update_in_backward)
+    return usage("--optimizer-in-backward: data parallel exchanges the gradients after backward");
+  if (world > 1 && !app.count("--threads"))  // the ranks share this machine's cores
+    f.threads = std::max(1, f.threads / world);
+  f.quiet = comm->rank() != 0;
+  int rc;
+  try {
+    rc = train_ranks(app, f, prof, cmd, *comm, zero, comm_dtype);
+  } catch (const std::exception& e) {
+    rc = fail(cmd, world > 1 ? "rank " + std::to_string(comm->rank()) + ": " + e.what() : e.what());
+  }
+  // A rank that cannot go on ends the job: the others would wait in a collective for ever.
+  if (rc != 0 && world > 1) comm->abort(rc);
+  return rc;
+}
+
+// The run itself, on every rank alike; rank 0 alone prints progress and writes files.
+int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const char* cmd,
+                dist::Communicator& comm, int zero, dist::CommDType comm_dtype) {
+  const int world = comm.size(), rank = comm.rank();
+  const bool leader = rank == 0;
+  auto fail = [&](const std::string& cmd_name, const std::string& m, int code = 1) {
+    return cli::fail(cmd_name, world > 1 ? "rank " + std::to_string(rank) + ": " + m : m, code);
+  };
+  auto usage = [&](const std::string& m) { return fail(cmd, m, kUsageError); };
+  auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app, world);
   if (!made) return fail(cmd, made.status().message());
   Run& r = made.value();
   train::TrainSettings& s = r.settings;
   train::TrainModel& m = *r.model;
+  // Every rank starts from rank 0's parameters (the same seed gives the same ones; this makes
+  // sure).
+  if (world > 1) comm.broadcast(m.params().data(), m.params().size_bytes(), 0);
 
   // Data: --data (default on resume: the checkpoint's), --val (default: the .val.bin sibling).
   if (!f.data.empty()) s.data_path = f.data;
@@ -386,7 +452,7 @@ int train_command(int argc, char** argv, const char* cmd) {
       !st)
     return fail(cmd, st.message());
   DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
-                    f.prefetch);
+                    f.prefetch, rank, world);
   std::optional<SequentialBatches> val_batches;
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
   // The token files are open and checked: the tokenizer's tables are not needed again
@@ -409,8 +475,9 @@ int train_command(int argc, char** argv, const char* cmd) {
           return teacher->logits(b.inputs.data(), b.rows, b.seq_len);
         },
         f.temperature, f.alpha};
-    std::fprintf(stderr, "%s: teacher %s, temperature %g, alpha %g\n", cmd, f.teacher.c_str(),
-                 f.temperature, f.alpha);
+    if (leader)
+      std::fprintf(stderr, "%s: teacher %s, temperature %g, alpha %g\n", cmd, f.teacher.c_str(),
+                   f.temperature, f.alpha);
   } else if (app.count("--temperature") || app.count("--alpha")) {
     return usage("--temperature and --alpha need --teacher");
   }
@@ -418,6 +485,16 @@ int train_command(int argc, char** argv, const char* cmd) {
   if (m.options().update_in_backward)
     if (Status st = train::check_update_in_backward(topts, *r.optimizer); !st)
       return usage("--optimizer-in-backward: " + st.message());
+  // Data parallel: the exchange, and under ZeRO 1 an optimizer over this rank's shard only.
+  dist::DataParallel dp(comm, m.tensors(), m.params().size(),
+                        {zero, comm_dtype, static_cast<size_t>(f.bucket_mb * (1 << 20))});
+  if (zero == 1) {
+    auto shard = train::make_optimizer(dp.shard_tensors(), s.optimizer);
+    if (!shard) return fail(cmd, shard.status().message());
+    if (r.resumed) dp.scatter_state(*r.optimizer, *shard.value());
+    r.optimizer = std::move(shard).value();
+  }
+  if (world > 1 || zero > 0) topts.exchange = &dp;
   // Owned apart so that it and the optimizer can be given back before the export (below).
   auto trainer_owner = std::make_unique<train::Trainer>(m, *r.optimizer, loader, topts);
   train::Trainer& trainer = *trainer_owner;
@@ -436,12 +513,12 @@ int train_command(int argc, char** argv, const char* cmd) {
   }
 
   std::unique_ptr<train::MetricsLog> metrics;
-  if (!f.metrics.empty()) {
+  if (!f.metrics.empty() && leader) {
     auto ml = train::MetricsLog::open(f.metrics, r.resumed ? first_step : -1);
     if (!ml) return fail(cmd, ml.status().message());
     metrics = std::move(ml).value();
   }
-  if (!f.ckpt_dir.empty()) {
+  if (!f.ckpt_dir.empty() && leader) {
     std::error_code ec;
     std::filesystem::create_directories(f.ckpt_dir, ec);
     if (!std::filesystem::is_directory(f.ckpt_dir))
@@ -455,21 +532,46 @@ int train_command(int argc, char** argv, const char* cmd) {
       std::string(r.optimizer->name()) +
       (s.optimizer.name == "adamw" && s.optimizer.adamw.bf16_state ? " (bf16 state)" : "");
   const std::string modes = train::memory_modes(f.train_opts);
-  std::fprintf(stderr,
-               "train: %s, %zu params, %llu data tokens%s, batch %lld x seq %lld x accum %lld, "
-               "%s, %lld steps, %s, activations %.1f MiB%s\n",
-               m.config().arch_name.c_str(), m.params().size(),
-               static_cast<unsigned long long>(data.value().size()),
-               val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
-               static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-               static_cast<long long>(s.accum), opt_label.c_str(),
-               static_cast<long long>(s.steps), precision_label(s).c_str(),
-               static_cast<double>(m.activation_bytes().total()) / (1 << 20),
-               modes.empty() ? "" : (" (" + modes + ")").c_str());
+  if (leader && (world > 1 || zero > 0))
+    std::fprintf(
+        stderr,
+        "train: data parallel over %d ranks (%s, %s), ZeRO %d, gradients as %s, "
+        "%.2f MB sent per step by each rank%s\n",
+        world, comm.name(), comm.transport().c_str(), zero,
+        comm_dtype == dist::CommDType::kBF16 ? "bf16" : "f32", dp.bytes_per_step() / 1e6,
+        zero == 1 ? (", optimizer state " + format_bytes(r.optimizer->state_bytes()) + " per rank")
+                        .c_str()
+                  : "");
+  if (leader)
+    std::fprintf(stderr,
+                 "train: %s, %zu params, %llu data tokens%s, batch %s%lld x seq %lld x accum %lld, "
+                 "%s, %lld steps, %s, activations %.1f MiB%s\n",
+                 m.config().arch_name.c_str(), m.params().size(),
+                 static_cast<unsigned long long>(data.value().size()),
+                 val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
+                 world > 1 ? (std::to_string(world) + " ranks x ").c_str() : "",
+                 static_cast<long long>(s.batch), static_cast<long long>(s.seq),
+                 static_cast<long long>(s.accum), opt_label.c_str(),
+                 static_cast<long long>(s.steps), precision_label(s).c_str(),
+                 static_cast<double>(m.activation_bytes().total()) / (1 << 20),
+                 modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
+  // ZeRO 1: rank 0's full-size optimizer that gathers the shards' state for checkpoints.
+  std::unique_ptr<train::Optimizer> gathered;
   auto save = [&](int64_t step) -> Status {
     const auto t0 = Clock::now();
+    train::Optimizer* opt = r.optimizer.get();
+    if (zero == 1) {
+      if (leader && !gathered) {
+        auto full = train::make_optimizer(m, s.optimizer);
+        if (!full) return full.status();
+        gathered = std::move(full).value();
+      }
+      dp.gather_state(*r.optimizer, gathered.get());
+      opt = gathered.get();
+    }
+    if (!leader) return Status::ok();
     const std::string path = train::checkpoint_path(f.ckpt_dir, step);
     train::TrainProgress p{step, trainer.tokens(), loader.state()};
     if (const train::LossScaler* ls = trainer.loss_scaler()) {
@@ -477,8 +579,10 @@ int train_command(int argc, char** argv, const char* cmd) {
       p.loss_scale_good = ls->good_steps();
       p.skipped_steps = ls->skipped_steps();
     }
-    NEXUS_RETURN_IF_ERROR(
-        train::save_checkpoint(path, s, p, m, *r.optimizer, r.tokenizer_gguf.get()));
+    // The checkpoint holds the global batch, so a run resumes on any number of ranks dividing it.
+    train::TrainSettings global = s;
+    global.batch = s.batch * world;
+    NEXUS_RETURN_IF_ERROR(train::save_checkpoint(path, global, p, m, *opt, r.tokenizer_gguf.get()));
     NEXUS_RETURN_IF_ERROR(train::prune_checkpoints(f.ckpt_dir, f.keep));
     std::fprintf(stderr, "checkpoint %s (%.1f MB, %.3f s)\n", path.c_str(),
                  static_cast<double>(std::filesystem::file_size(path)) / 1e6,
@@ -487,6 +591,7 @@ int train_command(int argc, char** argv, const char* cmd) {
   };
 
   const auto t0 = Clock::now();
+  if (!leader) prof = {};  // one trace and one table: rank 0's
   profile::Session profiling(prof);
   while (!trainer.done()) {
     const train::StepStats st = trainer.step();
@@ -502,9 +607,9 @@ int train_command(int argc, char** argv, const char* cmd) {
     if (trainer.loss_scaler()) rec.loss_scale = st.loss_scale;
     rec.skipped = st.skipped;
     rec.tokens_per_s =
-        static_cast<double>(done_here * s.batch * s.seq * s.accum) / std::max(secs, 1e-9);
+        static_cast<double>(done_here * s.batch * s.seq * s.accum * world) / std::max(secs, 1e-9);
     const bool last = trainer.done();
-    if (val_batches && (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
+    if (leader && val_batches && (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
       rec.val_loss = trainer.evaluate(*val_batches, f.eval_batches);
     std::string val_str;
     if (rec.val_loss) {
@@ -518,23 +623,29 @@ int train_command(int argc, char** argv, const char* cmd) {
                     st.skipped ? " (overflow: step skipped)" : "");
       val_str += buf;
     }
-    std::fprintf(
-        stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
-        static_cast<long long>(st.step), static_cast<long long>(s.steps), st.loss, val_str.c_str(),
-        st.lr, st.grad_norm, rec.tokens_per_s,
-        eta_string(secs / static_cast<double>(done_here) * static_cast<double>(s.steps - st.step))
-            .c_str());
+    if (leader)
+      std::fprintf(
+          stderr, "step %lld/%lld  loss %.4f%s  lr %.2e  norm %.3f  %.0f tok/s  eta %s\n",
+          static_cast<long long>(st.step), static_cast<long long>(s.steps), st.loss,
+          val_str.c_str(), st.lr, st.grad_norm, rec.tokens_per_s,
+          eta_string(secs / static_cast<double>(done_here) * static_cast<double>(s.steps - st.step))
+              .c_str());
     history.push_back(rec);
     if (metrics)
       if (Status ms = metrics->append(rec); !ms) return fail(cmd, ms.message());
     if (!f.ckpt_dir.empty() && (last || (f.ckpt_interval > 0 && st.step % f.ckpt_interval == 0)))
       if (Status cs = save(st.step); !cs) return fail(cmd, cs.message());
   }
-  if (first_step == s.steps && !f.ckpt_dir.empty())
+  if (first_step == s.steps && !f.ckpt_dir.empty() && leader)
     std::fprintf(stderr, "train: the checkpoint is at the final step; nothing to train\n");
   if (Status ps = profiling.finish(); !ps) return fail(cmd, ps.message());
 
-  if (!f.plot.empty()) {
+  if (world > 1 && leader)
+    std::fprintf(stderr,
+                 "train: data parallel: %.2f s in collectives, %.2f s of it waited for (the rest "
+                 "overlapped backward)\n",
+                 comm.comm_seconds(), comm.blocked_seconds());
+  if (!f.plot.empty() && leader) {
     if (metrics) {  // the whole run, resumes included
       metrics.reset();
       auto all = train::read_metrics(f.metrics);
@@ -543,7 +654,7 @@ int train_command(int argc, char** argv, const char* cmd) {
     if (Status ps = plot::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
       return fail(cmd, ps.message());
   }
-  if (!f.out.empty()) {
+  if (!f.out.empty() && leader) {
     // The optimizer's state (AdamW: twice the model) is not needed to write the model: give it
     // back first, so that the export's tokenizer keys and buffers never raise the run's peak
     // (GPT-2 124M updating in backward: 11 MiB over the training peak before).

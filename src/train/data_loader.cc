@@ -28,10 +28,20 @@ Status DataLoader::check(const TokenFile& file, int batch, int seq_len) {
   return Status::ok();
 }
 
-DataLoader::DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch)
-    : file_(file), batch_(batch), seq_len_(seq_len), prefetch_(prefetch), rng_(seed) {
+DataLoader::DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch,
+                       int rank, int world)
+    : file_(file),
+      batch_(batch),
+      seq_len_(seq_len),
+      prefetch_(prefetch),
+      rank_(rank),
+      world_(world),
+      rng_(seed) {
   if (Status st = check(file, batch, seq_len); !st) throw Error(st.message());
   NEXUS_CHECK(prefetch >= 0, "[data] prefetch must be >= 0, got " + std::to_string(prefetch));
+  NEXUS_CHECK(
+      world >= 1 && rank >= 0 && rank < world,
+      "[data] rank " + std::to_string(rank) + " of " + std::to_string(world) + " ranks is not one");
   ring_.resize(static_cast<size_t>(prefetch) + 1);
   const size_t n = static_cast<size_t>(batch) * static_cast<size_t>(seq_len);
   for (Slot& s : ring_) {
@@ -45,7 +55,7 @@ DataLoader::DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t s
     s.view.offsets = s.offsets;
   }
   consumed_.rng = rng_.state();
-  consumed_.batch = batch;
+  consumed_.batch = batch * world;
   consumed_.seq_len = seq_len;
   start();
 }
@@ -55,12 +65,15 @@ DataLoader::~DataLoader() { stop(); }
 void DataLoader::fill(Slot& slot, uint64_t index) {
   const uint64_t range = file_.size() - static_cast<uint64_t>(seq_len_);
   const auto t = static_cast<size_t>(seq_len_);
+  // The global batch's windows are drawn in order; this rank keeps its consecutive share.
+  for (int skip = 0; skip < rank_ * batch_; ++skip) rng_.next_u64();
   for (size_t r = 0; r < static_cast<size_t>(batch_); ++r) {
     const uint64_t off = bounded(rng_.next_u64(), range);
     slot.offsets[r] = off;
     file_.copy(off, std::span<int32_t>(slot.inputs).subspan(r * t, t));
     file_.copy(off + 1, std::span<int32_t>(slot.targets).subspan(r * t, t));
   }
+  for (int skip = (rank_ + 1) * batch_; skip < world_ * batch_; ++skip) rng_.next_u64();
   slot.rng_after = rng_.state();
   slot.view.index = index;
 }
@@ -128,10 +141,11 @@ const Batch& DataLoader::next() {
 DataLoaderState DataLoader::state() const { return consumed_; }
 
 void DataLoader::restore(const DataLoaderState& state) {
-  NEXUS_CHECK(state.batch == batch_ && state.seq_len == seq_len_,
-              "[data] restore: state is for batch " + std::to_string(state.batch) + ", seq_len " +
-                  std::to_string(state.seq_len) + "; this loader has batch " +
-                  std::to_string(batch_) + ", seq_len " + std::to_string(seq_len_));
+  NEXUS_CHECK(state.batch == batch_ * world_ && state.seq_len == seq_len_,
+              "[data] restore: state is for a global batch of " + std::to_string(state.batch) +
+                  ", seq_len " + std::to_string(state.seq_len) + "; this loader has " +
+                  std::to_string(batch_ * world_) + " (" + std::to_string(world_) + " x " +
+                  std::to_string(batch_) + "), seq_len " + std::to_string(seq_len_));
   stop();
   consumed_ = state;
   start();

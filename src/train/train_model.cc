@@ -572,6 +572,8 @@ void TrainModel::backward() {
     }
     if (in_backward)
       grad_ready_(layer_range_[l].first, layer_range_[l].second, slot_);
+    else if (grads_done_)
+      grads_done_(layer_range_[l].first, layer_range_[l].second);
   }
   if (defer_rows_) {
     embedding_backward(batch_rows_, a.dres, row_index_, n, d);
@@ -580,7 +582,13 @@ void TrainModel::backward() {
     embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
   }
   if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
-  if (!in_backward) return;
+  if (!in_backward) {
+    if (grads_done_) {
+      if (blocks_begin_ > 0) grads_done_(0, blocks_begin_);
+      if (blocks_end_ < n_params_) grads_done_(blocks_end_, n_params_);
+    }
+    return;
+  }
   const size_t tied = deferred_floats();
   if (tied < blocks_begin_) grad_ready_(tied, blocks_begin_, grad_at(tied));
   if (blocks_end_ < n_params_)

@@ -75,6 +75,10 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
     for (size_t i = 0; i < p.size(); ++i)
       if (p[i] == 0.0f) zero_bits_[i / 64] |= uint64_t{1} << (i % 64);
   }
+  if (options.exchange)
+    NEXUS_CHECK(!model.options().update_in_backward,
+                "[trainer] data parallel exchanges the gradients after backward: it rules out the "
+                "optimizer step in backward");
   if (!model.options().update_in_backward) return;
   if (Status st = check_update_in_backward(options, optimizer); !st)
     throw Error("[trainer] " + st.message());
@@ -116,10 +120,24 @@ float Trainer::accumulate() {
       NEXUS_PROFILE_SCOPE("forward");
       loss += model_.forward(b->inputs, b->targets, b->rows, b->seq_len);
     }
-    NEXUS_PROFILE_SCOPE("backward");
-    model_.backward();
+    // Data parallel: the last micro-batch's gradients go to the other ranks as backward
+    // completes them.
+    GradientExchange* ex = opts_.exchange;
+    const bool last = i + 1 == opts_.accum;
+    if (ex && last)
+      model_.set_grads_done(
+          [this, ex](size_t b0, size_t b1) { ex->ready(model_.grads(), b0, b1); });
+    {
+      NEXUS_PROFILE_SCOPE("backward");
+      model_.backward();
+    }
+    if (ex && last) {
+      model_.set_grads_done(nullptr);
+      NEXUS_PROFILE_SCOPE("gradient exchange");
+      ex->finish(model_.grads());
+    }
     if (opts_.distill) model_.set_teacher(nullptr, 1.0f, 1.0f);
-    tokens_ += static_cast<int64_t>(b->rows) * b->seq_len;
+    tokens_ += static_cast<int64_t>(b->rows) * b->seq_len * (ex ? ex->world() : 1);
   }
   if (opts_.accum > 1 || loss_scale != 1.0f) {
     // Exact for power-of-two accum and loss scale (a scale by 2^-k); otherwise one rounding per
@@ -136,7 +154,8 @@ float Trainer::accumulate() {
     else
       scale_range(0, n);
   }
-  return static_cast<float>(loss / static_cast<double>(opts_.accum));
+  const double mean = loss / static_cast<double>(opts_.accum);
+  return static_cast<float>(opts_.exchange ? opts_.exchange->mean(mean) : mean);
 }
 
 StepStats Trainer::step() {
@@ -167,14 +186,21 @@ void Trainer::update(StepStats& s) {
   // factor goes to the optimizer, which multiplies as it reads (AdamW) or scales the gradients
   // first (the others): the same bits as clip_grad_norm followed by step().
   const float limit = opts_.clip > 0 ? opts_.clip : std::numeric_limits<float>::infinity();
-  s.grad_norm = grad_norm(model_.grads(), opt_.pool());
+  s.grad_norm =
+      opts_.exchange
+          ? static_cast<float>(std::sqrt(opts_.exchange->grad_sumsq(model_.grads(), opt_.pool())))
+          : grad_norm(model_.grads(), opt_.pool());
   s.lr = opts_.schedule.at(step_);
   if (scaler_) {
     s.loss_scale = scaler_->scale();
     s.skipped = !scaler_->update(std::isfinite(s.grad_norm));
   }
   if (!s.skipped) {
-    opt_.step_scaled(model_.params(), model_.grads(), s.lr, clip_factor(s.grad_norm, limit));
+    const float factor = clip_factor(s.grad_norm, limit);
+    if (opts_.exchange)
+      opts_.exchange->update(opt_, model_.params(), model_.grads(), s.lr, factor);
+    else
+      opt_.step_scaled(model_.params(), model_.grads(), s.lr, factor);
     rezero(0, model_.params().size());
   }
 }

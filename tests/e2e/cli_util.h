@@ -20,12 +20,12 @@ struct CliResult {
   std::string output;  // out followed by err
 };
 
-// `args` is appended to the binary path as-is (quote it yourself).
-inline CliResult run_cli(const std::string& args) {
+// A shell command line (quote its words yourself), its stderr captured apart.
+inline CliResult run_command(const std::string& command) {
   static int counter = 0;
   const std::string err_path = ::testing::TempDir() + "nexus_cli_err_" +
                                std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = "'" + cli_path() + "' " + args + " 2>" + err_path;
+  const std::string cmd = command + " 2>" + err_path;
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -41,6 +41,11 @@ inline CliResult run_cli(const std::string& args) {
   std::remove(err_path.c_str());
   r.output = r.out + r.err;
   return r;
+}
+
+// `args` is appended to the binary path as-is (quote it yourself).
+inline CliResult run_cli(const std::string& args) {
+  return run_command("'" + cli_path() + "' " + args);
 }
 
 // Single-quotes `s` for the shell.

@@ -148,3 +148,41 @@ TEST(SequentialBatches, CoversTheFileInOrder) {
 
 }  // namespace
 }  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// Data parallel: ranks 0..world-1 with batch B each see, batch after batch, the consecutive
+// shares of the single loader's batch of world * B; the state counts that global batch, so a
+// stream stopped on two ranks goes on, unchanged, on one (or four) after restore().
+TEST(DataLoader, RanksTakeConsecutiveSharesOfTheGlobalBatch) {
+  const TokenFile f = make_file("shards.bin", 5000);
+  const int seq = 16;
+  DataLoader whole(f, 8, seq, 42, 0);
+  DataLoader r0(f, 4, seq, 42, 2, 0, 2), r1(f, 4, seq, 42, 1, 1, 2);
+  std::vector<DataLoader*> quarters;
+  std::vector<std::unique_ptr<DataLoader>> own;
+  for (int r = 0; r < 4; ++r) own.push_back(std::make_unique<DataLoader>(f, 2, seq, 42, 0, r, 4));
+  for (int k = 0; k < 12; ++k) {
+    const Copy w = copy(whole.next()), a = copy(r0.next()), b = copy(r1.next());
+    ASSERT_EQ(std::vector<uint64_t>(w.offsets.begin(), w.offsets.begin() + 4), a.offsets) << k;
+    ASSERT_EQ(std::vector<uint64_t>(w.offsets.begin() + 4, w.offsets.end()), b.offsets) << k;
+    ASSERT_EQ(std::vector<int32_t>(w.inputs.begin(), w.inputs.begin() + 4 * seq), a.inputs);
+    for (int r = 0; r < 4; ++r)
+      ASSERT_EQ(std::vector<uint64_t>(w.offsets.begin() + 2 * r, w.offsets.begin() + 2 * r + 2),
+                copy(own[r]->next()).offsets)
+          << k << " rank " << r << " of 4";
+  }
+  const DataLoaderState st = r1.state();
+  EXPECT_EQ(st.batch, 8);
+  EXPECT_EQ(st.rng, whole.state().rng);
+  DataLoader one(f, 8, seq, 1, 0);
+  one.restore(st);
+  EXPECT_EQ(copy(one.next()).offsets, copy(whole.next()).offsets);
+  DataLoader wrong(f, 3, seq, 1, 0, 0, 2);
+  EXPECT_THROW(wrong.restore(st), Error);
+  EXPECT_THROW(DataLoader(f, 4, seq, 1, 0, 2, 2), Error);
+}
+
+}  // namespace
+}  // namespace nexus

@@ -33,7 +33,7 @@ struct Batch {
 struct DataLoaderState {
   std::array<uint64_t, 4> rng{};  // xoshiro256** state after the last consumed batch
   uint64_t batches = 0;           // batches consumed so far
-  int batch = 0, seq_len = 0;     // the loader's shape, checked by restore()
+  int batch = 0, seq_len = 0;  // the global batch (every rank's) and seq_len, checked by restore()
 };
 
 // The random-window stream. Batch k depends only on the seed and k, never on timing: a single
@@ -43,7 +43,12 @@ class DataLoader {
   // Throws nexus::Error when batch < 1, seq_len < 1, prefetch < 0, or seq_len + 1 tokens do not
   // fit in the file (check() first to get a Status instead). prefetch = 0 fills each batch in
   // next() on the calling thread; otherwise a thread keeps up to `prefetch` batches ready.
-  DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch = 2);
+  // Data parallel: `rank` of `world` ranks each make a loader with the same seed and their own
+  // `batch`; batch k of the stream is then the global batch of world * batch windows the single
+  // loader (world 1) of that size would draw, rank r taking windows [r * batch, (r + 1) * batch).
+  // The state counts the global batch, so a run resumes on any number of ranks that divides it.
+  DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch = 2,
+             int rank = 0, int world = 1);
   ~DataLoader();  // stops and joins the prefetch thread
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -80,7 +85,7 @@ class DataLoader {
   void stop();
 
   TokenFile file_;
-  int batch_, seq_len_, prefetch_;
+  int batch_, seq_len_, prefetch_, rank_, world_;
   std::vector<Slot> ring_;  // prefetch + 1 slots: the one handed out plus those being prefetched
   Xoshiro256 rng_;          // the producer's generator (ahead of the consumer)
   DataLoaderState consumed_;

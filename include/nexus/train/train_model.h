@@ -135,6 +135,12 @@ class TrainModel {
   // buffer is reused by the next block), then the tensors before and after the blocks.
   using GradReady = std::function<void(size_t begin, size_t end, const float* grads)>;
   void set_grad_ready(GradReady fn) { grad_ready_ = std::move(fn); }
+  // Without update_in_backward: backward() calls fn(begin, end) as the gradients of each range of
+  // whole tensors in grads() become final for this pass (each block's right after its backward,
+  // last block first, then the tensors before and after the blocks), so data parallelism can
+  // start sending them while backward goes on. Null turns it off.
+  using GradsDone = std::function<void(size_t begin, size_t end)>;
+  void set_grads_done(GradsDone fn) { grads_done_ = std::move(fn); }
   // Threads (our ThreadPool, the caller included) for the attention loops; default 1. The GEMMs
   // are threaded by OpenBLAS, whose thread count this does not change.
   void set_threads(int n);
@@ -262,6 +268,7 @@ class TrainModel {
   void update_rows_outside_batch(int64_t n);
   void update_batch_rows();
   GradReady grad_ready_;
+  GradsDone grads_done_;
   bool shared_set_ = false;  // blocks share one working set (restore before backward)
   Outer p_, g_;
   // The layer type of each block, the architecture's block tensor table, and each block's

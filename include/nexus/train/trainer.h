@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "nexus/status.h"
@@ -15,6 +16,28 @@
 #include "nexus/train/train_model.h"
 
 namespace nexus::train {
+
+// Data parallelism's seam (nexus/dist/data_parallel.h implements it over a communicator): each
+// rank's trainer hands it the gradients of a step's last micro-batch as backward completes them,
+// waits for it before the update, takes the loss and the gradient norm over all ranks from it, and
+// lets it make the update (ZeRO updates this rank's shard and gathers the parameters).
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+  virtual int world() const = 0;
+  // The gradients of parameters [begin, end) are final on this rank (called from backward).
+  virtual void ready(std::span<float> grads, size_t begin, size_t end) = 0;
+  // After backward: every exchange done; grads then hold the mean over ranks (everywhere, or at
+  // least on this rank's shard).
+  virtual void finish(std::span<float> grads) = 0;
+  // The mean over ranks of each rank's value (losses).
+  virtual double mean(double local) = 0;
+  // The sum of squares of the mean gradient over all ranks.
+  virtual double grad_sumsq(std::span<const float> grads, ThreadPool* pool) = 0;
+  // The optimizer step (clip factor grad_scale); the parameters are the same on every rank after.
+  virtual void update(Optimizer& optimizer, std::span<float> params, std::span<float> grads,
+                      float lr, float grad_scale) = 0;
+};
 
 struct TrainerOptions {
   int64_t steps = 100;  // optimizer steps in the whole run (the schedule's length)
@@ -37,6 +60,9 @@ struct TrainerOptions {
   // pruned model (2:4 or unstructured) fine-tunes without losing its pattern. The zeros are found
   // again from the parameters on a resume, so they need no place in a checkpoint.
   bool keep_zeros = false;
+  // Data parallel: the exchange between this rank and the others (null: one process). The loader
+  // gives this rank's share of every global batch; losses and norms are over all ranks.
+  GradientExchange* exchange = nullptr;
 };
 
 // What one optimizer step did.

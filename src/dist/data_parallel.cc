@@ -1,0 +1,191 @@
+// Data parallel gradient exchange: bucketed all-reduce (ZeRO 0) and sharded optimizer (ZeRO 1).
+#include "nexus/dist/data_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "nexus/core/thread_pool.h"
+
+namespace nexus::dist {
+namespace {
+
+// Shard boundaries on multiples of 16 floats (64 bytes), as even as that allows.
+std::vector<size_t> shard_counts_of(size_t n, int world) {
+  std::vector<size_t> counts(world);
+  size_t prev = 0;
+  for (int r = 0; r < world; ++r) {
+    size_t end = r + 1 == world ? n : (n * (r + 1) / world + 15) / 16 * 16;
+    end = std::clamp(end, prev, n);
+    counts[r] = end - prev;
+    prev = end;
+  }
+  return counts;
+}
+
+}  // namespace
+
+Status parse_zero(const std::string& text, int* out) {
+  if (text == "0" || text == "1") {
+    *out = text[0] - '0';
+    return Status::ok();
+  }
+  return Status::error("--zero must be 0 (all-reduce) or 1 (optimizer state sharded), got '" +
+                       text + "'");
+}
+
+Status parse_comm_dtype(const std::string& text, CommDType* out) {
+  if (text == "f32" || text == "fp32") {
+    *out = CommDType::kF32;
+    return Status::ok();
+  }
+  if (text == "bf16") {
+    *out = CommDType::kBF16;
+    return Status::ok();
+  }
+  return Status::error("--comm-dtype must be f32 or bf16, got '" + text + "'");
+}
+
+DataParallel::DataParallel(Communicator& comm, std::span<const train::ParamInfo> tensors,
+                           size_t n_params, const DataParallelOptions& options)
+    : comm_(comm), opts_(options), tensors_(tensors.begin(), tensors.end()), n_(n_params) {
+  NEXUS_CHECK(options.zero == 0 || options.zero == 1,
+              "[data parallel] ZeRO stage " + std::to_string(options.zero) + " is not 0 or 1");
+  counts_ = shard_counts_of(n_, comm.size());
+  for (int r = 0; r < comm.rank(); ++r) lo_ += counts_[r];
+  hi_ = lo_ + counts_[comm.rank()];
+  if (options.zero == 0) lo_ = 0, hi_ = n_;
+  if (options.zero == 1) shard_grads_.resize(counts_[comm.rank()]);
+}
+
+std::vector<train::ParamInfo> DataParallel::shard_tensors() const {
+  std::vector<train::ParamInfo> out;
+  for (const train::ParamInfo& t : tensors_) {
+    const size_t b = std::max(t.offset, lo_);
+    const size_t e = std::min(t.offset + static_cast<size_t>(t.numel), hi_);
+    if (b >= e) continue;
+    train::ParamInfo p;
+    p.name = t.name;
+    const auto piece = static_cast<int64_t>(e - b);
+    // The piece keeps its tensor's rank (weight decay follows it), and is updated element-wise.
+    p.shape = t.shape.size() >= 2 ? std::vector<int64_t>{1, piece} : std::vector<int64_t>{piece};
+    p.offset = b - lo_;
+    p.numel = piece;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+double DataParallel::bytes_per_step() const {
+  const double n = static_cast<double>(comm_.size());
+  const double bytes = static_cast<double>(n_) * 4.0;
+  if (opts_.zero == 1) return 2.0 * (n - 1) / n * bytes;
+  const double wire = opts_.comm_dtype == CommDType::kBF16 ? 0.5 : 1.0;
+  return 2.0 * (n - 1) / n * bytes * wire;
+}
+
+void DataParallel::ready(std::span<float> grads, size_t begin, size_t end) {
+  if (opts_.zero != 0 || comm_.size() == 1 || begin >= end) return;
+  if (pending_end_ > pending_begin_ && end == pending_begin_) {
+    pending_begin_ = begin;  // backward runs from the last tensors to the first
+  } else {
+    flush(grads);
+    pending_begin_ = begin, pending_end_ = end;
+  }
+  if ((pending_end_ - pending_begin_) * sizeof(float) >= opts_.bucket_bytes) flush(grads);
+}
+
+void DataParallel::flush(std::span<float> grads) {
+  if (pending_end_ <= pending_begin_) return;
+  tickets_.push_back(comm_.start_all_reduce_sum(
+      grads.subspan(pending_begin_, pending_end_ - pending_begin_), opts_.comm_dtype));
+  sent_.emplace_back(pending_begin_, pending_end_);
+  pending_begin_ = pending_end_ = 0;
+}
+
+void DataParallel::finish(std::span<float> grads) {
+  NEXUS_CHECK(grads.size() == n_, "[data parallel] the gradients are not the model's");
+  const int world = comm_.size();
+  if (world == 1) return;
+  const float inv = 1.0f / static_cast<float>(world);
+  if (opts_.zero == 1) {
+    comm_.reduce_scatter_sum(grads, shard_grads_, counts_);
+    float* g = grads.data() + lo_;
+    for (size_t i = 0; i < shard_grads_.size(); ++i) g[i] = shard_grads_[i] * inv;
+    return;
+  }
+  flush(grads);
+  // Whatever backward did not report (none in the models today) goes in one more sum.
+  std::sort(sent_.begin(), sent_.end());
+  size_t at = 0;
+  std::vector<std::pair<size_t, size_t>> gaps;
+  for (const auto& [b, e] : sent_) {
+    if (b > at) gaps.emplace_back(at, b);
+    at = std::max(at, e);
+  }
+  if (at < n_) gaps.emplace_back(at, n_);
+  for (const auto& [b, e] : gaps)
+    tickets_.push_back(comm_.start_all_reduce_sum(grads.subspan(b, e - b), opts_.comm_dtype));
+  for (const Communicator::Ticket t : tickets_) comm_.wait(t);
+  tickets_.clear();
+  sent_.clear();
+  for (float& g : grads) g *= inv;
+}
+
+double DataParallel::mean(double local) {
+  double v = local;
+  comm_.all_reduce_sum(std::span<double>(&v, 1));
+  return v / comm_.size();
+}
+
+double DataParallel::grad_sumsq(std::span<const float> grads, ThreadPool* pool) {
+  if (opts_.zero == 0) return train::grad_sumsq(grads, pool);  // the same on every rank
+  double s = train::grad_sumsq(grads.subspan(lo_, hi_ - lo_), pool);
+  comm_.all_reduce_sum(std::span<double>(&s, 1));
+  return s;
+}
+
+void DataParallel::update(train::Optimizer& optimizer, std::span<float> params,
+                          std::span<float> grads, float lr, float grad_scale) {
+  if (opts_.zero == 0) {
+    optimizer.step_scaled(params, grads, lr, grad_scale);
+    return;
+  }
+  optimizer.step_scaled(params.subspan(lo_, hi_ - lo_), grads.subspan(lo_, hi_ - lo_), lr,
+                        grad_scale);
+  comm_.all_gather(params, counts_);
+}
+
+void DataParallel::gather_state(train::Optimizer& shard, train::Optimizer* full) {
+  std::vector<train::StateBuffer> s = shard.state(), f;
+  if (full) f = full->state();
+  NEXUS_CHECK(!full || s.size() == f.size(), "[data parallel] the optimizers are not of one kind");
+  for (size_t i = 0; i < s.size(); ++i) {
+    NEXUS_CHECK(s[i].dtype() == DType::kF32 && s[i].count() == hi_ - lo_ &&
+                    (!full || (f[i].dtype() == DType::kF32 && f[i].count() == n_)),
+                "[data parallel] ZeRO 1 checkpoints need f32 element-wise optimizer state; '" +
+                    s[i].name + "' is not");
+    std::span<float> all;
+    if (full) {
+      all = f[i].data;
+      std::memcpy(all.data() + lo_, s[i].data.data(), s[i].bytes());
+    }
+    comm_.gather(s[i].data, all, counts_, 0);
+  }
+  if (full) full->set_steps(shard.steps());
+}
+
+void DataParallel::scatter_state(const train::Optimizer& full, train::Optimizer& shard) const {
+  std::vector<train::StateBuffer> f = const_cast<train::Optimizer&>(full).state(),
+                                  s = shard.state();
+  NEXUS_CHECK(s.size() == f.size(), "[data parallel] the optimizers are not of one kind");
+  for (size_t i = 0; i < s.size(); ++i) {
+    NEXUS_CHECK(s[i].dtype() == DType::kF32 && f[i].dtype() == DType::kF32 && f[i].count() == n_ &&
+                    s[i].count() == hi_ - lo_,
+                "[data parallel] ZeRO 1 checkpoints need f32 element-wise optimizer state; '" +
+                    f[i].name + "' is not");
+    std::memcpy(s[i].data.data(), f[i].data.data() + lo_, s[i].bytes());
+  }
+  shard.set_steps(full.steps());
+}
+
+}  // namespace nexus::dist
