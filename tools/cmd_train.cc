@@ -387,8 +387,13 @@ int train_command(int argc, char** argv, const char* cmd) {
   if (!made_comm) return fail(cmd, made_comm.status().message());
   std::unique_ptr<dist::Communicator> comm = std::move(made_comm).value();
   const int world = comm->size();
-  if (world > 1 && f.train_opts.update_in_backward)
-    return usage("--optimizer-in-backward: data parallel exchanges the gradients after backward");
+  if ((world > 1 || zero > 0) && f.train_opts.update_in_backward)
+    return usage(
+        "--optimizer-in-backward: data parallel exchanges the gradients after backward "
+        "(--zero 2 keeps one block's gradients at a time instead)");
+  // ZeRO 2: the model hands each block's gradients over as backward finishes them and reuses
+  // their buffer, as it does for the optimizer in backward.
+  if (zero == 2) f.train_opts.update_in_backward = true;
   if (world > 1 && !app.count("--threads"))  // the ranks share this machine's cores
     f.threads = std::max(1, f.threads / world);
   f.quiet = comm->rank() != 0;
@@ -482,13 +487,13 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     return usage("--temperature and --alpha need --teacher");
   }
   if (Status st = train::validate(topts); !st) return usage(st.message());
-  if (m.options().update_in_backward)
+  if (m.options().update_in_backward && zero != 2)
     if (Status st = train::check_update_in_backward(topts, *r.optimizer); !st)
       return usage("--optimizer-in-backward: " + st.message());
   // Data parallel: the exchange, and under ZeRO 1 an optimizer over this rank's shard only.
   dist::DataParallel dp(comm, m.tensors(), m.params().size(),
                         {zero, comm_dtype, static_cast<size_t>(f.bucket_mb * (1 << 20))});
-  if (zero == 1) {
+  if (zero >= 1) {
     auto shard = train::make_optimizer(dp.shard_tensors(), s.optimizer);
     if (!shard) return fail(cmd, shard.status().message());
     if (r.resumed) dp.scatter_state(*r.optimizer, *shard.value());
@@ -531,7 +536,9 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
   const std::string opt_label =
       std::string(r.optimizer->name()) +
       (s.optimizer.name == "adamw" && s.optimizer.adamw.bf16_state ? " (bf16 state)" : "");
-  const std::string modes = train::memory_modes(f.train_opts);
+  train::TrainOptions shown = f.train_opts;
+  if (zero == 2) shown.update_in_backward = false;  // said in the data parallel line
+  const std::string modes = train::memory_modes(shown);
   if (leader && (world > 1 || zero > 0))
     std::fprintf(
         stderr,
@@ -539,7 +546,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
         "%.2f MB sent per step by each rank%s\n",
         world, comm.name(), comm.transport().c_str(), zero,
         comm_dtype == dist::CommDType::kBF16 ? "bf16" : "f32", dp.bytes_per_step() / 1e6,
-        zero == 1 ? (", optimizer state " + format_bytes(r.optimizer->state_bytes()) + " per rank")
+        zero >= 1 ? (", optimizer state " + format_bytes(r.optimizer->state_bytes()) + " per rank")
                         .c_str()
                   : "");
   if (leader)
@@ -557,12 +564,12 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
                  modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
-  // ZeRO 1: rank 0's full-size optimizer that gathers the shards' state for checkpoints.
+  // ZeRO 1 and 2: rank 0's full-size optimizer that gathers the shards' state for checkpoints.
   std::unique_ptr<train::Optimizer> gathered;
   auto save = [&](int64_t step) -> Status {
     const auto t0 = Clock::now();
     train::Optimizer* opt = r.optimizer.get();
-    if (zero == 1) {
+    if (zero >= 1) {
       if (leader && !gathered) {
         auto full = train::make_optimizer(m, s.optimizer);
         if (!full) return full.status();

@@ -25,12 +25,13 @@ std::vector<size_t> shard_counts_of(size_t n, int world) {
 }  // namespace
 
 Status parse_zero(const std::string& text, int* out) {
-  if (text == "0" || text == "1") {
+  if (text == "0" || text == "1" || text == "2") {
     *out = text[0] - '0';
     return Status::ok();
   }
-  return Status::error("--zero must be 0 (all-reduce) or 1 (optimizer state sharded), got '" +
-                       text + "'");
+  return Status::error(
+      "--zero must be 0 (all-reduce), 1 (optimizer state sharded) or 2 (gradients too), got '" +
+      text + "'");
 }
 
 Status parse_comm_dtype(const std::string& text, CommDType* out) {
@@ -48,13 +49,13 @@ Status parse_comm_dtype(const std::string& text, CommDType* out) {
 DataParallel::DataParallel(Communicator& comm, std::span<const train::ParamInfo> tensors,
                            size_t n_params, const DataParallelOptions& options)
     : comm_(comm), opts_(options), tensors_(tensors.begin(), tensors.end()), n_(n_params) {
-  NEXUS_CHECK(options.zero == 0 || options.zero == 1,
-              "[data parallel] ZeRO stage " + std::to_string(options.zero) + " is not 0 or 1");
+  NEXUS_CHECK(options.zero >= 0 && options.zero <= 2,
+              "[data parallel] ZeRO stage " + std::to_string(options.zero) + " is not 0, 1 or 2");
   counts_ = shard_counts_of(n_, comm.size());
   for (int r = 0; r < comm.rank(); ++r) lo_ += counts_[r];
   hi_ = lo_ + counts_[comm.rank()];
   if (options.zero == 0) lo_ = 0, hi_ = n_;
-  if (options.zero == 1) shard_grads_.resize(counts_[comm.rank()]);
+  if (options.zero >= 1) shard_grads_.resize(counts_[comm.rank()]);
 }
 
 std::vector<train::ParamInfo> DataParallel::shard_tensors() const {
@@ -78,7 +79,7 @@ std::vector<train::ParamInfo> DataParallel::shard_tensors() const {
 double DataParallel::bytes_per_step() const {
   const double n = static_cast<double>(comm_.size());
   const double bytes = static_cast<double>(n_) * 4.0;
-  if (opts_.zero == 1) return 2.0 * (n - 1) / n * bytes;
+  if (opts_.zero >= 1) return 2.0 * (n - 1) / n * bytes;
   const double wire = opts_.comm_dtype == CommDType::kBF16 ? 0.5 : 1.0;
   return 2.0 * (n - 1) / n * bytes * wire;
 }
@@ -139,7 +140,8 @@ double DataParallel::mean(double local) {
 
 double DataParallel::grad_sumsq(std::span<const float> grads, ThreadPool* pool) {
   if (opts_.zero == 0) return train::grad_sumsq(grads, pool);  // the same on every rank
-  double s = train::grad_sumsq(grads.subspan(lo_, hi_ - lo_), pool);
+  double s = train::grad_sumsq(
+      opts_.zero == 2 ? std::span<const float>(shard_grads_) : grads.subspan(lo_, hi_ - lo_), pool);
   comm_.all_reduce_sum(std::span<double>(&s, 1));
   return s;
 }
@@ -150,9 +152,36 @@ void DataParallel::update(train::Optimizer& optimizer, std::span<float> params,
     optimizer.step_scaled(params, grads, lr, grad_scale);
     return;
   }
-  optimizer.step_scaled(params.subspan(lo_, hi_ - lo_), grads.subspan(lo_, hi_ - lo_), lr,
-                        grad_scale);
+  optimizer.step_scaled(
+      params.subspan(lo_, hi_ - lo_),
+      opts_.zero == 2 ? std::span<float>(shard_grads_) : grads.subspan(lo_, hi_ - lo_), lr,
+      grad_scale);
   comm_.all_gather(params, counts_);
+}
+
+void DataParallel::begin_step() { std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f); }
+
+void DataParallel::take(size_t begin, size_t end, const float* grads) {
+  if (begin >= end) return;
+  // Each rank's part of [begin, end): its shard's intersection with the range.
+  piece_counts_.assign(counts_.size(), 0);
+  size_t at = 0;
+  for (size_t r = 0; r < counts_.size(); ++r) {
+    const size_t b = std::max(at, begin), e = std::min(at + counts_[r], end);
+    piece_counts_[r] = e > b ? e - b : 0;
+    at += counts_[r];
+  }
+  const size_t mine = piece_counts_[comm_.rank()];
+  piece_.resize(std::max<size_t>(mine, 1));
+  comm_.reduce_scatter_sum(std::span<const float>(grads, end - begin), piece_, piece_counts_);
+  if (mine == 0) return;
+  float* acc = shard_grads_.data() + (std::max(begin, lo_) - lo_);
+  for (size_t i = 0; i < mine; ++i) acc[i] += piece_[i];
+}
+
+void DataParallel::finish_streamed(float scale) {
+  const float s = scale / static_cast<float>(comm_.size());
+  for (float& g : shard_grads_) g *= s;
 }
 
 void DataParallel::gather_state(train::Optimizer& shard, train::Optimizer* full) {

@@ -75,6 +75,15 @@ Trainer::Trainer(TrainModel& model, Optimizer& optimizer, DataLoader& loader,
     for (size_t i = 0; i < p.size(); ++i)
       if (p[i] == 0.0f) zero_bits_[i / 64] |= uint64_t{1} << (i % 64);
   }
+  if (streaming()) {
+    NEXUS_CHECK(model.options().update_in_backward,
+                "[trainer] streamed gradients (ZeRO 2) need a model built with update_in_backward");
+    model_.set_grad_ready([this](size_t begin, size_t end, const float* g) {
+      NEXUS_PROFILE_SCOPE("gradient exchange");
+      opts_.exchange->take(begin, end, g);
+    });
+    return;
+  }
   if (options.exchange)
     NEXUS_CHECK(!model.options().update_in_backward,
                 "[trainer] data parallel exchanges the gradients after backward: it rules out the "
@@ -98,13 +107,21 @@ Trainer::~Trainer() {
   if (model_.options().update_in_backward) model_.set_grad_ready(nullptr);
 }
 
+bool Trainer::streaming() const {
+  return opts_.exchange != nullptr && opts_.exchange->streams_gradients();
+}
+
 float Trainer::accumulate() {
   model_.zero_grad();
+  if (streaming()) opts_.exchange->begin_step();
   const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
   model_.set_loss_scale(loss_scale);
   double loss = 0;
   wait_ = 0;
   for (int64_t i = 0; i < opts_.accum; ++i) {
+    // Streamed gradients are handed over per micro-batch: the model's buffers (the tensors outside
+    // the blocks keep theirs through backward) start each one from zero.
+    if (streaming() && i > 0) model_.zero_grad();
     const Batch* b;
     {
       NEXUS_PROFILE_SCOPE("data");
@@ -122,7 +139,7 @@ float Trainer::accumulate() {
     }
     // Data parallel: the last micro-batch's gradients go to the other ranks as backward
     // completes them.
-    GradientExchange* ex = opts_.exchange;
+    GradientExchange* ex = streaming() ? nullptr : opts_.exchange;
     const bool last = i + 1 == opts_.accum;
     if (ex && last)
       model_.set_grads_done(
@@ -137,9 +154,12 @@ float Trainer::accumulate() {
       ex->finish(model_.grads());
     }
     if (opts_.distill) model_.set_teacher(nullptr, 1.0f, 1.0f);
-    tokens_ += static_cast<int64_t>(b->rows) * b->seq_len * (ex ? ex->world() : 1);
+    tokens_ +=
+        static_cast<int64_t>(b->rows) * b->seq_len * (opts_.exchange ? opts_.exchange->world() : 1);
   }
-  if (opts_.accum > 1 || loss_scale != 1.0f) {
+  if (streaming()) {
+    opts_.exchange->finish_streamed(1.0f / (static_cast<float>(opts_.accum) * loss_scale));
+  } else if (opts_.accum > 1 || loss_scale != 1.0f) {
     // Exact for power-of-two accum and loss scale (a scale by 2^-k); otherwise one rounding per
     // gradient.
     const float scale = 1.0f / (static_cast<float>(opts_.accum) * loss_scale);
@@ -162,7 +182,7 @@ StepStats Trainer::step() {
   NEXUS_PROFILE_SCOPE("step");
   const auto t0 = std::chrono::steady_clock::now();
   StepStats s;
-  if (model_.options().update_in_backward) {
+  if (model_.options().update_in_backward && !streaming()) {
     // The updates happen inside backward(), block by block (the constructor's callback).
     s.lr = lr_in_backward_ = opts_.schedule.at(step_);
     sumsq_in_backward_ = 0;
@@ -186,10 +206,11 @@ void Trainer::update(StepStats& s) {
   // factor goes to the optimizer, which multiplies as it reads (AdamW) or scales the gradients
   // first (the others): the same bits as clip_grad_norm followed by step().
   const float limit = opts_.clip > 0 ? opts_.clip : std::numeric_limits<float>::infinity();
-  s.grad_norm =
-      opts_.exchange
-          ? static_cast<float>(std::sqrt(opts_.exchange->grad_sumsq(model_.grads(), opt_.pool())))
-          : grad_norm(model_.grads(), opt_.pool());
+  // Streamed gradients live in the exchange only.
+  const std::span<float> grads = streaming() ? std::span<float>() : model_.grads();
+  s.grad_norm = opts_.exchange
+                    ? static_cast<float>(std::sqrt(opts_.exchange->grad_sumsq(grads, opt_.pool())))
+                    : grad_norm(grads, opt_.pool());
   s.lr = opts_.schedule.at(step_);
   if (scaler_) {
     s.loss_scale = scaler_->scale();
@@ -198,9 +219,9 @@ void Trainer::update(StepStats& s) {
   if (!s.skipped) {
     const float factor = clip_factor(s.grad_norm, limit);
     if (opts_.exchange)
-      opts_.exchange->update(opt_, model_.params(), model_.grads(), s.lr, factor);
+      opts_.exchange->update(opt_, model_.params(), grads, s.lr, factor);
     else
-      opt_.step_scaled(model_.params(), model_.grads(), s.lr, factor);
+      opt_.step_scaled(model_.params(), grads, s.lr, factor);
     rezero(0, model_.params().size());
   }
 }

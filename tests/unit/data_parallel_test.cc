@@ -79,14 +79,16 @@ TEST(DataParallel, WireBytesPerStage) {
   FakeRanks comm(0, 4);
   const auto t = tensors();
   // An all-reduce sends 2 (N - 1) / N of the buffer; bf16 halves it; ZeRO 1's reduce-scatter and
-  // all-gather send (N - 1) / N each.
+  // all-gather send (N - 1) / N each, and so do ZeRO 2's (its reduce-scatters cut by blocks).
   EXPECT_DOUBLE_EQ(DataParallel(comm, t, 381, {0, CommDType::kF32, 1}).bytes_per_step(),
                    1.5 * 381 * 4);
   EXPECT_DOUBLE_EQ(DataParallel(comm, t, 381, {0, CommDType::kBF16, 1}).bytes_per_step(),
                    1.5 * 381 * 2);
   EXPECT_DOUBLE_EQ(DataParallel(comm, t, 381, {1, CommDType::kF32, 1}).bytes_per_step(),
                    1.5 * 381 * 4);
-  EXPECT_THROW(DataParallel(comm, t, 381, {2, CommDType::kF32, 1}), Error);
+  EXPECT_DOUBLE_EQ(DataParallel(comm, t, 381, {2, CommDType::kF32, 1}).bytes_per_step(),
+                   1.5 * 381 * 4);
+  EXPECT_THROW(DataParallel(comm, t, 381, {3, CommDType::kF32, 1}), Error);
 }
 
 TEST(DataParallel, FlagsParseOrNameTheirValues) {

@@ -6,6 +6,9 @@
 // - ZeRO 1: the optimizer state is sharded. After backward the gradients are reduce-scattered
 //   (each rank gets the sum over ranks of its shard), each rank updates its shard with an optimizer
 //   that holds only that shard's state, and the parameters are all-gathered.
+// - ZeRO 2: the gradients are sharded too. The model keeps one block's gradients at a time
+//   (TrainOptions::update_in_backward's buffers), each block's are reduce-scattered as backward
+//   finishes them, and each rank sums only its shard's over the micro-batches.
 // The mean over ranks is the sum times 1 / ranks (exact for a power-of-two number of ranks).
 #pragma once
 
@@ -28,7 +31,7 @@ struct DataParallelOptions {
   size_t bucket_bytes = 4u << 20;          // gradient bytes per all-reduce (whole tensors)
 };
 
-// "0", "1"; "f32", "bf16": errors name the flag's accepted values.
+// "0", "1", "2"; "f32", "bf16": errors name the flag's accepted values.
 Status parse_zero(const std::string& text, int* out);
 Status parse_comm_dtype(const std::string& text, CommDType* out);
 
@@ -68,6 +71,10 @@ class DataParallel final : public train::GradientExchange {
   double grad_sumsq(std::span<const float> grads, ThreadPool* pool) override;
   void update(train::Optimizer& optimizer, std::span<float> params, std::span<float> grads,
               float lr, float grad_scale) override;
+  bool streams_gradients() const override { return opts_.zero == 2; }
+  void begin_step() override;
+  void take(size_t begin, size_t end, const float* grads) override;
+  void finish_streamed(float scale) override;
 
  private:
   void flush(std::span<float> grads);
@@ -80,7 +87,9 @@ class DataParallel final : public train::GradientExchange {
   size_t pending_begin_ = 0, pending_end_ = 0;
   std::vector<std::pair<size_t, size_t>> sent_;
   std::vector<Communicator::Ticket> tickets_;
-  std::vector<float> shard_grads_;  // ZeRO 1: the reduce-scatter's result
+  std::vector<float> shard_grads_;  // ZeRO 1: the reduce-scatter's result; 2: the step's sum
+  std::vector<float> piece_;        // ZeRO 2: one range's reduce-scatter
+  std::vector<size_t> piece_counts_;
 };
 
 }  // namespace nexus::dist

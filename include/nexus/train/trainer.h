@@ -37,6 +37,18 @@ class GradientExchange {
   // The optimizer step (clip factor grad_scale); the parameters are the same on every rank after.
   virtual void update(Optimizer& optimizer, std::span<float> params, std::span<float> grads,
                       float lr, float grad_scale) = 0;
+  // Streaming (ZeRO 2): the model keeps no full gradient (it is built with update_in_backward and
+  // hands over each range as backward completes it, its buffer reused right after), and the
+  // exchange keeps the sum of this rank's shard over the step's micro-batches. Then begin_step()
+  // opens a step, take() gets every range of every micro-batch, finish_streamed(scale) ends the
+  // step (its gradients times `scale`, the mean over ranks), and grad_sumsq and update get empty
+  // gradient spans.
+  virtual bool streams_gradients() const { return false; }
+  virtual void begin_step() {}
+  virtual void take(size_t begin, size_t end, const float* grads) {
+    (void)begin, (void)end, (void)grads;
+  }
+  virtual void finish_streamed(float scale) { (void)scale; }
 };
 
 struct TrainerOptions {
@@ -121,6 +133,8 @@ class Trainer {
  private:
   // Clips and updates from the accumulated gradients (unless loss scaling skips the step).
   void update(StepStats& s);
+  // ZeRO 2: the exchange holds the gradients (GradientExchange::streams_gradients).
+  bool streaming() const;
   // Sets the parameters [begin, end) that keep_zeros holds at zero back to zero.
   void rezero(size_t begin, size_t end);
   TrainModel& model_;
