@@ -292,7 +292,9 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app, int world) {
 }
 
 // A fresh run: --shape with --tokenizer, or --init.
-Result<Run> new_run(const Flags& f, const CLI::App& app) {
+// make_opt false: the caller makes the optimizer (ZeRO's is over a shard only, and the full one
+// would raise the peak memory for nothing).
+Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt) {
   if (f.shape.empty() == f.init.empty())
     return Status::error(
         "give exactly one of --shape (new model), --init (fine-tune) and "
@@ -335,6 +337,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app) {
   if (!model) return model.status();
   r.model = std::move(model).value();
   r.settings.model = r.model->config();
+  if (!make_opt) return r;
   auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
   if (!opt) return opt.status();
   r.optimizer = std::move(opt).value();
@@ -417,7 +420,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     return cli::fail(cmd_name, world > 1 ? "rank " + std::to_string(rank) + ": " + m : m, code);
   };
   auto usage = [&](const std::string& m) { return fail(cmd, m, kUsageError); };
-  auto made = f.resume.empty() ? new_run(f, app) : resume_run(f, app, world);
+  auto made = f.resume.empty() ? new_run(f, app, zero == 0) : resume_run(f, app, world);
   if (!made) return fail(cmd, made.status().message());
   Run& r = made.value();
   train::TrainSettings& s = r.settings;

@@ -1,8 +1,9 @@
 // The communicator over MPI. Every MPI call runs on one worker thread (MPI_THREAD_FUNNELED: the
 // worker called MPI_Init_thread), in the order the calls were made: a non-blocking sum is a job
 // queued for it, so gradients travel while the caller's thread goes on with backward (MPI's own
-// non-blocking collectives only move while the caller is inside MPI). Waiting ranks yield the
-// core (mpi_yield_when_idle), which on a machine with a core per rank is the compute thread's.
+// non-blocking collectives only move while the caller is inside MPI). The worker polls as Open MPI
+// does by default: with a core per rank, making it yield (mpi_yield_when_idle=1) measured 1.2-1.3x
+// slower steps (bench/dist_train.sh's L15M), the compute thread and the worker trading the core.
 #include <mpi.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "nexus/dist/communicator.h"
 #include "nexus/dtype.h"
+#include "nexus/profile.h"
 
 namespace nexus::dist {
 namespace {
@@ -56,8 +58,6 @@ std::vector<int> displacements(std::span<const size_t> counts, std::vector<int>*
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator() {
-    // Busy-polling ranks would take the core from their own compute thread.
-    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     worker_ = std::thread([this] { loop(); });
     try {
       init();
@@ -67,7 +67,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
   void init() {
-    run([this] {
+    run("mpi init", [this] {
       int provided = 0;
       check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init");
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -99,7 +99,7 @@ class MpiCommunicator final : public Communicator {
   }
   ~MpiCommunicator() override {
     try {
-      run([this] {
+      run("mpi finalize", [this] {
         MPI_Op_free(&bf16_op_);
         MPI_Finalize();
       });
@@ -114,21 +114,21 @@ class MpiCommunicator final : public Communicator {
   std::string transport() const override { return transport_; }
 
   void all_reduce_sum(std::span<float> d) override {
-    run([d] {
+    run("all-reduce", [d] {
       check(MPI_Allreduce(MPI_IN_PLACE, d.data(), count(d.size()), MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD),
             "all-reduce");
     });
   }
   void all_reduce_sum(std::span<double> d) override {
-    run([d] {
+    run("all-reduce", [d] {
       check(MPI_Allreduce(MPI_IN_PLACE, d.data(), count(d.size()), MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD),
             "all-reduce");
     });
   }
   Ticket start_all_reduce_sum(std::span<float> d, CommDType dtype) override {
-    return post([this, d, dtype] {
+    return post(dtype == CommDType::kF32 ? "all-reduce" : "all-reduce (bf16)", [this, d, dtype] {
       if (dtype == CommDType::kF32) {
         check(MPI_Allreduce(MPI_IN_PLACE, d.data(), count(d.size()), MPI_FLOAT, MPI_SUM,
                             MPI_COMM_WORLD),
@@ -156,7 +156,7 @@ class MpiCommunicator final : public Communicator {
   }
   void reduce_scatter_sum(std::span<const float> in, std::span<float> out,
                           std::span<const size_t> counts) override {
-    run([&] {
+    run("reduce-scatter", [&] {
       std::vector<int> c;
       displacements(counts, &c);
       NEXUS_CHECK(static_cast<int>(c.size()) == size_ && out.size() >= counts[rank_],
@@ -166,7 +166,7 @@ class MpiCommunicator final : public Communicator {
     });
   }
   void all_gather(std::span<float> data, std::span<const size_t> counts) override {
-    run([&] {
+    run("all-gather", [&] {
       std::vector<int> c;
       std::vector<int> displ = displacements(counts, &c);
       check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data.data(), c.data(), displ.data(),
@@ -176,7 +176,7 @@ class MpiCommunicator final : public Communicator {
   }
   void gather(std::span<const float> mine, std::span<float> all, std::span<const size_t> counts,
               int root) override {
-    run([&] {
+    run("gather", [&] {
       std::vector<int> c;
       std::vector<int> displ = displacements(counts, &c);
       if (rank_ == root)
@@ -190,10 +190,11 @@ class MpiCommunicator final : public Communicator {
     });
   }
   void broadcast(void* data, size_t bytes, int root) override {
-    run([&] { check(MPI_Bcast(data, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast"); });
+    run("broadcast",
+        [&] { check(MPI_Bcast(data, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast"); });
   }
   void barrier() override {
-    run([] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); });
+    run("barrier", [] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); });
   }
   [[noreturn]] void abort(int code) override {
     // From this thread: the worker may be inside a collective that will never complete.
@@ -214,25 +215,28 @@ class MpiCommunicator final : public Communicator {
     NEXUS_CHECK(n <= static_cast<size_t>(INT32_MAX), "[dist] a collective of more than 2^31 items");
     return static_cast<int>(n);
   }
-  Ticket post(std::function<void()> job) {
+  // `name` (a literal) labels the job's span on the worker's thread in profiles.
+  Ticket post(const char* name, std::function<void()> job) {
     std::lock_guard<std::mutex> l(mu_);
-    jobs_.push_back(std::move(job));
+    jobs_.push_back({name, std::move(job)});
     cv_.notify_all();
     return ++posted_;
   }
-  void run(std::function<void()> job) { wait(post(std::move(job))); }
+  void run(const char* name, std::function<void()> job) { wait(post(name, std::move(job))); }
   void loop() {
+    profile::set_thread_name("mpi");
     std::unique_lock<std::mutex> l(mu_);
     for (;;) {
       cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
       if (jobs_.empty()) return;
-      std::function<void()> job = std::move(jobs_.front());
+      Job job = std::move(jobs_.front());
       jobs_.pop_front();
       l.unlock();
       const auto t0 = Clock::now();
       std::exception_ptr err;
       try {
-        job();
+        NEXUS_PROFILE_SCOPE(job.name);
+        job.fn();
       } catch (...) {
         err = std::current_exception();
       }
@@ -252,7 +256,11 @@ class MpiCommunicator final : public Communicator {
   std::thread worker_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  struct Job {
+    const char* name;
+    std::function<void()> fn;
+  };
+  std::deque<Job> jobs_;
   Ticket posted_ = 0, done_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
