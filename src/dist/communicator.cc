@@ -23,11 +23,12 @@ class LocalCommunicator final : public Communicator {
   void all_reduce_sum(std::span<double>) override {}
   Ticket start_all_reduce_sum(std::span<float>, CommDType) override { return 0; }
   void wait(Ticket) override {}
-  void reduce_scatter_sum(std::span<const float> in, std::span<float> out,
-                          std::span<const size_t> counts) override {
+  Ticket start_reduce_scatter_sum(std::span<const float> in, std::span<float> out,
+                                  std::span<const size_t> counts) override {
     NEXUS_CHECK(counts.size() == 1 && in.size() == counts[0] && out.size() >= counts[0],
                 "[dist] reduce_scatter_sum: one rank's counts must cover the input");
     std::copy(in.begin(), in.end(), out.begin());
+    return 0;
   }
   void all_gather(std::span<float>, std::span<const size_t>) override {}
   void gather(std::span<const float>, std::span<float>, std::span<const size_t>, int) override {}

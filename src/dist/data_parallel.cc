@@ -9,6 +9,9 @@
 namespace nexus::dist {
 namespace {
 
+// ZeRO 2: block ranges in flight at once (each with a copy of its gradients).
+constexpr size_t kStaging = 2;
+
 // Shard boundaries on multiples of 16 floats (64 bytes), as even as that allows.
 std::vector<size_t> shard_counts_of(size_t n, int world) {
   std::vector<size_t> counts(world);
@@ -56,6 +59,7 @@ DataParallel::DataParallel(Communicator& comm, std::span<const train::ParamInfo>
   hi_ = lo_ + counts_[comm.rank()];
   if (options.zero == 0) lo_ = 0, hi_ = n_;
   if (options.zero >= 1) shard_grads_.resize(counts_[comm.rank()]);
+  if (options.zero == 2) flight_.resize(kStaging);
 }
 
 std::vector<train::ParamInfo> DataParallel::shard_tensors() const {
@@ -85,7 +89,7 @@ double DataParallel::bytes_per_step() const {
 }
 
 void DataParallel::ready(std::span<float> grads, size_t begin, size_t end) {
-  if (opts_.zero != 0 || comm_.size() == 1 || begin >= end) return;
+  if (opts_.zero == 2 || comm_.size() == 1 || begin >= end) return;
   if (pending_end_ > pending_begin_ && end == pending_begin_) {
     pending_begin_ = begin;  // backward runs from the last tensors to the first
   } else {
@@ -95,11 +99,35 @@ void DataParallel::ready(std::span<float> grads, size_t begin, size_t end) {
   if ((pending_end_ - pending_begin_) * sizeof(float) >= opts_.bucket_bytes) flush(grads);
 }
 
+size_t DataParallel::parts(size_t begin, size_t end, std::vector<size_t>* counts) const {
+  counts->assign(counts_.size(), 0);
+  size_t at = 0;
+  for (size_t r = 0; r < counts_.size(); ++r) {
+    const size_t b = std::max(at, begin), e = std::min(at + counts_[r], end);
+    (*counts)[r] = e > b ? e - b : 0;
+    at += counts_[r];
+  }
+  return (*counts)[comm_.rank()];
+}
+
+void DataParallel::send(std::span<float> grads, size_t begin, size_t end) {
+  if (opts_.zero == 0) {
+    tickets_.push_back(
+        comm_.start_all_reduce_sum(grads.subspan(begin, end - begin), opts_.comm_dtype));
+  } else {
+    std::vector<size_t> counts;
+    const size_t mine = parts(begin, end, &counts);
+    // A rank with no part of the range still takes part; its output is never written.
+    float* out = shard_grads_.data() + (mine > 0 ? std::max(begin, lo_) - lo_ : 0);
+    tickets_.push_back(comm_.start_reduce_scatter_sum(grads.subspan(begin, end - begin),
+                                                      std::span<float>(out, mine), counts));
+  }
+  sent_.emplace_back(begin, end);
+}
+
 void DataParallel::flush(std::span<float> grads) {
   if (pending_end_ <= pending_begin_) return;
-  tickets_.push_back(comm_.start_all_reduce_sum(
-      grads.subspan(pending_begin_, pending_end_ - pending_begin_), opts_.comm_dtype));
-  sent_.emplace_back(pending_begin_, pending_end_);
+  send(grads, pending_begin_, pending_end_);
   pending_begin_ = pending_end_ = 0;
 }
 
@@ -107,15 +135,8 @@ void DataParallel::finish(std::span<float> grads) {
   NEXUS_CHECK(grads.size() == n_, "[data parallel] the gradients are not the model's");
   const int world = comm_.size();
   if (world == 1) return;
-  const float inv = 1.0f / static_cast<float>(world);
-  if (opts_.zero == 1) {
-    comm_.reduce_scatter_sum(grads, shard_grads_, counts_);
-    float* g = grads.data() + lo_;
-    for (size_t i = 0; i < shard_grads_.size(); ++i) g[i] = shard_grads_[i] * inv;
-    return;
-  }
   flush(grads);
-  // Whatever backward did not report (none in the models today) goes in one more sum.
+  // Whatever backward did not report (none in the models today) goes in one more exchange.
   std::sort(sent_.begin(), sent_.end());
   size_t at = 0;
   std::vector<std::pair<size_t, size_t>> gaps;
@@ -124,11 +145,16 @@ void DataParallel::finish(std::span<float> grads) {
     at = std::max(at, e);
   }
   if (at < n_) gaps.emplace_back(at, n_);
-  for (const auto& [b, e] : gaps)
-    tickets_.push_back(comm_.start_all_reduce_sum(grads.subspan(b, e - b), opts_.comm_dtype));
+  for (const auto& [b, e] : gaps) send(grads, b, e);
   for (const Communicator::Ticket t : tickets_) comm_.wait(t);
   tickets_.clear();
   sent_.clear();
+  const float inv = 1.0f / static_cast<float>(world);
+  if (opts_.zero == 1) {
+    float* g = grads.data() + lo_;
+    for (size_t i = 0; i < shard_grads_.size(); ++i) g[i] = shard_grads_[i] * inv;
+    return;
+  }
   for (float& g : grads) g *= inv;
 }
 
@@ -161,25 +187,31 @@ void DataParallel::update(train::Optimizer& optimizer, std::span<float> params,
 
 void DataParallel::begin_step() { std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f); }
 
+void DataParallel::land_oldest() {
+  InFlight& f = flight_[(flight_next_ + kStaging - flight_live_) % kStaging];
+  comm_.wait(f.ticket);
+  float* acc = shard_grads_.data() + f.at;
+  for (size_t i = 0; i < f.part.size(); ++i) acc[i] += f.part[i];
+  --flight_live_;
+}
+
 void DataParallel::take(size_t begin, size_t end, const float* grads) {
   if (begin >= end) return;
-  // Each rank's part of [begin, end): its shard's intersection with the range.
-  piece_counts_.assign(counts_.size(), 0);
-  size_t at = 0;
-  for (size_t r = 0; r < counts_.size(); ++r) {
-    const size_t b = std::max(at, begin), e = std::min(at + counts_[r], end);
-    piece_counts_[r] = e > b ? e - b : 0;
-    at += counts_[r];
-  }
-  const size_t mine = piece_counts_[comm_.rank()];
-  piece_.resize(std::max<size_t>(mine, 1));
-  comm_.reduce_scatter_sum(std::span<const float>(grads, end - begin), piece_, piece_counts_);
-  if (mine == 0) return;
-  float* acc = shard_grads_.data() + (std::max(begin, lo_) - lo_);
-  for (size_t i = 0; i < mine; ++i) acc[i] += piece_[i];
+  if (flight_live_ == kStaging) land_oldest();
+  InFlight& f = flight_[flight_next_];
+  flight_next_ = (flight_next_ + 1) % kStaging;
+  ++flight_live_;
+  // The model reuses its buffer for the next block: the exchange reads a copy.
+  f.staged.assign(grads, grads + (end - begin));
+  std::vector<size_t> counts;
+  const size_t mine = parts(begin, end, &counts);
+  f.part.resize(mine);
+  f.at = mine > 0 ? std::max(begin, lo_) - lo_ : 0;
+  f.ticket = comm_.start_reduce_scatter_sum(f.staged, f.part, counts);
 }
 
 void DataParallel::finish_streamed(float scale) {
+  while (flight_live_ > 0) land_oldest();
   const float s = scale / static_cast<float>(comm_.size());
   for (float& g : shard_grads_) g *= s;
 }

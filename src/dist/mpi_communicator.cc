@@ -154,13 +154,13 @@ class MpiCommunicator final : public Communicator {
       std::rethrow_exception(e);
     }
   }
-  void reduce_scatter_sum(std::span<const float> in, std::span<float> out,
-                          std::span<const size_t> counts) override {
-    run("reduce-scatter", [&] {
-      std::vector<int> c;
-      displacements(counts, &c);
-      NEXUS_CHECK(static_cast<int>(c.size()) == size_ && out.size() >= counts[rank_],
-                  "[dist] reduce_scatter_sum: a count per rank, and room for this rank's");
+  Ticket start_reduce_scatter_sum(std::span<const float> in, std::span<float> out,
+                                  std::span<const size_t> counts) override {
+    std::vector<int> c;
+    displacements(counts, &c);
+    NEXUS_CHECK(static_cast<int>(c.size()) == size_ && out.size() >= counts[rank_],
+                "[dist] reduce_scatter_sum: a count per rank, and room for this rank's");
+    return post("reduce-scatter", [in, out, c = std::move(c)] {
       check(MPI_Reduce_scatter(in.data(), out.data(), c.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
             "reduce-scatter");
     });

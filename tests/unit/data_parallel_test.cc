@@ -22,8 +22,10 @@ class FakeRanks final : public Communicator {
   void all_reduce_sum(std::span<double>) override {}
   Ticket start_all_reduce_sum(std::span<float>, CommDType) override { return 0; }
   void wait(Ticket) override {}
-  void reduce_scatter_sum(std::span<const float>, std::span<float>,
-                          std::span<const size_t>) override {}
+  Ticket start_reduce_scatter_sum(std::span<const float>, std::span<float>,
+                                  std::span<const size_t>) override {
+    return 0;
+  }
   void all_gather(std::span<float>, std::span<const size_t>) override {}
   void gather(std::span<const float>, std::span<float>, std::span<const size_t>, int) override {}
   void broadcast(void*, size_t, int) override {}

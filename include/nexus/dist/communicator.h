@@ -37,9 +37,14 @@ class Communicator {
   virtual Ticket start_all_reduce_sum(std::span<float> data, CommDType dtype) = 0;
   virtual void wait(Ticket ticket) = 0;
   // Rank r's part of the sum across ranks of `in` ([sum(counts)] floats, the same layout on every
-  // rank): out[0, counts[r]) = sum over ranks of in[offset_r, offset_r + counts[r]).
-  virtual void reduce_scatter_sum(std::span<const float> in, std::span<float> out,
-                                  std::span<const size_t> counts) = 0;
+  // rank): out[0, counts[r]) = sum over ranks of in[offset_r, offset_r + counts[r]). Started like
+  // a non-blocking sum (in and out belong to the communicator until wait), or waited for at once.
+  virtual Ticket start_reduce_scatter_sum(std::span<const float> in, std::span<float> out,
+                                          std::span<const size_t> counts) = 0;
+  void reduce_scatter_sum(std::span<const float> in, std::span<float> out,
+                          std::span<const size_t> counts) {
+    wait(start_reduce_scatter_sum(in, out, counts));
+  }
   // data[offset_r, offset_r + counts[r]) from each rank r into every rank's `data` (in place).
   virtual void all_gather(std::span<float> data, std::span<const size_t> counts) = 0;
   // Each rank's `mine` (counts[r] floats) into root's `all` at offset_r; `all` is read only on

@@ -3,12 +3,14 @@
 // process would make on the whole batch.
 // - ZeRO 0 (DDP): the gradients are all-reduced in buckets of whole tensors, each bucket started
 //   as soon as backward has finished its tensors, so the exchange overlaps the rest of backward.
-// - ZeRO 1: the optimizer state is sharded. After backward the gradients are reduce-scattered
-//   (each rank gets the sum over ranks of its shard), each rank updates its shard with an optimizer
-//   that holds only that shard's state, and the parameters are all-gathered.
+// - ZeRO 1: the optimizer state is sharded. The gradients are reduce-scattered in the same buckets
+//   (each rank gets the sum over ranks of its shard's part of each), each rank updates its shard
+//   with an optimizer that holds only that shard's state, and the parameters are all-gathered a
+//   bucket at a time (MPI's collectives over the whole model held model-sized temporaries).
 // - ZeRO 2: the gradients are sharded too. The model keeps one block's gradients at a time
-//   (TrainOptions::update_in_backward's buffers), each block's are reduce-scattered as backward
-//   finishes them, and each rank sums only its shard's over the micro-batches.
+//   (TrainOptions::update_in_backward's buffers); each block's are copied aside and
+//   reduce-scattered while backward goes on, and each rank sums only its shard's over the
+//   micro-batches.
 // The mean over ranks is the sum times 1 / ranks (exact for a power-of-two number of ranks).
 #pragma once
 
@@ -78,6 +80,14 @@ class DataParallel final : public train::GradientExchange {
 
  private:
   void flush(std::span<float> grads);
+  // Starts the exchange of grads[begin, end): an all-reduce (ZeRO 0) or a reduce-scatter into
+  // this rank's part of shard_grads_ (ZeRO 1).
+  void send(std::span<float> grads, size_t begin, size_t end);
+  // Each rank's part of [begin, end) (its shard's intersection with it) into counts; returns
+  // this rank's.
+  size_t parts(size_t begin, size_t end, std::vector<size_t>* counts) const;
+  // ZeRO 2: the oldest range in flight, waited for and added into shard_grads_.
+  void land_oldest();
   Communicator& comm_;
   DataParallelOptions opts_;
   std::vector<train::ParamInfo> tensors_;
@@ -88,8 +98,14 @@ class DataParallel final : public train::GradientExchange {
   std::vector<std::pair<size_t, size_t>> sent_;
   std::vector<Communicator::Ticket> tickets_;
   std::vector<float> shard_grads_;  // ZeRO 1: the reduce-scatter's result; 2: the step's sum
-  std::vector<float> piece_;        // ZeRO 2: one range's reduce-scatter
-  std::vector<size_t> piece_counts_;
+  // ZeRO 2: ranges in flight, each with its copy of the gradients and its part of the sum.
+  struct InFlight {
+    Communicator::Ticket ticket;
+    std::vector<float> staged, part;
+    size_t at;  // where part goes in shard_grads_
+  };
+  std::vector<InFlight> flight_;  // a ring of kStaging
+  size_t flight_next_ = 0, flight_live_ = 0;
 };
 
 }  // namespace nexus::dist
