@@ -8,9 +8,8 @@
 //   with an optimizer that holds only that shard's state, and the parameters are all-gathered a
 //   bucket at a time (MPI's collectives over the whole model held model-sized temporaries).
 // - ZeRO 2: the gradients are sharded too. The model keeps one block's gradients at a time
-//   (TrainOptions::update_in_backward's buffers); each block's are copied aside and
-//   reduce-scattered while backward goes on, and each rank sums only its shard's over the
-//   micro-batches.
+//   (TrainOptions::update_in_backward's buffers); each block's are reduce-scattered as backward
+//   finishes them, and each rank sums only its shard's over the micro-batches.
 // The mean over ranks is the sum times 1 / ranks (exact for a power-of-two number of ranks).
 #pragma once
 
@@ -86,8 +85,7 @@ class DataParallel final : public train::GradientExchange {
   // Each rank's part of [begin, end) (its shard's intersection with it) into counts; returns
   // this rank's.
   size_t parts(size_t begin, size_t end, std::vector<size_t>* counts) const;
-  // ZeRO 2: the oldest range in flight, waited for and added into shard_grads_.
-  void land_oldest();
+
   Communicator& comm_;
   DataParallelOptions opts_;
   std::vector<train::ParamInfo> tensors_;
@@ -98,14 +96,7 @@ class DataParallel final : public train::GradientExchange {
   std::vector<std::pair<size_t, size_t>> sent_;
   std::vector<Communicator::Ticket> tickets_;
   std::vector<float> shard_grads_;  // ZeRO 1: the reduce-scatter's result; 2: the step's sum
-  // ZeRO 2: ranges in flight, each with its copy of the gradients and its part of the sum.
-  struct InFlight {
-    Communicator::Ticket ticket;
-    std::vector<float> staged, part;
-    size_t at;  // where part goes in shard_grads_
-  };
-  std::vector<InFlight> flight_;  // a ring of kStaging
-  size_t flight_next_ = 0, flight_live_ = 0;
+  std::vector<float> part_;         // ZeRO 2: this rank's part of one block's sum
 };
 
 }  // namespace nexus::dist
