@@ -1,10 +1,14 @@
 // The communicator over MPI. Every MPI call runs on one worker thread (MPI_THREAD_FUNNELED: the
 // worker called MPI_Init_thread), in the order the calls were made: a non-blocking sum is a job
 // queued for it, so gradients travel while the caller's thread goes on with backward (MPI's own
-// non-blocking collectives only move while the caller is inside MPI). The worker polls as Open MPI
-// does by default: with a core per rank, making it yield (mpi_yield_when_idle=1) measured 1.2-1.3x
-// slower steps (bench/dist_train.sh's L15M), the compute thread and the worker trading the core.
+// non-blocking collectives only move while the caller is inside MPI). The worker is SCHED_IDLE: it
+// runs on a core the compute threads leave idle, and when they wait for it. With every core
+// computing (2 ranks on 2 vCPUs) a worker at normal priority took the core from backward while it
+// polled for the other rank: GPT-2 124M steps at 0.68-0.69x one process against 0.78-0.80x idle;
+// making Open MPI's polling yield (mpi_yield_when_idle=1) was slower still (bench/dist_train.sh).
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -225,6 +229,9 @@ class MpiCommunicator final : public Communicator {
   void run(const char* name, std::function<void()> job) { wait(post(name, std::move(job))); }
   void loop() {
     profile::set_thread_name("mpi");
+    // The worker runs when a core would otherwise idle (the header says why).
+    sched_param idle{};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
     std::unique_lock<std::mutex> l(mu_);
     for (;;) {
       cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
