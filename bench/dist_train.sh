@@ -3,7 +3,9 @@
 # T / 2 threads each, on the same global batch, for L15M (batch 8 x 256) and GPT-2 124M (batch
 # 4 x 256): the median step time (steps 3 on, from each run's metrics), its ratio to the one
 # process, the time in collectives and the part of it the compute thread waited for, and each
-# rank's peak RSS (ZeRO 0, 1, 2 and bf16 gradients). One configuration after the other, in rounds.
+# rank's peak RSS during training (as the run reports it, before the export; the one process's
+# from /usr/bin/time, its export included) for ZeRO 0, 1, 2 and bf16 gradients. One
+# configuration after the other, in rounds.
 # Usage: bench/dist_train.sh [WORKDIR]   (ROUNDS=2 STEPS=8 MODELS="l15m gpt2"; about 6 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,7 @@ print(f"{statistics.median(e):.3f}")
 PY
 }
 
-printf '%-5s %-6s %-22s %8s %7s %9s %9s %s\n' round model run "step s" ratio "comm s" "waited s" "peak RSS per rank (MiB)"
+printf '%-5s %-6s %-22s %8s %7s %9s %9s %s\n' round model run "step s" ratio "comm s" "waited s" "peak RSS per rank"
 for round in $(seq 1 "$ROUNDS"); do
   for model in $MODELS; do
     a=$(args_for "$model")
@@ -55,7 +57,7 @@ for round in $(seq 1 "$ROUNDS"); do
               --metrics "$m" -o "$W/o.gguf" > "$log" 2>&1 ;;
         *) zero=0; dt=f32
            case $run in *"ZeRO 1"*) zero=1 ;; *"ZeRO 2"*) zero=2 ;; *bf16*) dt=bf16 ;; esac
-           "${MPI[@]}" /usr/bin/time -f "rss %M" "$NEXUS" train $common --batch $((B / 2)) \
+           "${MPI[@]}" "$NEXUS" train $common --batch $((B / 2)) \
              -t "$half" --zero "$zero" --comm-dtype "$dt" --metrics "$m" -o "$W/o.gguf" > "$log" 2>&1 ;;
       esac
       s=$(median "$m")
@@ -63,7 +65,8 @@ for round in $(seq 1 "$ROUNDS"); do
       ratio=$(python3 -c "print(f'{$base / $s:.2f}')")
       comm=$(grep -o '[0-9.]* s in collectives' "$log" | cut -d' ' -f1 || true)
       waited=$(grep -o '[0-9.]* s of it waited' "$log" | cut -d' ' -f1 || true)
-      rss=$(grep -o '^rss [0-9]*' "$log" | awk '{printf "%s%d", (NR > 1) ? " / " : "", $2 / 1024}')
+      rss=$(grep -o '^rss [0-9]*' "$log" | awk '{printf "%.1f MiB", $2 / 1024}')
+      [ -z "$rss" ] && rss=$(grep -o 'peak RSS by rank: .*' "$log" | cut -d: -f2- | sed 's/^ //')
       printf '%-5s %-6s %-22s %8s %7s %9s %9s %s\n' "$round" "$model" "$run" "$s" "$ratio" "${comm:--}" "${waited:--}" "$rss"
     done
   done

@@ -19,8 +19,8 @@ Data parallel and ZeRO are weak scaling (N replicas, each with its micro-batch);
 pipeline parallel split one replica over N ranks (N at most the heads, or the layers: "-" beyond).
 Efficiency = ideal step / modelled step. A strategy "stops scaling" where it falls below 0.8.
 
-Usage: bench/scaling_model.py [--alpha-us 5] [--beta-gbs 12.5] [--check-alpha-us 14.3
-       --check-beta-gbs 12.6]   (the check: 2 ranks with this host's measured collectives)
+Usage: bench/scaling_model.py [--alpha-us 5] [--beta-gbs 12.5] [--check-alpha-us 24
+       --check-beta-gbs 7.3]   (the check: 2 ranks with this host's measured collectives)
 """
 import argparse
 
@@ -73,8 +73,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--alpha-us", type=float, default=5.0, help="network latency per hop")
     ap.add_argument("--beta-gbs", type=float, default=12.5, help="link bandwidth, GB/s")
-    ap.add_argument("--check-alpha-us", type=float, default=14.3)
-    ap.add_argument("--check-beta-gbs", type=float, default=12.6)
+    ap.add_argument("--check-alpha-us", type=float, default=24.0)
+    ap.add_argument("--check-beta-gbs", type=float, default=7.3)
     a = ap.parse_args()
     alpha, beta = a.alpha_us * 1e-6, a.beta_gbs * 1e9
     print(f"network: alpha {a.alpha_us} us, beta {a.beta_gbs} GB/s; efficiency (ideal / modelled "

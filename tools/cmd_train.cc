@@ -16,6 +16,7 @@
 
 #include "command.h"
 #include "distill_teacher.h"
+#include "nexus/core/allocator.h"
 #include "nexus/core/format_bytes.h"
 #include "nexus/dist/communicator.h"
 #include "nexus/dist/data_parallel.h"
@@ -650,11 +651,20 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     std::fprintf(stderr, "train: the checkpoint is at the final step; nothing to train\n");
   if (Status ps = profiling.finish(); !ps) return fail(cmd, ps.message());
 
-  if (world > 1 && leader)
-    std::fprintf(stderr,
-                 "train: data parallel: %.2f s in collectives, %.2f s of it waited for (the rest "
-                 "overlapped backward)\n",
-                 comm.comm_seconds(), comm.blocked_seconds());
+  if (world > 1) {
+    // Each rank's peak memory of the training itself (before the export below).
+    std::vector<double> rss(world, 0.0);
+    rss[rank] = static_cast<double>(peak_rss_bytes());
+    comm.all_reduce_sum(rss);
+    std::string per_rank;
+    for (double b : rss)
+      per_rank += (per_rank.empty() ? "" : ", ") + format_bytes(static_cast<uint64_t>(b));
+    if (leader)
+      std::fprintf(stderr,
+                   "train: data parallel: %.2f s in collectives, %.2f s of it waited for (the "
+                   "rest overlapped backward); peak RSS by rank: %s\n",
+                   comm.comm_seconds(), comm.blocked_seconds(), per_rank.c_str());
+  }
   if (!f.plot.empty() && leader) {
     if (metrics) {  // the whole run, resumes included
       metrics.reset();
