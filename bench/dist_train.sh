@@ -65,7 +65,7 @@ for round in $(seq 1 "$ROUNDS"); do
       ratio=$(python3 -c "print(f'{$base / $s:.2f}')")
       comm=$(grep -o '[0-9.]* s in collectives' "$log" | cut -d' ' -f1 || true)
       waited=$(grep -o '[0-9.]* s of it waited' "$log" | cut -d' ' -f1 || true)
-      rss=$(grep -o '^rss [0-9]*' "$log" | awk '{printf "%.1f MiB", $2 / 1024}')
+      rss=$(grep -o '^rss [0-9]*' "$log" | awk '{printf "%.1f MiB", $2 / 1024}' || true)
       [ -z "$rss" ] && rss=$(grep -o 'peak RSS by rank: .*' "$log" | cut -d: -f2- | sed 's/^ //')
       printf '%-5s %-6s %-22s %8s %7s %9s %9s %s\n' "$round" "$model" "$run" "$s" "$ratio" "${comm:--}" "${waited:--}" "$rss"
     done
