@@ -6,8 +6,10 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "test_paths.h"
 
@@ -53,6 +55,16 @@ inline std::string quoted(const std::string& s) {
   std::string q = "'";
   for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
   return q + "'";
+}
+
+// The losses of `nexus train`'s progress lines ("step 3/8  loss 5.4321 ..."), in order.
+inline std::vector<double> step_losses(const std::string& err) {
+  std::vector<double> losses;
+  const std::regex re(R"(step \d+/\d+  loss ([0-9.]+))");
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator();
+       ++it)
+    losses.push_back(std::stod((*it)[1]));
+  return losses;
 }
 
 }  // namespace nexus::test

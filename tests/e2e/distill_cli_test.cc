@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "e2e/cli_util.h"
 #include "test_paths.h"
@@ -17,15 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kDemo = std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-1m.gguf";
-
-std::vector<double> losses(const std::string& err) {
-  std::vector<double> out;
-  const std::regex re(R"(step \d+/\d+  loss ([0-9.]+))");
-  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator();
-       ++it)
-    out.push_back(std::stod((*it)[1]));
-  return out;
-}
 
 class DistillCli : public ::testing::Test {
  protected:
@@ -53,7 +43,7 @@ TEST_F(DistillCli, StudentLearnsAndAlphaOneIsPlainTraining) {
   auto d = run_cli("distill --teacher " + quoted(kDemo) + common() + " -o " + quoted(path("s.gguf")));
   ASSERT_EQ(d.code, 0) << d.output;
   EXPECT_NE(d.err.find("teacher"), std::string::npos) << d.err;
-  const std::vector<double> l = losses(d.err);
+  const std::vector<double> l = step_losses(d.err);
   ASSERT_EQ(l.size(), 12u) << d.err;
   EXPECT_LT(l.back(), l.front()) << d.err;
   auto run = run_cli("run -m " + quoted(path("s.gguf")) + " -p ROMEO: -n 4 --temp 0");
@@ -64,7 +54,7 @@ TEST_F(DistillCli, StudentLearnsAndAlphaOneIsPlainTraining) {
   auto t = run_cli("train" + common() + " -o " + quoted(path("t.gguf")));
   ASSERT_EQ(a1.code, 0) << a1.output;
   ASSERT_EQ(t.code, 0) << t.output;
-  const std::vector<double> la = losses(a1.err), lt = losses(t.err);
+  const std::vector<double> la = step_losses(a1.err), lt = step_losses(t.err);
   ASSERT_EQ(la.size(), lt.size());
   for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lt[i], 2e-4) << "step " << i + 1;
   // The soft targets change the run.

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -16,15 +15,6 @@
 
 namespace nexus::test {
 namespace {
-
-std::vector<double> step_losses(const std::string& err) {
-  std::vector<double> losses;
-  const std::regex re(R"(step \d+/\d+  loss ([0-9.]+))");
-  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator();
-       ++it)
-    losses.push_back(std::stod((*it)[1]));
-  return losses;
-}
 
 TEST(TrainCli, LossDecreasesAndTheExportRuns) {
   const std::string dir = ::testing::TempDir() + "nexus_train_e2e_" + std::to_string(::getpid());

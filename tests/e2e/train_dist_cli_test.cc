@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -29,15 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kDemo = std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-1m.gguf";
-
-std::vector<double> losses(const std::string& err) {
-  std::vector<double> out;
-  const std::regex re(R"(step \d+/\d+  loss ([0-9.]+))");
-  for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator();
-       ++it)
-    out.push_back(std::stod((*it)[1]));
-  return out;
-}
 
 // Largest |a - b| over every tensor of two F32 models of one shape, and the largest |a|.
 std::pair<double, double> max_diff(const std::string& a, const std::string& b) {
@@ -114,7 +104,7 @@ TEST_F(TrainDistCli, TwoRanksTrainTheModelOneProcessTrainsOnTheWholeBatch) {
             std::string::npos)
       << shm.err;
   // Progress once, from rank 0.
-  const auto l1 = losses(one.err), l2 = losses(shm.err);
+  const auto l1 = step_losses(one.err), l2 = step_losses(shm.err);
   ASSERT_EQ(l1.size(), 8u) << one.err;
   ASSERT_EQ(l2.size(), 8u) << shm.err;
   for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], l2[i], 2e-4) << "step " << i + 1;
@@ -148,7 +138,7 @@ TEST_F(TrainDistCli, TwoRanksTrainTheModelOneProcessTrainsOnTheWholeBatch) {
   auto bf = run_command(mpirun(2) + "train" + common() + " --batch 2 -t 1 --comm-dtype bf16 -o " +
                         quoted(path("bf.gguf")));
   ASSERT_EQ(bf.code, 0) << bf.output;
-  const auto lb = losses(bf.err);
+  const auto lb = step_losses(bf.err);
   ASSERT_EQ(lb.size(), 8u);
   for (size_t i = 0; i < lb.size(); ++i) EXPECT_NEAR(lb[i], l2[i], 0.05) << "step " << i + 1;
   EXPECT_FALSE(same_bytes(path("shm.gguf"), path("bf.gguf")));
@@ -172,7 +162,7 @@ TEST_F(TrainDistCli, CheckpointsResumeOnAnotherNumberOfRanks) {
   // The same data and optimizer state, on 1 or 2 ranks.
   const auto [d, mag] = max_diff(path("a.gguf"), path("b.gguf"));
   EXPECT_LT(d, 1e-5 * std::max(1.0, mag));
-  EXPECT_EQ(losses(a2.err).size(), 4u) << a2.err;
+  EXPECT_EQ(step_losses(a2.err).size(), 4u) << a2.err;
   // A global batch that does not split: 3 sequences over 2 ranks.
   auto c = run_cli("train" + common(2) + " --batch 3 -t 1 --checkpoint-dir " + quoted(path("ck3")));
   ASSERT_EQ(c.code, 0) << c.output;

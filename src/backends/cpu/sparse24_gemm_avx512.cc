@@ -164,28 +164,18 @@ void gemm_2of4_avx512(DType t, const uint8_t* w, size_t w_stride, int64_t k, con
         unpack<DType::kF32_2of4>(w, w_stride, k, rb, nr, panel.data());
         break;
     }
-    int64_t t0 = 0;
-    for (; t0 + kTokens <= n; t0 += kTokens)
-      tokens_on_panel<kTokens>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-    switch (n - t0) {
-      case 5:
-        tokens_on_panel<5>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-        break;
-      case 4:
-        tokens_on_panel<4>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-        break;
-      case 3:
-        tokens_on_panel<3>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-        break;
-      case 2:
-        tokens_on_panel<2>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-        break;
-      case 1:
-        tokens_on_panel<1>(panel.data(), k, x + t0 * k, y + t0 * y_stride + rb, y_stride, nr);
-        break;
-      default:
-        break;
-    }
+    // Whole blocks of kTokens, then the rest (1-5 tokens) on the kernel of its size.
+    using Fn = void (*)(const float*, int64_t, const float*, float*, int64_t, int64_t);
+    static constexpr Fn kernel[kTokens + 1] = {nullptr,
+                                               tokens_on_panel<1>,
+                                               tokens_on_panel<2>,
+                                               tokens_on_panel<3>,
+                                               tokens_on_panel<4>,
+                                               tokens_on_panel<5>,
+                                               tokens_on_panel<6>};
+    for (int64_t t0 = 0; t0 < n; t0 += kTokens)
+      kernel[std::min<int64_t>(kTokens, n - t0)](panel.data(), k, x + t0 * k,
+                                                 y + t0 * y_stride + rb, y_stride, nr);
   }
 }
 
