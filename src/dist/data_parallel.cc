@@ -152,13 +152,13 @@ void DataParallel::finish(std::span<float> grads) {
   for (const Communicator::Ticket t : tickets_) comm_.wait(t);
   tickets_.clear();
   sent_.clear();
-  const float inv = 1.0f / static_cast<float>(world);
+  // ZeRO 0 leaves the sum in place: the 1 / ranks goes into the norm and the optimizer's
+  // gradient scale (a pass over every gradient less a step). ZeRO 1 copies its shard anyway.
   if (opts_.zero == 1) {
+    const float inv = 1.0f / static_cast<float>(world);
     float* g = grads.data() + lo_;
     for (size_t i = 0; i < shard_grads_.size(); ++i) g[i] = shard_grads_[i] * inv;
-    return;
   }
-  for (float& g : grads) g *= inv;
 }
 
 double DataParallel::mean(double local) {
@@ -168,7 +168,10 @@ double DataParallel::mean(double local) {
 }
 
 double DataParallel::grad_sumsq(std::span<const float> grads, ThreadPool* pool) {
-  if (opts_.zero == 0) return train::grad_sumsq(grads, pool);  // the same on every rank
+  if (opts_.zero == 0) {  // the same on every rank; the sum's, scaled to the mean's
+    const double inv = 1.0 / comm_.size();
+    return train::grad_sumsq(grads, pool) * inv * inv;
+  }
   double s = train::grad_sumsq(
       opts_.zero == 2 ? std::span<const float>(shard_grads_) : grads.subspan(lo_, hi_ - lo_), pool);
   comm_.all_reduce_sum(std::span<double>(&s, 1));
@@ -177,15 +180,22 @@ double DataParallel::grad_sumsq(std::span<const float> grads, ThreadPool* pool) 
 
 void DataParallel::update(train::Optimizer& optimizer, std::span<float> params,
                           std::span<float> grads, float lr, float grad_scale) {
-  if (opts_.zero == 0) {
-    optimizer.step_scaled(params, grads, lr, grad_scale);
+  if (opts_.zero == 0) {  // grads hold the sum over ranks (finish)
+    optimizer.step_scaled(params, grads, lr, grad_scale / static_cast<float>(comm_.size()));
     return;
   }
   optimizer.step_scaled(
       params.subspan(lo_, hi_ - lo_),
       opts_.zero == 2 ? std::span<float>(shard_grads_) : grads.subspan(lo_, hi_ - lo_), lr,
       grad_scale);
-  comm_.all_gather(params, counts_);
+  // A bucket at a time, as the gradients went: each rank's part of it from its shard.
+  const size_t step = std::max<size_t>(opts_.bucket_bytes / sizeof(float), 16);
+  std::vector<size_t> counts;
+  for (size_t b = 0; b < n_; b += step) {
+    const size_t e = std::min(n_, b + step);
+    parts(b, e, &counts);
+    comm_.all_gather(params.subspan(b, e - b), counts);
+  }
 }
 
 void DataParallel::begin_step() { std::fill(shard_grads_.begin(), shard_grads_.end(), 0.0f); }

@@ -10,7 +10,8 @@
 // - ZeRO 2: the gradients are sharded too. The model keeps one block's gradients at a time
 //   (TrainOptions::update_in_backward's buffers); each block's are reduce-scattered as backward
 //   finishes them, and each rank sums only its shard's over the micro-batches.
-// The mean over ranks is the sum times 1 / ranks (exact for a power-of-two number of ranks).
+// The mean over ranks is the sum times 1 / ranks (exact for a power-of-two number of ranks): under
+// ZeRO 0 the gradients keep the sum and the factor goes into the norm and the optimizer's scale.
 #pragma once
 
 #include <cstddef>

@@ -27,12 +27,12 @@ class GradientExchange {
   virtual int world() const = 0;
   // The gradients of parameters [begin, end) are final on this rank (called from backward).
   virtual void ready(std::span<float> grads, size_t begin, size_t end) = 0;
-  // After backward: every exchange done; grads then hold the mean over ranks (everywhere, or at
-  // least on this rank's shard).
+  // After backward: every exchange done; grads then hold the sum or the mean over ranks
+  // (everywhere, or at least on this rank's shard), which grad_sumsq and update account for.
   virtual void finish(std::span<float> grads) = 0;
   // The mean over ranks of each rank's value (losses).
   virtual double mean(double local) = 0;
-  // The sum of squares of the mean gradient over all ranks.
+  // The sum of squares of the mean gradient over ranks (of grads as finish() left them).
   virtual double grad_sumsq(std::span<const float> grads, ThreadPool* pool) = 0;
   // The optimizer step (clip factor grad_scale); the parameters are the same on every rank after.
   virtual void update(Optimizer& optimizer, std::span<float> params, std::span<float> grads,
