@@ -213,7 +213,7 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--keep-checkpoints", f.keep, "checkpoints to keep")->capture_default_str();
   app.add_option("--zero", f.zero,
                  "data parallel (under mpirun): 0 all-reduces the gradients, 1 also shards the "
-                 "optimizer state (ZeRO stage 1)")
+                 "optimizer state, 2 the gradients too (ZeRO stages)")
       ->capture_default_str();
   app.add_option("--comm-dtype", f.comm_dtype, "data parallel: gradients sent as f32 | bf16")
       ->capture_default_str();
@@ -568,13 +568,14 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
                  modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
-  // ZeRO 1 and 2: rank 0's full-size optimizer that gathers the shards' state for checkpoints.
-  std::unique_ptr<train::Optimizer> gathered;
   auto save = [&](int64_t step) -> Status {
     const auto t0 = Clock::now();
+    // ZeRO 1 and 2: the shards' state gathered into a full-size optimizer on rank 0 for the
+    // write, and given back after it (held for the run, it would undo ZeRO on rank 0).
+    std::unique_ptr<train::Optimizer> gathered;
     train::Optimizer* opt = r.optimizer.get();
     if (zero >= 1) {
-      if (leader && !gathered) {
+      if (leader) {
         auto full = train::make_optimizer(m, s.optimizer);
         if (!full) return full.status();
         gathered = std::move(full).value();

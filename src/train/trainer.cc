@@ -229,8 +229,14 @@ void Trainer::update(StepStats& s) {
 void Trainer::rezero(size_t begin, size_t end) {
   if (zero_bits_.empty()) return;
   float* p = model_.params().data();
-  for (size_t i = begin; i < end; ++i)
-    if ((zero_bits_[i / 64] >> (i % 64)) & 1) p[i] = 0.0f;
+  // A word of the mask at a time, visiting only its set bits (a dense tensor's words are 0).
+  for (size_t w = begin / 64; w * 64 < end; ++w) {
+    uint64_t bits = zero_bits_[w];
+    if (w * 64 < begin) bits &= ~uint64_t{0} << (begin - w * 64);
+    if (end - w * 64 < 64) bits &= (uint64_t{1} << (end - w * 64)) - 1;
+    for (; bits != 0; bits &= bits - 1)
+      p[w * 64 + static_cast<size_t>(__builtin_ctzll(bits))] = 0.0f;
+  }
 }
 
 float Trainer::evaluate(SequentialBatches& val, int64_t max_batches) {

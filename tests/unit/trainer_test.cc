@@ -215,3 +215,39 @@ TEST(Trainer, ValidationLossIsTheTokenWeightedMean) {
 
 }  // namespace
 }  // namespace nexus::train
+
+namespace nexus::train::test {
+namespace {
+
+// keep_zeros: parameters that start at zero are zero after every update, whether the optimizer
+// steps after backward (the whole array) or in backward (a block's range at a time), and the
+// others train.
+TEST(Trainer, KeepZerosHoldsTheZerosInBothUpdatePaths) {
+  const std::string dir = temp_dir("keep_zeros");
+  const TokenFile data = make_tokens(dir + "/d.bin", 2000);
+  for (bool in_backward : {false, true}) {
+    TrainOptions o;
+    o.update_in_backward = in_backward;
+    auto m = TrainModel::create(tiny_config(), 2, 16, {0.02f, 3, true}, o);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    // Every other parameter zeroed, so every tensor edge holds one.
+    std::span<float> p = m.value()->params();
+    for (size_t i = 0; i < p.size(); i += 2) p[i] = 0.0f;
+    const std::vector<float> before(p.begin(), p.end());
+    AdamW opt(*m.value(), {});
+    DataLoader loader(data, 2, 16, 5, 0);
+    TrainerOptions to{3, 1, {1e-2f, 0, 0, 3, LrDecay::kConstant}, in_backward ? 0.0f : 1.0f, {}};
+    to.keep_zeros = true;
+    Trainer t(*m.value(), opt, loader, to);
+    for (int s = 0; s < 3; ++s) t.step();
+    size_t moved = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (i % 2 == 0) ASSERT_EQ(p[i], 0.0f) << "parameter " << i << " in_backward " << in_backward;
+      moved += p[i] != before[i];
+    }
+    EXPECT_GT(moved, p.size() / 3) << "in_backward " << in_backward;
+  }
+}
+
+}  // namespace
+}  // namespace nexus::train::test
