@@ -8,12 +8,13 @@
 #include <thread>
 
 #include "command.h"
-#include "nexus/profile.h"
-#include "plot/svg_chart.h"
 #include "harness/bench.h"
 #include "harness/bench_compare.h"
 #include "harness/bench_plot.h"
 #include "harness/ladder.h"
+#include "nexus/profile.h"
+#include "plot/svg_chart.h"
+#include "tensor_parallel_cli.h"
 
 #ifndef NEXUS_BUILD_COMMIT
 #define NEXUS_BUILD_COMMIT "unknown"
@@ -119,6 +120,9 @@ int bench_main(int argc, char** argv) {
   app.add_option("--plot", plot, "also draw the results as an SVG bar chart here");
   app.add_flag("--ladder", ladder,
                "optimization ladder on one model (-p default 32, -n 64, -t 2, -r 3)");
+  int tp_size = 1;
+  app.add_option("--tp", tp_size,
+                 "tensor parallel over this many ranks (under mpirun -np N); rank 0 reports");
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
@@ -143,6 +147,11 @@ int bench_main(int argc, char** argv) {
   if (!kv || (*kv != DType::kF32 && *kv != DType::kF16 && *kv != DType::kQ8_0))
     return fail("bench", "--kv-type: '" + kv_name + "' is not f32, f16 or q8_0");
   if (bandwidth < 0) return fail("bench", "--bandwidth must be positive");
+  auto started = start_tensor_parallel(tp_size);
+  if (!started) return fail("bench", started.status().message(), kUsageError);
+  const TpRun& tp = started.value();
+  if (!tp.leader()) prof = {};  // one trace and one table: rank 0's
+  if (ladder && tp.size() > 1) return tp.fail("bench", "--ladder runs in one process (no --tp)");
   if (ladder) {
     if (models.size() != 1) return fail("bench", "--ladder takes exactly one model");
     const bool given_p = app.count("-p") > 0, given_n = app.count("-n") > 0;
@@ -175,23 +184,25 @@ int bench_main(int argc, char** argv) {
   const size_t total = tests.size() * models.size();
   size_t done = 0;
   for (const std::string& path : models) {
-    auto model = Model::load(path);
-    if (!model) return fail("bench", model.status().message());
-    const BenchModelInfo info = describe_model(*model.value(), path);
+    auto model = tp.group ? Model::load(path, tp.group.get()) : Model::load(path);
+    if (!model) return tp.fail("bench", model.status().message());
+    BenchModelInfo info = describe_model(*model.value(), path);
+    if (tp.size() > 1) info.type += " tp" + std::to_string(tp.size());
     for (const BenchTest& test : tests) {
       ++done;
       const std::string name = bench_test_name(test);
       const std::string label = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " +
                                 path + " " + name + " t=" + std::to_string(test.n_threads);
-      if (progress)
+      if (progress && tp.leader())
         opts.progress = [&label](const std::string& what) {
           std::fprintf(stderr, "nexus bench: %s: %s\n", label.c_str(), what.c_str());
         };
       auto r = run_bench_test(*model.value(), info, test, opts);
-      if (!r) return fail("bench", path + ": " + name + ": " + r.status().message());
+      if (!r) return tp.fail("bench", path + ": " + name + ": " + r.status().message());
       results.push_back(std::move(r).value());
     }
   }
+  if (!tp.leader()) return 0;  // the other ranks ran the same tests in lock step
   const std::string text = output == "json"  ? bench_to_json(results, env)
                            : output == "csv" ? bench_to_csv(results, env)
                                              : bench_to_markdown(results, env);

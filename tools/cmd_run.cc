@@ -5,13 +5,14 @@
 #include <thread>
 
 #include "command.h"
+#include "nexus/context.h"
 #include "nexus/core/allocator.h"
 #include "nexus/io/mapped_file.h"
-#include "nexus/context.h"
 #include "nexus/model.h"
 #include "nexus/profile.h"
-#include "nexus/tokenizer.h"
 #include "nexus/runtime/generator.h"
+#include "nexus/tokenizer.h"
+#include "tensor_parallel_cli.h"
 
 namespace nexus::cli {
 namespace {
@@ -67,6 +68,11 @@ int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
+  int tp_size = 1;
+  app.add_option("--tp", tp_size,
+                 "tensor parallel over this many ranks (under mpirun -np N): each holds its "
+                 "share of every block's heads and feed-forward width")
+      ->capture_default_str();
   profile::SessionOptions prof;
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the op time table to stderr");
@@ -90,15 +96,23 @@ int run_main(int argc, char** argv) {
   if (!kv) return fail("run", "--kv-type must be f16, f32 or q8_0, got '" + kv_type + "'");
   Result<Device> dev = parse_device(device);
   if (!dev) return fail("run", "--device: " + dev.status().message());
+  auto started = start_tensor_parallel(tp_size);
+  if (!started) return fail("run", started.status().message(), kUsageError);
+  const TpRun& tp = started.value();
+  if (!tp.leader()) prof = {};  // one trace and one table: rank 0's
+  if (tp.size() > 1 && dev->type != DeviceType::kCpu)
+    return tp.fail("run", "--tp runs on the CPU only");
   g.sampler.seed = seed < 0 ? std::random_device{}() : static_cast<uint64_t>(seed);
+  // Every rank must sample the same tokens: rank 0's seed.
+  if (tp.comm) tp.comm->broadcast(&g.sampler.seed, sizeof g.sampler.seed, 0);
   g.n_predict = n_predict;
   g.n_batch = n_batch;
   g.add_bos = !no_bos;
 
-  auto model = Model::load(model_path);
-  if (!model) return fail("run", model.status().message());
+  auto model = tp.group ? Model::load(model_path, tp.group.get()) : Model::load(model_path);
+  if (!model) return tp.fail("run", model.status().message());
   auto tok = Tokenizer::from_gguf((*model)->gguf());
-  if (!tok) return fail("run", tok.status().message());
+  if (!tok) return tp.fail("run", tok.status().message());
   ContextOptions co;
   co.n_ctx = n_ctx > 0 ? n_ctx : std::min<int64_t>((*model)->config().n_ctx_train, 4096);
   co.kv_type = *kv;
@@ -107,16 +121,16 @@ int run_main(int argc, char** argv) {
   co.device = *dev;
   co.kv_block = kv_block;
   auto ctx = Context::create(**model, co);
-  if (!ctx) return fail("run", ctx.status().message());
+  if (!ctx) return tp.fail("run", ctx.status().message());
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<Context> draft_ctx;
   if (!draft_path.empty()) {
     auto dm = Model::load(draft_path);
-    if (!dm) return fail("run", "--draft: " + dm.status().message());
+    if (!dm) return tp.fail("run", "--draft: " + dm.status().message());
     if ((*dm)->config().n_vocab != (*model)->config().n_vocab)
-      return fail("run", "--draft: its vocabulary has " +
-                             std::to_string((*dm)->config().n_vocab) + " tokens, the model's " +
-                             std::to_string((*model)->config().n_vocab));
+      return tp.fail("run", "--draft: its vocabulary has " +
+                                std::to_string((*dm)->config().n_vocab) + " tokens, the model's " +
+                                std::to_string((*model)->config().n_vocab));
     draft_model = std::move(dm).value();
     ContextOptions dco = co;
     dco.kv_block = 0;
@@ -124,28 +138,46 @@ int run_main(int argc, char** argv) {
     // also take the cores from the model's own pool.
     dco.n_threads = 1;
     auto dc = Context::create(*draft_model, dco);
-    if (!dc) return fail("run", "--draft: " + dc.status().message());
+    if (!dc) return tp.fail("run", "--draft: " + dc.status().message());
     draft_ctx = std::move(dc).value();
     g.draft = draft_ctx.get();
   }
 
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  std::fflush(stdout);
+  const bool leader = tp.leader();  // the other ranks compute the same tokens silently
+  if (leader) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
   profile::Session profiling(prof);
   // From BOS, SentencePiece's first piece carries the word-start space; drop it as llama.cpp does.
   bool at_start = prompt.empty();
-  auto stats = generate(**ctx, **tok, prompt, g, [&at_start](std::string_view text) {
+  auto stats = generate(**ctx, **tok, prompt, g, [&at_start, leader](std::string_view text) {
     if (at_start && !text.empty() && text[0] == ' ') text.remove_prefix(1);
     at_start = false;
+    if (!leader) return true;
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
   });
-  std::printf("\n");
+  if (leader) std::printf("\n");
   std::fflush(stdout);
-  if (!stats) return fail("run", stats.status().message());
-  if (Status st = profiling.finish(); !st) return fail("run", st.message());
+  if (!stats) return tp.fail("run", stats.status().message());
+  if (Status st = profiling.finish(); !st) return tp.fail("run", st.message());
   const GenerateStats& s = stats.value();
+  if (tp.size() > 1) {
+    // Each rank's weights and KV cache: its slice.
+    std::vector<double> rss(tp.size(), 0.0);
+    rss[tp.comm->rank()] = static_cast<double>(peak_rss_bytes());
+    tp.comm->all_reduce_sum(rss);
+    std::string per_rank;
+    for (double b : rss)
+      per_rank += (per_rank.empty() ? "" : ", ") +
+                  std::to_string(static_cast<int64_t>(b / 1048576.0)) + " MiB";
+    if (leader)
+      std::fprintf(stderr, "\ntensor parallel over %d ranks (%s, %s); peak RSS by rank: %s",
+                   tp.size(), tp.comm->name(), tp.comm->transport().c_str(), per_rank.c_str());
+  }
+  if (!leader) return 0;
   const MemStats m = mem_stats();
   std::fprintf(stderr,
                "\nprompt: %lld tokens, %.1f tokens/s | generated: %lld tokens, %.1f tokens/s | "

@@ -20,6 +20,7 @@
 #include "nexus/core/format_bytes.h"
 #include "nexus/dist/communicator.h"
 #include "nexus/dist/data_parallel.h"
+#include "nexus/dist/tensor_parallel.h"
 #include "nexus/io/gguf.h"
 #include "nexus/profile.h"
 #include "nexus/tokenizer.h"
@@ -65,6 +66,7 @@ struct Flags {
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
+  int tp = 1;  // tensor parallel ranks
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
@@ -220,8 +222,58 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--bucket-mb", f.bucket_mb,
                  "data parallel: MiB of gradients per all-reduce, started while backward runs")
       ->capture_default_str();
+  app.add_option("--tp", f.tp,
+                 "tensor parallel over this many ranks (under mpirun -np N): each holds its "
+                 "share of every block's heads and feed-forward width and sees every batch")
+      ->capture_default_str();
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
+}
+
+// Tensor parallel (--tp N under mpirun): the model's group over the ranks, and the cut and
+// gather between the run's full model and this rank's slice.
+struct TpTrain {
+  dist::Communicator* comm = nullptr;
+  std::unique_ptr<dist::CommTensorParallel> group;
+  std::unique_ptr<dist::TensorParallelTraining> training;
+  bool on() const { return group != nullptr; }
+};
+
+// A full-size model to stage parameters in (checkpoints, the export, the start of a tensor
+// parallel run): one token of activations and one block's gradients.
+train::TrainOptions staging_options() {
+  train::TrainOptions o;
+  o.update_in_backward = true;
+  return o;
+}
+Result<std::unique_ptr<train::TrainModel>> staging_model(const ModelConfig& cfg,
+                                                         train::InitOptions init = {}) {
+  return train::TrainModel::create(cfg, 1, 1, init, staging_options());
+}
+train::InitOptions zero_init() {
+  train::InitOptions i;
+  i.random = false;
+  return i;
+}
+
+// --tp: this rank's slice of `full` for (batch, seq) steps, its parameters cut from full's.
+Result<std::unique_ptr<train::TrainModel>> slice_of(const train::TrainModel& full, int64_t batch,
+                                                    int64_t seq, train::TrainOptions topts,
+                                                    TpTrain& tp) {
+  NEXUS_RETURN_IF_ERROR(check_tensor_parallel(full.config(), tp.group->size()));
+  tp.training =
+      std::make_unique<dist::TensorParallelTraining>(*tp.comm, full.config(), full.tensors());
+  topts.tp = tp.group.get();
+  auto m = train::TrainModel::create(tp.training->slice_config(), batch, seq, zero_init(), topts);
+  if (!m) return m.status();
+  const std::span<const train::ParamInfo> want = tp.training->slice_tensors();
+  const std::vector<train::ParamInfo>& have = m.value()->tensors();
+  for (size_t i = 0; i < have.size(); ++i)
+    NEXUS_CHECK(have.size() == want.size() && have[i].name == want[i].name &&
+                    have[i].offset == want[i].offset && have[i].shape == want[i].shape,
+                "[tensor parallel] the slice's layout differs at " + have[i].name);
+  tp.training->cut(full.params(), m.value()->params());
+  return m;
 }
 
 // Everything a run needs once the flags are resolved.
@@ -235,7 +287,7 @@ struct Run {
 };
 
 // --resume: settings, model, optimizer and tokenizer from the checkpoint.
-Result<Run> resume_run(const Flags& f, const CLI::App& app, int world) {
+Result<Run> resume_run(const Flags& f, const CLI::App& app, int world, TpTrain& tp) {
   for (const char* flag :
        {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
         "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
@@ -277,14 +329,32 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app, int world) {
   train::TrainOptions topts = f.train_opts;
   topts.precision = r.settings.precision;
   topts.row_updates = train::updates_rows(r.settings.optimizer);
-  auto m = train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq, {}, topts);
-  if (!m) return m.status();
-  r.model = std::move(m).value();
-  NEXUS_RETURN_IF_ERROR(c.restore_model(*r.model));
-  auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
-  if (!opt) return opt.status();
-  r.optimizer = std::move(opt).value();
-  NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*r.optimizer));
+  if (tp.on()) {
+    // The checkpoint holds the full model: restored into a staging copy, then cut.
+    auto full = staging_model(r.settings.model, zero_init());
+    if (!full) return full.status();
+    NEXUS_RETURN_IF_ERROR(c.restore_model(*full.value()));
+    auto full_opt = train::make_optimizer(*full.value(), r.settings.optimizer);
+    if (!full_opt) return full_opt.status();
+    NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*full_opt.value()));
+    auto m = slice_of(*full.value(), r.settings.batch, r.settings.seq, topts, tp);
+    if (!m) return m.status();
+    r.model = std::move(m).value();
+    auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
+    if (!opt) return opt.status();
+    r.optimizer = std::move(opt).value();
+    NEXUS_RETURN_IF_ERROR(tp.training->cut_state(*full_opt.value(), *r.optimizer));
+  } else {
+    auto m =
+        train::TrainModel::create(r.settings.model, r.settings.batch, r.settings.seq, {}, topts);
+    if (!m) return m.status();
+    r.model = std::move(m).value();
+    NEXUS_RETURN_IF_ERROR(c.restore_model(*r.model));
+    auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
+    if (!opt) return opt.status();
+    r.optimizer = std::move(opt).value();
+    NEXUS_RETURN_IF_ERROR(c.restore_optimizer(*r.optimizer));
+  }
   if (!f.quiet)
     std::fprintf(stderr, "train: resuming %s at step %lld of %lld\n", c.path().c_str(),
                  static_cast<long long>(c.progress().step),
@@ -295,7 +365,7 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app, int world) {
 // A fresh run: --shape with --tokenizer, or --init.
 // make_opt false: the caller makes the optimizer (ZeRO's is over a shard only, and the full one
 // would raise the peak memory for nothing).
-Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt) {
+Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain& tp) {
   if (f.shape.empty() == f.init.empty())
     return Status::error(
         "give exactly one of --shape (new model), --init (fine-tune) and "
@@ -319,7 +389,8 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt) {
   if (!f.init.empty()) {
     if (app.count("--arch"))
       return Status::error("--arch goes with --shape; --init takes the file's architecture");
-    model = train::TrainModel::from_gguf(f.init, f.batch, f.seq, topts);
+    model = tp.on() ? train::TrainModel::from_gguf(f.init, 1, 1, staging_options())
+                    : train::TrainModel::from_gguf(f.init, f.batch, f.seq, topts);
   } else {
     auto cfg = train::parse_model_shape(f.shape);
     if (!cfg) return cfg.status();
@@ -333,11 +404,18 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt) {
         return Status::error("--ssm-state takes a positive size and a state-space --arch");
       cfg.value().ssm_state = f.ssm_state;
     }
-    model = train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true}, topts);
+    model = tp.on() ? staging_model(cfg.value(), {0.02f, f.seed, true})
+                    : train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true},
+                                                topts);
   }
   if (!model) return model.status();
   r.model = std::move(model).value();
-  r.settings.model = r.model->config();
+  r.settings.model = r.model->config();  // the full model's, under tensor parallel too
+  if (tp.on()) {
+    auto slice = slice_of(*r.model, f.batch, f.seq, topts, tp);
+    if (!slice) return slice.status();
+    r.model = std::move(slice).value();
+  }
   if (!make_opt) return r;
   auto opt = train::make_optimizer(*r.model, r.settings.optimizer);
   if (!opt) return opt.status();
@@ -346,7 +424,7 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt) {
 }
 
 int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const char* cmd,
-                dist::Communicator& comm, int zero, dist::CommDType comm_dtype);
+                dist::Communicator& comm, int zero, dist::CommDType comm_dtype, TpTrain& tp);
 
 int train_command(int argc, char** argv, const char* cmd) {
   CLI::App app{"Train or fine-tune a llama, qwen2, qwen3, gpt2, mamba, mamba2 or granitehybrid model (CPU; f32, bf16 or f16)", std::string("nexus ") + cmd};
@@ -384,13 +462,28 @@ int train_command(int argc, char** argv, const char* cmd) {
   if (Status st = dist::parse_comm_dtype(f.comm_dtype, &comm_dtype); !st)
     return usage(st.message());
   if (!(f.bucket_mb > 0) || !std::isfinite(f.bucket_mb)) return usage("--bucket-mb must be > 0");
-  if (!dist::mpi_built() && (zero > 0 || app.count("--comm-dtype")))
-    return usage(std::string(zero > 0 ? "--zero" : "--comm-dtype") + ": " +
-                 dist::mpi_missing_hint());
+  if (!dist::mpi_built() && (zero > 0 || app.count("--comm-dtype") || f.tp > 1))
+    return usage(std::string(zero > 0   ? "--zero"
+                             : f.tp > 1 ? "--tp"
+                                        : "--comm-dtype") +
+                 ": " + dist::mpi_missing_hint());
+  if (f.tp < 1) return usage("--tp must be >= 1");
   auto made_comm = dist::make_communicator();
   if (!made_comm) return fail(cmd, made_comm.status().message());
   std::unique_ptr<dist::Communicator> comm = std::move(made_comm).value();
   const int world = comm->size();
+  TpTrain tp;
+  if (f.tp > 1) {
+    if (Status st = dist::check_tp_ranks(f.tp, world); !st) return usage(st.message());
+    if (zero > 0 || app.count("--comm-dtype"))
+      return usage(
+          "--tp: tensor parallel uses every rank for one model, so there is no data "
+          "parallel to shard (--zero) or compress (--comm-dtype)");
+    if (f.train_opts.update_in_backward)
+      return usage("--optimizer-in-backward does not combine with --tp");
+    tp.comm = comm.get();
+    tp.group = std::make_unique<dist::CommTensorParallel>(*comm);
+  }
   if ((world > 1 || zero > 0) && f.train_opts.update_in_backward)
     return usage(
         "--optimizer-in-backward: data parallel exchanges the gradients after backward "
@@ -403,7 +496,7 @@ int train_command(int argc, char** argv, const char* cmd) {
   f.quiet = comm->rank() != 0;
   int rc;
   try {
-    rc = train_ranks(app, f, prof, cmd, *comm, zero, comm_dtype);
+    rc = train_ranks(app, f, prof, cmd, *comm, zero, comm_dtype, tp);
   } catch (const std::exception& e) {
     rc = fail(cmd, world > 1 ? "rank " + std::to_string(comm->rank()) + ": " + e.what() : e.what());
   }
@@ -414,21 +507,24 @@ int train_command(int argc, char** argv, const char* cmd) {
 
 // The run itself, on every rank alike; rank 0 alone prints progress and writes files.
 int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const char* cmd,
-                dist::Communicator& comm, int zero, dist::CommDType comm_dtype) {
+                dist::Communicator& comm, int zero, dist::CommDType comm_dtype, TpTrain& tp) {
   const int world = comm.size(), rank = comm.rank();
+  // The ranks that split the batches: all of them in data parallel, one group in tensor parallel.
+  const int dp_world = tp.on() ? 1 : world;
   const bool leader = rank == 0;
   auto fail = [&](const std::string& cmd_name, const std::string& m, int code = 1) {
     return cli::fail(cmd_name, world > 1 ? "rank " + std::to_string(rank) + ": " + m : m, code);
   };
   auto usage = [&](const std::string& m) { return fail(cmd, m, kUsageError); };
-  auto made = f.resume.empty() ? new_run(f, app, zero == 0) : resume_run(f, app, world);
+  auto made = f.resume.empty() ? new_run(f, app, zero == 0, tp) : resume_run(f, app, dp_world, tp);
   if (!made) return fail(cmd, made.status().message());
   Run& r = made.value();
   train::TrainSettings& s = r.settings;
   train::TrainModel& m = *r.model;
   // Every rank starts from rank 0's parameters (the same seed gives the same ones; this makes
   // sure).
-  if (world > 1) comm.broadcast(m.params().data(), m.params().size_bytes(), 0);
+  // (Tensor parallel ranks hold different slices, each cut from the same full model.)
+  if (world > 1 && !tp.on()) comm.broadcast(m.params().data(), m.params().size_bytes(), 0);
 
   // Data: --data (default on resume: the checkpoint's), --val (default: the .val.bin sibling).
   if (!f.data.empty()) s.data_path = f.data;
@@ -461,7 +557,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
       !st)
     return fail(cmd, st.message());
   DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
-                    f.prefetch, rank, world);
+                    f.prefetch, tp.on() ? 0 : rank, dp_world);
   std::optional<SequentialBatches> val_batches;
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
   // The token files are open and checked: the tokenizer's tables are not needed again
@@ -504,6 +600,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     r.optimizer = std::move(shard).value();
   }
   if (world > 1 || zero > 0) topts.exchange = &dp;
+  if (tp.on()) topts.exchange = tp.training.get();
   // Owned apart so that it and the optimizer can be given back before the export (below).
   auto trainer_owner = std::make_unique<train::Trainer>(m, *r.optimizer, loader, topts);
   train::Trainer& trainer = *trainer_owner;
@@ -543,7 +640,14 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
   train::TrainOptions shown = f.train_opts;
   if (zero == 2) shown.update_in_backward = false;  // said in the data parallel line
   const std::string modes = train::memory_modes(shown);
-  if (leader && (world > 1 || zero > 0))
+  if (leader && tp.on())
+    std::fprintf(stderr,
+                 "train: tensor parallel over %d ranks (%s, %s): each holds %zu of the model's "
+                 "%zu parameters (1/%d of every block), 4 sums of %lld floats a block each step\n",
+                 world, comm.name(), comm.transport().c_str(), m.params().size(),
+                 tp.training->full_floats(), world,
+                 static_cast<long long>(s.batch * s.seq * s.model.dim));
+  if (leader && (world > 1 || zero > 0) && !tp.on())
     std::fprintf(
         stderr,
         "train: data parallel over %d ranks (%s, %s), ZeRO %d, gradients as %s, "
@@ -554,18 +658,18 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
                         .c_str()
                   : "");
   if (leader)
-    std::fprintf(stderr,
-                 "train: %s, %zu params, %llu data tokens%s, batch %s%lld x seq %lld x accum %lld, "
-                 "%s, %lld steps, %s, activations %.1f MiB%s\n",
-                 m.config().arch_name.c_str(), m.params().size(),
-                 static_cast<unsigned long long>(data.value().size()),
-                 val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
-                 world > 1 ? (std::to_string(world) + " ranks x ").c_str() : "",
-                 static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-                 static_cast<long long>(s.accum), opt_label.c_str(),
-                 static_cast<long long>(s.steps), precision_label(s).c_str(),
-                 static_cast<double>(m.activation_bytes().total()) / (1 << 20),
-                 modes.empty() ? "" : (" (" + modes + ")").c_str());
+    std::fprintf(
+        stderr,
+        "train: %s, %zu params, %llu data tokens%s, batch %s%lld x seq %lld x accum %lld, "
+        "%s, %lld steps, %s, activations %.1f MiB%s\n",
+        m.config().arch_name.c_str(), tp.on() ? tp.training->full_floats() : m.params().size(),
+        static_cast<unsigned long long>(data.value().size()),
+        val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
+        dp_world > 1 ? (std::to_string(dp_world) + " ranks x ").c_str() : "",
+        static_cast<long long>(s.batch), static_cast<long long>(s.seq),
+        static_cast<long long>(s.accum), opt_label.c_str(), static_cast<long long>(s.steps),
+        precision_label(s).c_str(), static_cast<double>(m.activation_bytes().total()) / (1 << 20),
+        modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
   auto save = [&](int64_t step) -> Status {
@@ -574,6 +678,24 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     // write, and given back after it (held for the run, it would undo ZeRO on rank 0).
     std::unique_ptr<train::Optimizer> gathered;
     train::Optimizer* opt = r.optimizer.get();
+    // Tensor parallel: the slices gathered into a full model on rank 0 (the checkpoint is the
+    // one-process format, so it resumes on any --tp or none).
+    std::unique_ptr<train::TrainModel> full;
+    const train::TrainModel* written = &m;
+    if (tp.on()) {
+      if (leader) {
+        auto fm = staging_model(s.model, zero_init());
+        if (!fm) return fm.status();
+        full = std::move(fm).value();
+        auto fo = train::make_optimizer(*full, s.optimizer);
+        if (!fo) return fo.status();
+        gathered = std::move(fo).value();
+      }
+      tp.training->gather(m.params(), full ? full->params() : std::span<float>());
+      NEXUS_RETURN_IF_ERROR(tp.training->gather_state(*r.optimizer, gathered.get()));
+      opt = gathered.get();
+      written = full.get();
+    }
     if (zero >= 1) {
       if (leader) {
         auto full = train::make_optimizer(m, s.optimizer);
@@ -593,8 +715,9 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     }
     // The checkpoint holds the global batch, so a run resumes on any number of ranks dividing it.
     train::TrainSettings global = s;
-    global.batch = s.batch * world;
-    NEXUS_RETURN_IF_ERROR(train::save_checkpoint(path, global, p, m, *opt, r.tokenizer_gguf.get()));
+    global.batch = s.batch * dp_world;
+    NEXUS_RETURN_IF_ERROR(
+        train::save_checkpoint(path, global, p, *written, *opt, r.tokenizer_gguf.get()));
     NEXUS_RETURN_IF_ERROR(train::prune_checkpoints(f.ckpt_dir, f.keep));
     std::fprintf(stderr, "checkpoint %s (%.1f MB, %.3f s)\n", path.c_str(),
                  static_cast<double>(std::filesystem::file_size(path)) / 1e6,
@@ -618,10 +741,12 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     rec.elapsed_s = secs;
     if (trainer.loss_scaler()) rec.loss_scale = st.loss_scale;
     rec.skipped = st.skipped;
-    rec.tokens_per_s =
-        static_cast<double>(done_here * s.batch * s.seq * s.accum * world) / std::max(secs, 1e-9);
+    rec.tokens_per_s = static_cast<double>(done_here * s.batch * s.seq * s.accum * dp_world) /
+                       std::max(secs, 1e-9);
     const bool last = trainer.done();
-    if (leader && val_batches && (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
+    // (Every tensor parallel rank takes part in the evaluation's forward passes.)
+    if ((leader || tp.on()) && val_batches &&
+        (last || (f.eval_interval > 0 && st.step % f.eval_interval == 0)))
       rec.val_loss = trainer.evaluate(*val_batches, f.eval_batches);
     std::string val_str;
     if (rec.val_loss) {
@@ -662,9 +787,12 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
       per_rank += (per_rank.empty() ? "" : ", ") + format_bytes(static_cast<uint64_t>(b));
     if (leader)
       std::fprintf(stderr,
-                   "train: data parallel: %.2f s in collectives, %.2f s of it waited for (the "
-                   "rest overlapped backward); peak RSS by rank: %s\n",
-                   comm.comm_seconds(), comm.blocked_seconds(), per_rank.c_str());
+                   "train: %s: %.2f s in collectives, %.2f s of it waited for (%s); peak "
+                   "RSS by rank: %s\n",
+                   tp.on() ? "tensor parallel" : "data parallel", comm.comm_seconds(),
+                   comm.blocked_seconds(),
+                   tp.on() ? "each block waits for its sums" : "the rest overlapped backward",
+                   per_rank.c_str());
   }
   if (!f.plot.empty() && leader) {
     if (metrics) {  // the whole run, resumes included
@@ -674,6 +802,23 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     }
     if (Status ps = plot::write_loss_plot(history, f.plot, "nexus train: loss"); !ps)
       return fail(cmd, ps.message());
+  }
+  if (!f.out.empty() && tp.on()) {
+    // The slices gathered into a full model on rank 0, which writes it.
+    trainer_owner.reset();
+    r.optimizer.reset();
+    std::unique_ptr<train::TrainModel> full;
+    if (leader) {
+      auto fm = staging_model(s.model, zero_init());
+      if (!fm) return fail(cmd, fm.status().message());
+      full = std::move(fm).value();
+    }
+    tp.training->gather(m.params(), full ? full->params() : std::span<float>());
+    if (!leader) return 0;
+    const Status st = full->export_gguf(f.out, r.tokenizer_gguf.get());
+    if (!st) return fail(cmd, st.message());
+    std::printf("wrote %s\n", f.out.c_str());
+    return 0;
   }
   if (!f.out.empty() && leader) {
     // The optimizer's state (AdamW: twice the model) is not needed to write the model: give it

@@ -16,6 +16,26 @@ namespace nexus {
 
 class GgufFile;
 
+// A tensor-parallel group (Megatron style): each rank holds a slice of every block, its share of
+// the attention heads and of the feed-forward width, and the ranks sum the blocks' partial outputs
+// twice a block. nexus/dist implements it over MPI.
+class TensorParallel {
+ public:
+  virtual ~TensorParallel() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums x[0, n) over the ranks in place; every rank gets the same values.
+  virtual void all_reduce_sum(float* x, int64_t n) = 0;
+};
+
+// Whether a model splits over `size` tensor-parallel ranks: a transformer (llama, qwen2, qwen3,
+// gpt2) whose heads, key/value heads and feed-forward width are multiples of `size`. The error
+// names the size that does not divide.
+Status check_tensor_parallel(const ModelConfig& full, int size);
+// One rank's config: the heads, key/value heads and feed-forward width divided by `size` (the
+// head size and everything else as in `full`).
+ModelConfig tensor_parallel_config(const ModelConfig& full, int size);
+
 // One block's weights (absent tensors are empty Tensors).
 struct LayerWeights {
   Tensor attn_norm, attn_norm_b;
@@ -43,6 +63,10 @@ class Model {
  public:
   // Opens a GGUF model; errors name the file and the problem (unknown arch, missing tensor, ...).
   static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // Loads this rank's slice of the model for tensor parallelism over `tp` (kept, for the
+  // forward's sums; it must outlive the model): config() is then the slice's
+  // (tensor_parallel_config), and every rank must run the same forward passes.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, TensorParallel* tp);
   // Builds a model from an already parsed file (the file's mapping is kept alive).
   static Result<std::unique_ptr<Model>> from_gguf(std::shared_ptr<const GgufFile> file);
 
@@ -50,6 +74,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const GgufFile& gguf() const { return *file_; }
+  // The tensor-parallel group this model is a slice for; null when it is whole.
+  TensorParallel* tensor_parallel() const { return tp_; }
   int64_t n_params() const;
   // Bytes of the file's tensors (llama-bench's model size).
   size_t weight_bytes() const;
@@ -67,11 +93,12 @@ class Model {
   // from_gguf; `file_mapped` says the file's bytes are a read-only file mapping (Model::load), so
   // pages of repacked weights may be handed back (models/weight_repack.h).
   static Result<std::unique_ptr<Model>> build(std::shared_ptr<const GgufFile> file,
-                                              bool file_mapped);
+                                              bool file_mapped, TensorParallel* tp = nullptr);
 
   ModelConfig config_;
   ModelWeights weights_;
   std::shared_ptr<const GgufFile> file_;
+  TensorParallel* tp_ = nullptr;
 };
 
 }  // namespace nexus

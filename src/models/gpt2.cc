@@ -15,14 +15,15 @@ Status read_gpt2_config(const GgufFile& f, ModelConfig* c) {
 }
 
 std::vector<LayerSlot> gpt2_slots(const ModelConfig& c) {
-  const int64_t kvw = c.n_kv_heads * c.head_dim;
-  const int64_t fused = c.dim + 2 * kvw;
+  // (A tensor-parallel slice's heads fill only part of dim.)
+  const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const int64_t fused = qw + 2 * kvw;
   return {
       {&LayerWeights::attn_norm, "blk.%d.attn_norm.weight", {c.dim}, true},
       {&LayerWeights::attn_norm_b, "blk.%d.attn_norm.bias", {c.dim}, true},
       {&LayerWeights::wqkv, "blk.%d.attn_qkv.weight", {fused, c.dim}, true},
       {&LayerWeights::bqkv, "blk.%d.attn_qkv.bias", {fused}, true},
-      {&LayerWeights::wo, "blk.%d.attn_output.weight", {c.dim, c.dim}, true},
+      {&LayerWeights::wo, "blk.%d.attn_output.weight", {c.dim, qw}, true},
       {&LayerWeights::bo, "blk.%d.attn_output.bias", {c.dim}, true},
       {&LayerWeights::ffn_norm, "blk.%d.ffn_norm.weight", {c.dim}, true},
       {&LayerWeights::ffn_norm_b, "blk.%d.ffn_norm.bias", {c.dim}, true},

@@ -66,6 +66,9 @@ struct LayerPass {
   float* y;                 // forward: its output (null: a recompute, which needs no output)
   float* dres;              // backward: d loss / d output in, d loss / d input out
   float* dln;               // backward: [b * t, dim] of scratch
+  // Tensor parallelism: the layer holds this rank's slice (its config's heads and widths are the
+  // slice's) and sums the partial products over the group (null: the whole layer).
+  TensorParallel* tp;
 
   int64_t n() const { return b * t; }
   // The parameter (or its gradient) in the slot that fills `field`; null when absent.

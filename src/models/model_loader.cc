@@ -5,6 +5,7 @@
 #include <set>
 
 #include "models/arch.h"
+#include "models/tensor_parallel.h"
 #include "models/weight_repack.h"
 #include "nexus/model.h"
 #include "profile/memory.h"
@@ -75,12 +76,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   return build(std::make_shared<const GgufFile>(std::move(g).value()), /*file_mapped=*/true);
 }
 
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, TensorParallel* tp) {
+  auto g = GgufFile::open(path);
+  if (!g) return g.status();
+  return build(std::make_shared<const GgufFile>(std::move(g).value()), /*file_mapped=*/true, tp);
+}
+
 Result<std::unique_ptr<Model>> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
   return build(std::move(file), /*file_mapped=*/false);
 }
 
-Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file,
-                                            bool file_mapped) {
+Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file, bool file_mapped,
+                                            TensorParallel* tp) {
   const GgufFile& f = *file;
   const std::string p = f.path();
   auto arch_name = f.get_string("general.architecture");
@@ -159,14 +166,38 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
       if (slot_in_layer(s, c, l))
         NEXUS_RETURN_IF_ERROR(bind(f, layer_tensor_name(s.name, l), s.shape, s.required,
                                    &(w.layers[l].*(s.field))));
+  W8A8Plan w8a8;
+  if (Status st = w8a8_plan(f, &w8a8); !st) return st;
+  if (tp != nullptr && tp->size() > 1) {
+    // This rank's slice: owned copies of the split tensors (the whole ones stay mapped).
+    if (Status st = check_tensor_parallel(c, tp->size()); !st)
+      return Status::error(p + ": " + st.message());
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      for (const LayerSlot& s : slots) {
+        Tensor& t = w.layers[l].*(s.field);
+        const std::string name = layer_tensor_name(s.name, l);
+        const TpSplit split = tp_split(c, name, tp->rank(), tp->size());
+        if (t.empty() || split.kind == TpSplit::kWhole) continue;
+        const std::vector<int64_t> shape = tp_slice_shape(t.shape(), split);
+        std::shared_ptr<void> mem =
+            aligned_shared(Tensor(t.dtype(), shape, nullptr).nbytes(), MemCategory::kWeights);
+        NEXUS_RETURN_IF_ERROR(
+            tp_slice(t.data(), t.dtype(), t.shape(), split, mem.get(), p + ": " + name));
+        // A W8A8 input scale stays valid for a slice (its columns are some of the input's).
+        if (auto it = w8a8.act_scale.find(t.data()); it != w8a8.act_scale.end())
+          w8a8.act_scale[mem.get()] = it->second;
+        t = Tensor(t.dtype(), shape, mem.get(), mem);
+      }
+    c = tensor_parallel_config(c, tp->size());
+    m->tp_ = tp;
+    file_mapped = false;  // the split tensors are not the file's pages
+  }
   // Faster in-memory layouts for some matmul weights (which ones is decided there).
   MappedSource source;
   if (file_mapped && !f.tensors().empty()) {
     const GgufTensorInfo& t = f.tensors().front();
     source = {f.path(), t.data - f.data_offset() - t.offset};
   }
-  W8A8Plan w8a8;
-  if (Status st = w8a8_plan(f, &w8a8); !st) return st;
   repack_weights(w, source.base != nullptr ? &source : nullptr,
                  w8a8.act_scale.empty() ? nullptr : &w8a8);
   return m;

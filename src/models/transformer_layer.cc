@@ -97,7 +97,18 @@ const float* vec(const Tensor& t) { return t.empty() ? nullptr : t.data_as<const
 // Inference, llama/qwen shape: RMSNorm, separate Q/K/V projections (optional biases) as one
 // matmul group, optional per-head q/k RMSNorm (qwen3), RoPE, the KV store, attention over the
 // cache, output projection; RMSNorm, SwiGLU.
-void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+// Tensor parallelism: this rank's slice of the output projection's product, summed over the ranks
+// (the bias once, by rank 0) into st.h.
+const Tensor& lead_bias(const Tensor& b, TensorParallel* tp) {
+  static const Tensor none;
+  return tp == nullptr || tp->rank() == 0 ? b : none;
+}
+void sum_partial(float* y, int64_t count, TensorParallel* tp) {
+  if (tp != nullptr) tp->all_reduce_sum(y, count);
+}
+
+void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st,
+                 TensorParallel* tp) {
   const int64_t n = st.n;
   const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
                            1.0f / std::sqrt(static_cast<float>(c.head_dim))};
@@ -114,14 +125,16 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   }
   store_kv(l, st);
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
-  linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
+  linear(w.wo, lead_bias(w.bo, tp), st.att, n, st.h, st, "attn_output");
+  sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);
-  swiglu_ffn_infer(c, w, st);
+  swiglu_ffn_infer(c, w, st, tp);
 }
 
 // Inference, gpt2 shape: LayerNorm with bias, the fused QKV projection split into q, k, v, no
 // RoPE, attention over the cache, output projection with bias; LayerNorm, GELU MLP with biases.
-void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st,
+                 TensorParallel* tp) {
   const int64_t n = st.n, kvw = c.n_kv_heads * c.head_dim, qw = c.n_heads * c.head_dim;
   const int64_t fused = qw + 2 * kvw;
   const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window,
@@ -136,13 +149,15 @@ void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   }
   store_kv(l, st);
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
-  linear(w.wo, w.bo, st.att, n, st.h, st, "attn_output");
+  linear(w.wo, lead_bias(w.bo, tp), st.att, n, st.h, st, "attn_output");
+  sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);
 
   layer_norm(st.x, vec(w.ffn_norm), vec(w.ffn_norm_b), c.norm_eps, st.h, n, c.dim);
   linear(w.w_up, w.b_up, st.h, n, st.a, st, "ffn_up");
   gelu_tanh(st.a, n * c.ffn_dim);
-  linear(w.w_down, w.b_down, st.a, n, st.h, st, "ffn_down");
+  linear(w.w_down, lead_bias(w.b_down, tp), st.a, n, st.h, st, "ffn_down");
+  sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);
 }
 
@@ -151,9 +166,9 @@ class TransformerLayer final : public LayerType {
   void infer(const Model& model, int64_t l, ForwardState& st) const override {
     const LayerWeights& w = model.weights().layers[l];
     if (w.wqkv.empty())
-      infer_gated(model.config(), w, l, st);
+      infer_gated(model.config(), w, l, st, model.tensor_parallel());
     else
-      infer_fused(model.config(), w, l, st);
+      infer_fused(model.config(), w, l, st, model.tensor_parallel());
   }
 
   std::vector<SavedSlot> saved(const ModelConfig& c, int64_t b, int64_t t) const override {
@@ -234,8 +249,12 @@ class TransformerLayer final : public LayerType {
     attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
     p.keep(kAtt, as.b * c.n_heads * t * t);
     p.keep(kAtty, n * qw);
-    // The projections are written where their sum with the residual goes (no scratch).
-    matmul_forward(a[kMid], a[kAtty], w.wo, n, qw, d, pool, bf16, p.x, w.bo);
+    // The projections are written where their sum with the residual goes (no scratch). Tensor
+    // parallel: each rank's partial product, rank 0's with the residual and the bias, summed.
+    const bool lead = p.tp == nullptr || p.tp->rank() == 0;
+    matmul_forward(a[kMid], a[kAtty], w.wo, n, qw, d, pool, bf16, lead ? p.x : nullptr,
+                   lead ? w.bo : nullptr);
+    if (p.tp) p.tp->all_reduce_sum(a[kMid], n * d);
     norm_forward(c, a[kLn2], a[kMean2], a[kRstd2], a[kMid], w.ffn_norm, w.ffn_norm_b, n, pool);
     p.keep_only(a[kLn2], n * d);
     if (w.w_gate) {  // SwiGLU
@@ -250,7 +269,11 @@ class TransformerLayer final : public LayerType {
       gelu_forward(a[kHact], a[kU], n * f, pool);
     }
     p.keep_only(a[kHact], n * f);
-    if (p.y) matmul_forward(p.y, a[kHact], w.w_down, n, f, d, pool, bf16, a[kMid], w.b_down);
+    if (p.y) {
+      matmul_forward(p.y, a[kHact], w.w_down, n, f, d, pool, bf16, lead ? a[kMid] : nullptr,
+                     lead ? w.b_down : nullptr);
+      if (p.tp) p.tp->all_reduce_sum(p.y, n * d);
+    }
   }
 
   void backward(const LayerPass& p) const override {
@@ -281,6 +304,7 @@ class TransformerLayer final : public LayerType {
       p.round_grad(du, n * f);
     }
     matmul_backward(p.dln, gw.w_up, du, a[kLn2], w.w_up, n, d, f, pool, bf16, gw.b_up);
+    if (p.tp) p.tp->all_reduce_sum(p.dln, n * d);  // each rank's share of the width's gradient
     p.round_grad(p.dln, n * d);
     norm_backward(c, p.dres, gw.ffn_norm, gw.ffn_norm_b, p.dln, a[kMid], w.ffn_norm, a[kMean2],
                   a[kRstd2], n, pool);
@@ -314,6 +338,7 @@ class TransformerLayer final : public LayerType {
     matmul_backward(p.dln, gw.wq, dq, a[kLn1], w.wq, n, d, qw, pool, bf16, gw.bq);
     matmul_backward(p.dln, gw.wk, dk, a[kLn1], w.wk, n, d, kvw, pool, bf16, gw.bk);
     matmul_backward(p.dln, gw.wv, s[kDv], a[kLn1], w.wv, n, d, kvw, pool, bf16, gw.bv);
+    if (p.tp) p.tp->all_reduce_sum(p.dln, n * d);  // each rank's heads' share
     p.round_grad(p.dln, n * d);
     norm_backward(c, p.dres, gw.attn_norm, gw.attn_norm_b, p.dln, p.x, w.attn_norm, a[kMean1],
                   a[kRstd1], n, pool);
@@ -369,13 +394,15 @@ void norm_backward(const ModelConfig& c, float* dx, float* dw, float* db, const 
     rmsnorm_backward(dx, dw, dout, x, w, rstd, n, c.dim, pool);
 }
 
-void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st) {
+void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st,
+                      TensorParallel* tp) {
   const int64_t n = st.n;
   rms_norm(st.x, w.ffn_norm.data_as<const float>(), c.norm_eps, st.h, n, c.dim);
   const Tensor none;
   linear_group({{&w.w_gate, &none, st.a}, {&w.w_up, &none, st.b}}, st.h, n, st, "ffn_gate_up");
   swiglu(st.a, st.b, n * c.ffn_dim);
   linear(w.w_down, Tensor(), st.a, n, st.h, st, "ffn_down");
+  sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);
 }
 

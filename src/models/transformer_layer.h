@@ -16,7 +16,10 @@ const LayerType& transformer_layer();
 
 // Inference of the SwiGLU feed-forward half (llama, qwen, and every granitehybrid layer):
 // x += down(silu(gate(h)) * up(h)), h = rmsnorm(x) with ffn_norm.
-void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st);
+// With `tp`, w is this rank's slice and the down projection's partial products are summed over
+// the ranks.
+void swiglu_ffn_infer(const ModelConfig& c, const LayerWeights& w, ForwardState& st,
+                      TensorParallel* tp = nullptr);
 
 // The architecture's normalisation over rows of c.dim: LayerNorm with bias (gpt2) or RMSNorm
 // (llama, qwen; mean and b unused). The blocks and the final norm use it.

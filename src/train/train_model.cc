@@ -52,7 +52,7 @@ std::string memory_modes(const TrainOptions& o) {
   return s;
 }
 
-Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
+Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq, bool slice) {
   const std::string w = "[train] ";
   if (c.has_recurrent()) {
     if (c.dim <= 0 || c.n_layers <= 0 || c.n_vocab <= 0 || c.ssm_inner <= 0 || c.ssm_state <= 0 ||
@@ -81,7 +81,7 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq) {
   if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0)
     return Status::error(w + "norm_eps must be > 0");
   if (c.arch == Arch::kGpt2) {  // RoPE fields are ignored: gpt2 has learned positions
-    if (c.head_dim * c.n_heads != c.dim)
+    if (c.head_dim * c.n_heads != c.dim && !slice)
       return Status::error(w + "gpt2 needs head_dim * heads == dim");
     if (c.n_ctx_train < seq)
       return Status::error(w + "gpt2's position table has " + std::to_string(c.n_ctx_train) +
@@ -524,6 +524,7 @@ LayerPass TrainModel::layer_pass(int64_t l, int64_t set, const float* const* w) 
   p.x = act_.res[l];
   p.dres = act_.dres;
   p.dln = act_.dln;
+  p.tp = opts_.tp;
   return p;
 }
 

@@ -16,9 +16,9 @@ namespace nexus::train {
 Result<std::unique_ptr<TrainModel>> TrainModel::create(const ModelConfig& cfg, int64_t batch,
                                                        int64_t seq, const InitOptions& init,
                                                        const TrainOptions& opts) {
-  NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq));
+  NEXUS_RETURN_IF_ERROR(validate(cfg, batch, seq, opts.tp != nullptr));
   std::unique_ptr<TrainModel> m(new TrainModel(cfg, batch, seq, opts));
-  m->init_random(init);
+  if (init.random) m->init_random(init);
   return m;
 }
 

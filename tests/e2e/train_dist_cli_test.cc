@@ -3,7 +3,9 @@
 // losses step for step, the parameters within f32 summation-order rounding); ZeRO 1 and 2 give
 // the bits of ZeRO 0; bf16 gradients stay close; checkpoints resume on another number of ranks; a
 // killed rank ends the job with an error and leaves the last checkpoint whole; bad flags are
-// one-line errors. Skips where this build has no MPI or mpirun is missing.
+// one-line errors. Tensor parallel (--tp 2): training gives the one-process losses and model and
+// its checkpoints resume with or without --tp; run and bench give the one-process tokens.
+// Skips where this build has no MPI or mpirun is missing.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -224,6 +226,76 @@ TEST_F(TrainDistCli, BadFlagsAreOneLineErrors) {
                         " --batch 2 --optimizer-in-backward --clip 0 -o " + quoted(path("y.gguf")));
   EXPECT_NE(ib.code, 0);
   EXPECT_NE(ib.err.find("--optimizer-in-backward"), std::string::npos) << ib.err;
+}
+
+TEST_F(TrainDistCli, TensorParallelTrainsTheModelOneProcessTrains) {
+  const std::string flags = common(6) + " --batch 4 -t 1";
+  auto one = run_cli("train" + flags + " -o " + quoted(path("one.gguf")));
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::string ck = path("ck");
+  auto tp = run_command(mpirun(2) + "train" + flags + " --tp 2 -o " + quoted(path("tp.gguf")) +
+                        " --checkpoint-dir " + quoted(ck) +
+                        " --checkpoint-interval 3 --keep-checkpoints 2");
+  ASSERT_EQ(tp.code, 0) << tp.output;
+  EXPECT_NE(tp.err.find("tensor parallel over 2 ranks (mpi, shared memory)"), std::string::npos)
+      << tp.err;
+  const auto l1 = step_losses(one.err), l2 = step_losses(tp.err);
+  ASSERT_EQ(l1.size(), 6u) << one.err;
+  ASSERT_EQ(l2.size(), 6u) << tp.err;
+  for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], l2[i], 2e-4) << "step " << i + 1;
+  // The export gathers the slices into the one-process model.
+  const auto [d, mag] = max_diff(path("one.gguf"), path("tp.gguf"));
+  EXPECT_LT(d, 1e-5 * std::max(1.0, mag)) << "largest parameter " << mag;
+
+  // The step-3 checkpoint holds the whole model and optimizer: it resumes in one process, and
+  // under --tp 2 over TCP (cut again), to the same model.
+  const std::string ck3 = train::checkpoint_path(ck, 3);
+  auto r1 = run_cli("train --resume " + quoted(ck3) + " -t 1 -o " + quoted(path("r1.gguf")));
+  ASSERT_EQ(r1.code, 0) << r1.output;
+  const auto [d1, mag1] = max_diff(path("one.gguf"), path("r1.gguf"));
+  EXPECT_LT(d1, 1e-5 * std::max(1.0, mag1));
+  auto r2 = run_command(mpirun(2, true) + "train --resume " + quoted(ck3) + " -t 1 --tp 2 -o " +
+                        quoted(path("r2.gguf")));
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  EXPECT_NE(r2.err.find("(mpi, tcp)"), std::string::npos) << r2.err;
+  const auto [d2, mag2] = max_diff(path("one.gguf"), path("r2.gguf"));
+  EXPECT_LT(d2, 1e-5 * std::max(1.0, mag2));
+}
+
+TEST_F(TrainDistCli, TensorParallelRunAndBenchGiveTheOneProcessTokens) {
+  for (const std::string sampling : {" --temp 0", " --temp 0.8 --seed 3"}) {
+    const std::string args = "run -m " + quoted(kDemo) + " -p 'ROMEO:' -n 32 -t 1" + sampling;
+    auto one = run_cli(args);
+    ASSERT_EQ(one.code, 0) << one.output;
+    auto tp = run_command(mpirun(2) + args + " --tp 2");
+    ASSERT_EQ(tp.code, 0) << tp.output;
+    EXPECT_EQ(tp.out, one.out) << sampling;  // printed once, by rank 0
+    EXPECT_NE(tp.err.find("tensor parallel over 2 ranks"), std::string::npos) << tp.err;
+  }
+  auto bench =
+      run_command(mpirun(2) + "bench -m " + quoted(kDemo) + " -p 16 -n 8 -r 1 -t 1 -o csv --tp 2");
+  ASSERT_EQ(bench.code, 0) << bench.output;
+  EXPECT_NE(bench.out.find("tp2"), std::string::npos) << bench.out;
+}
+
+TEST_F(TrainDistCli, TensorParallelFlagsAreCheckedWithTheirReasons) {
+  auto alone = run_cli("run -m " + quoted(kDemo) + " -n 4 --tp 2");
+  EXPECT_EQ(alone.code, 2) << alone.output;
+  EXPECT_NE(alone.err.find("--tp 2 needs exactly 2 ranks (mpirun -np 2)"), std::string::npos)
+      << alone.err;
+  auto no_tp = run_command(mpirun(2) + "run -m " + quoted(kDemo) + " -n 4");
+  EXPECT_NE(no_tp.code, 0);
+  EXPECT_NE(no_tp.err.find("give --tp 2"), std::string::npos) << no_tp.err;
+  auto zero = run_command(mpirun(2) + "train" + common(2) + " --batch 2 --tp 2 --zero 1 -o " +
+                          quoted(path("z.gguf")));
+  EXPECT_NE(zero.code, 0);
+  EXPECT_NE(zero.err.find("--tp: tensor parallel uses every rank"), std::string::npos) << zero.err;
+  const std::string one_head = " --shape 32,2,1,1,64 --tokenizer " + quoted(kDemo) + " --data " +
+                               quoted(path("text.txt")) + " --seq 32 --steps 2 --batch 2";
+  auto heads = run_command(mpirun(2) + "train" + one_head + " --tp 2 -o " + quoted(path("h.gguf")));
+  EXPECT_NE(heads.code, 0);
+  EXPECT_NE(heads.err.find("the attention heads (1) is not a multiple of 2"), std::string::npos)
+      << heads.err;
 }
 
 }  // namespace

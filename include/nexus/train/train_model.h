@@ -42,6 +42,9 @@ struct InitOptions {
   float std = 0.02f;  // normal init of matrices and the embedding
   uint64_t seed = 1234;
   bool scale_out_proj = true;  // attn_output and ffn_down get std / sqrt(2 n_layers) (GPT-2)
+  // False: every parameter is left zero, for a model whose parameters are copied in next (a
+  // checkpoint's, or gathered from tensor-parallel slices).
+  bool random = true;
 };
 
 // How the training pass trades memory for time.
@@ -77,6 +80,11 @@ struct TrainOptions {
   // head, and its dense gradient shares memory with the blocks' buffers (the batch's rows wait in
   // a compact copy for the embedding's scatter at the end of backward).
   bool row_updates = false;
+  // Tensor parallelism: the model is `tp`'s rank's slice (its config is tensor_parallel_config of
+  // the full one; nexus/dist cuts its parameters from the full model's), and its blocks sum their
+  // partial products over the group: two sums a block forward, two backward. The group must
+  // outlive the model; null: the whole model.
+  TensorParallel* tp = nullptr;
 };
 
 // The memory-saving modes `o` turns on, for progress lines: "gradient checkpointing", "selective
@@ -198,7 +206,8 @@ class TrainModel {
   };
 
   TrainModel(const ModelConfig& cfg, int64_t batch, int64_t seq, const TrainOptions& opts);
-  static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq);
+  // `slice`: a tensor-parallel slice, whose heads need not fill dim.
+  static Status validate(const ModelConfig& cfg, int64_t batch, int64_t seq, bool slice = false);
   void layout_params();
   void layout_activations();
   // Points p_/g_ and pw_/gw_ at every tensor and its gradient slot (grad_at: updating in

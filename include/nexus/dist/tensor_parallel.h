@@ -1,0 +1,72 @@
+// Tensor parallelism over a communicator (Megatron's split, models/tensor_parallel.h): every rank
+// of the communicator holds a slice of each block (its heads and its share of the feed-forward
+// width) and sees every token; the blocks sum their partial products over the ranks.
+// - CommTensorParallel (tensor_parallel_group.h) is the communicator as a model's group.
+// - TensorParallelTraining cuts a full model's parameters and optimizer state into a rank's slice
+//   and gathers them back (for checkpoints and the export, which keep the one-process format),
+//   and is the trainer's gradient exchange: the ranks share every batch, so all it sums is the
+//   gradient norm over the slices and the gradients of the few whole tensors every head shares.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nexus/dist/communicator.h"
+#include "nexus/dist/tensor_parallel_group.h"
+#include "nexus/model.h"
+#include "nexus/status.h"
+#include "nexus/train/optimizer.h"
+#include "nexus/train/trainer.h"
+
+namespace nexus::dist {
+
+class TensorParallelTraining final : public train::GradientExchange {
+ public:
+  // `full` is the whole model's config and `full_tensors` its parameter layout (a TrainModel of
+  // the full config), the same on every rank.
+  TensorParallelTraining(Communicator& comm, const ModelConfig& full,
+                         std::span<const train::ParamInfo> full_tensors);
+
+  const ModelConfig& full_config() const { return full_; }
+  // This rank's slice of the config (tensor_parallel_config).
+  ModelConfig slice_config() const;
+  // The slice's parameter layout (that of a TrainModel of slice_config()).
+  std::span<const train::ParamInfo> slice_tensors() const { return slice_; }
+  size_t slice_floats() const { return slice_floats_; }
+  size_t full_floats() const { return full_floats_; }
+
+  // This rank's slice of a full-layout array (parameters, or an element-wise optimizer buffer),
+  // and the way back: every rank's slices into the full layout on rank 0 (collective; `full` is
+  // empty on the other ranks).
+  void cut(std::span<const float> full, std::span<float> slice) const;
+  void gather(std::span<const float> slice, std::span<float> full);
+  // The same for every state buffer of two optimizers of one kind (the full one over
+  // full_tensors, the slice's over slice_tensors; `full` null on ranks other than 0 when
+  // gathering), with the step count; element-wise f32 state only (AdamW, SGD), else an error
+  // naming the buffer.
+  Status cut_state(train::Optimizer& full, train::Optimizer& slice) const;
+  Status gather_state(train::Optimizer& slice, train::Optimizer* full);
+
+  int world() const override { return 1; }  // the ranks share every batch
+  void ready(std::span<float>, size_t, size_t) override {}
+  // Sums the gradients of the whole tensors each rank saw only its heads of (qwen3's q and k
+  // norms) over the ranks.
+  void finish(std::span<float> grads) override;
+  double mean(double local) override { return local; }
+  double grad_sumsq(std::span<const float> grads, ThreadPool* pool) override;
+  void update(train::Optimizer& optimizer, std::span<float> params, std::span<float> grads,
+              float lr, float grad_scale) override;
+
+ private:
+  Communicator& comm_;
+  ModelConfig full_;
+  std::vector<train::ParamInfo> full_tensors_, slice_;
+  size_t full_floats_ = 0, slice_floats_ = 0;
+  std::vector<bool> split_;    // by tensor: a slice (else whole, the same on every rank)
+  std::vector<bool> partial_;  // by tensor: whole, but each rank has part of its gradient
+};
+
+}  // namespace nexus::dist
