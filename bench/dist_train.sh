@@ -4,9 +4,12 @@
 # 4 x 256): the median step time (steps 3 on, from each run's metrics), its ratio to the one
 # process, the time in collectives and the part of it the compute thread waited for, and each
 # rank's peak RSS during training (as the run reports it, before the export; the one process's
-# from /usr/bin/time, its export included) for ZeRO 0, 1, 2 and bf16 gradients. One
-# configuration after the other, in rounds.
-# Usage: bench/dist_train.sh [WORKDIR]   (ROUNDS=2 STEPS=8 MODELS="l15m gpt2"; about 6 minutes)
+# from /usr/bin/time, its export included) for ZeRO 0, 1, 2 and bf16 gradients, and for the model
+# parallel runs on the same batches: tensor parallel (--tp 2) and pipeline parallel (--pp 2, the
+# global batch as 4 micro-batches; the one process then accumulates the same 4, so the loss is
+# the same). One configuration after the other, in rounds.
+# Usage: bench/dist_train.sh [WORKDIR]   (ROUNDS=2 STEPS=8 MODELS="l15m gpt2" RUNS="dp tp pp";
+# about 10 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NEXUS=${NEXUS:-build/nexus}
@@ -16,6 +19,7 @@ ROUNDS=${ROUNDS:-2}
 STEPS=${STEPS:-8}
 MODELS=${MODELS:-"l15m gpt2"}
 THREADS=${THREADS:-2}
+RUNS=${RUNS:-"dp tp pp"}
 command -v mpirun > /dev/null || { echo "dist_train: no mpirun (make deps)" >&2; exit 1; }
 [ -f "$SHARED/data/tinyshakespeare.txt" ] || { echo "dist_train: $SHARED/data/tinyshakespeare.txt not found" >&2; exit 1; }
 mkdir -p "$W"
@@ -49,12 +53,22 @@ for round in $(seq 1 "$ROUNDS"); do
     B=$(global_batch "$model")
     common="$a --data $SHARED/data/tinyshakespeare.txt --steps $STEPS --clip 0 --lr 1e-4 --prefetch 1"
     base=""
-    for run in "1 x $THREADS threads" "2 ranks, ZeRO 0" "2 ranks, ZeRO 1" "2 ranks, ZeRO 2" "2 ranks, bf16"; do
+    runs=("1 x $THREADS threads")
+    case " $RUNS " in *" dp "*) runs+=("2 ranks, ZeRO 0" "2 ranks, ZeRO 1" "2 ranks, ZeRO 2" "2 ranks, bf16") ;; esac
+    case " $RUNS " in *" tp "*) runs+=("tp 2") ;; esac
+    case " $RUNS " in *" pp "*) runs+=("1 x $THREADS, accum 4" "pp 2, 4 micro-batches") ;; esac
+    for run in "${runs[@]}"; do
       m="$W/$model-$round-${run// /_}.jsonl"; rm -f "$m"
       log="$W/$model.log"
       case $run in
-        1*) /usr/bin/time -f "rss %M" "$NEXUS" train $common --batch "$B" -t "$THREADS" \
+        "1 x $THREADS threads") /usr/bin/time -f "rss %M" "$NEXUS" train $common --batch "$B" -t "$THREADS" \
               --metrics "$m" -o "$W/o.gguf" > "$log" 2>&1 ;;
+        1*) /usr/bin/time -f "rss %M" "$NEXUS" train $common --batch $((B / 4)) --accum 4 \
+              -t "$THREADS" --metrics "$m" -o "$W/o.gguf" > "$log" 2>&1 ;;
+        tp*) "${MPI[@]}" "$NEXUS" train $common --batch "$B" -t "$half" --tp 2 --metrics "$m" \
+              -o "$W/o.gguf" > "$log" 2>&1 ;;
+        pp*) "${MPI[@]}" "$NEXUS" train $common --batch $((B / 4)) --micro-batches 4 -t "$half" \
+              --pp 2 --metrics "$m" -o "$W/o.gguf" > "$log" 2>&1 ;;
         *) zero=0; dt=f32
            case $run in *"ZeRO 1"*) zero=1 ;; *"ZeRO 2"*) zero=2 ;; *bf16*) dt=bf16 ;; esac
            "${MPI[@]}" "$NEXUS" train $common --batch $((B / 2)) \
@@ -63,8 +77,8 @@ for round in $(seq 1 "$ROUNDS"); do
       s=$(median "$m")
       [ -z "$base" ] && base=$s
       ratio=$(python3 -c "print(f'{$base / $s:.2f}')")
-      comm=$(grep -o '[0-9.]* s in collectives' "$log" | cut -d' ' -f1 || true)
-      waited=$(grep -o '[0-9.]* s of it waited' "$log" | cut -d' ' -f1 || true)
+      comm=$(grep -o '[0-9.]* s inside MPI' "$log" | cut -d' ' -f1 || true)
+      waited=$(grep -o '[0-9.]* s waited for it' "$log" | cut -d' ' -f1 || true)
       rss=$(grep -o '^rss [0-9]*' "$log" | awk '{printf "%.1f MiB", $2 / 1024}' || true)
       [ -z "$rss" ] && rss=$(grep -o 'peak RSS by rank: .*' "$log" | cut -d: -f2- | sed 's/^ //')
       printf '%-5s %-6s %-22s %8s %7s %9s %9s %s\n' "$round" "$model" "$run" "$s" "$ratio" "${comm:--}" "${waited:--}" "$rss"

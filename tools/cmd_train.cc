@@ -20,6 +20,7 @@
 #include "nexus/core/format_bytes.h"
 #include "nexus/dist/communicator.h"
 #include "nexus/dist/data_parallel.h"
+#include "nexus/dist/pipeline_parallel.h"
 #include "nexus/dist/tensor_parallel.h"
 #include "nexus/io/gguf.h"
 #include "nexus/profile.h"
@@ -66,7 +67,8 @@ struct Flags {
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
-  int tp = 1;  // tensor parallel ranks
+  int tp = 1, pp = 1;         // tensor parallel ranks, pipeline stages
+  int64_t micro_batches = 0;  // --pp's micro-batches a step (the accumulation)
   int64_t loss_scale_window = 2000;
   train::TrainOptions train_opts;
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
@@ -226,17 +228,24 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
                  "tensor parallel over this many ranks (under mpirun -np N): each holds its "
                  "share of every block's heads and feed-forward width and sees every batch")
       ->capture_default_str();
+  app.add_option("--pp", f.pp,
+                 "pipeline parallel over this many stages (under mpirun -np N): each holds a run "
+                 "of consecutive blocks, micro-batches on the 1F1B schedule")
+      ->capture_default_str();
+  app.add_option("--micro-batches", f.micro_batches,
+                 "pipeline parallel: micro-batches of --batch sequences per step (as --accum)");
   app.add_option("--profile", prof.trace_path, "write a Chrome/Perfetto trace JSON here");
   app.add_flag("--profile-summary", prof.print_summary, "print the phase/op time table to stderr");
 }
 
-// Tensor parallel (--tp N under mpirun): the model's group over the ranks, and the cut and
-// gather between the run's full model and this rank's slice.
+// Model parallel (--tp N or --pp N under mpirun): the exchange that makes this rank's part of
+// the run's full model, and cuts and gathers between the two.
 struct TpTrain {
   dist::Communicator* comm = nullptr;
-  std::unique_ptr<dist::CommTensorParallel> group;
-  std::unique_ptr<dist::TensorParallelTraining> training;
-  bool on() const { return group != nullptr; }
+  int tp = 1, pp = 1;
+  std::unique_ptr<dist::ModelParallel> training;
+  size_t full_params = 0;
+  bool on() const { return tp > 1 || pp > 1; }
 };
 
 // A full-size model to stage parameters in (checkpoints, the export, the start of a tensor
@@ -256,17 +265,23 @@ train::InitOptions zero_init() {
   return i;
 }
 
-// --tp: this rank's slice of `full` for (batch, seq) steps, its parameters cut from full's.
+// --tp, --pp: this rank's part of `full` for (batch, seq) steps, its parameters cut from full's.
 Result<std::unique_ptr<train::TrainModel>> slice_of(const train::TrainModel& full, int64_t batch,
                                                     int64_t seq, train::TrainOptions topts,
                                                     TpTrain& tp) {
-  NEXUS_RETURN_IF_ERROR(check_tensor_parallel(full.config(), tp.group->size()));
-  tp.training =
-      std::make_unique<dist::TensorParallelTraining>(*tp.comm, full.config(), full.tensors());
-  topts.tp = tp.group.get();
-  auto m = train::TrainModel::create(tp.training->slice_config(), batch, seq, zero_init(), topts);
+  if (tp.tp > 1) {
+    NEXUS_RETURN_IF_ERROR(check_tensor_parallel(full.config(), tp.tp));
+    tp.training =
+        std::make_unique<dist::TensorParallelTraining>(*tp.comm, full.config(), full.tensors());
+  } else {
+    NEXUS_RETURN_IF_ERROR(dist::check_pipeline(full.config(), tp.pp));
+    tp.training = std::make_unique<dist::PipelineTraining>(*tp.comm, full.config(), full.tensors());
+  }
+  tp.full_params = full.params().size();
+  tp.training->configure(&topts);
+  auto m = train::TrainModel::create(tp.training->part_config(), batch, seq, zero_init(), topts);
   if (!m) return m.status();
-  const std::span<const train::ParamInfo> want = tp.training->slice_tensors();
+  const std::span<const train::ParamInfo> want = tp.training->part_tensors();
   const std::vector<train::ParamInfo>& have = m.value()->tensors();
   for (size_t i = 0; i < have.size(); ++i)
     NEXUS_CHECK(have.size() == want.size() && have[i].name == want[i].name &&
@@ -467,22 +482,42 @@ int train_command(int argc, char** argv, const char* cmd) {
                              : f.tp > 1 ? "--tp"
                                         : "--comm-dtype") +
                  ": " + dist::mpi_missing_hint());
-  if (f.tp < 1) return usage("--tp must be >= 1");
+  if (f.tp < 1 || f.pp < 1) return usage("--tp and --pp must be >= 1");
+  if (f.tp > 1 && f.pp > 1)
+    return usage("--tp and --pp: use one of them (they do not combine yet)");
+  if (!dist::mpi_built() && f.pp > 1) return usage("--pp: " + dist::mpi_missing_hint());
+  if (f.micro_batches != 0) {
+    if (f.pp == 1) return usage("--micro-batches goes with --pp (without it, use --accum)");
+    if (f.micro_batches < 1) return usage("--micro-batches must be >= 1");
+    if (app.count("--accum") && f.accum != f.micro_batches)
+      return usage("--micro-batches and --accum are the same setting under --pp; give one");
+    f.accum = f.micro_batches;
+  }
   auto made_comm = dist::make_communicator();
   if (!made_comm) return fail(cmd, made_comm.status().message());
   std::unique_ptr<dist::Communicator> comm = std::move(made_comm).value();
   const int world = comm->size();
   TpTrain tp;
-  if (f.tp > 1) {
-    if (Status st = dist::check_tp_ranks(f.tp, world); !st) return usage(st.message());
+  if (f.tp > 1 || f.pp > 1) {
+    const std::string flag = f.tp > 1 ? "--tp" : "--pp";
+    const int n = std::max(f.tp, f.pp);
+    if (world != n)
+      return usage(flag + " " + std::to_string(n) + " needs exactly " + std::to_string(n) +
+                   " ranks (mpirun -np " + std::to_string(n) + "), this job has " +
+                   std::to_string(world));
     if (zero > 0 || app.count("--comm-dtype"))
-      return usage(
-          "--tp: tensor parallel uses every rank for one model, so there is no data "
-          "parallel to shard (--zero) or compress (--comm-dtype)");
+      return usage(flag + ": " + (f.tp > 1 ? "tensor" : "pipeline") +
+                   " parallel uses every rank for one model, so there is no data parallel to "
+                   "shard (--zero) or compress (--comm-dtype)");
     if (f.train_opts.update_in_backward)
-      return usage("--optimizer-in-backward does not combine with --tp");
+      return usage("--optimizer-in-backward does not combine with " + flag);
+    if (f.pp > 1 && (!f.teacher.empty() || !f.val.empty() || f.eval_interval > 0))
+      return usage(
+          "--pp: distillation and validation passes are not pipelined; leave out "
+          "--teacher, --val and --eval-interval");
     tp.comm = comm.get();
-    tp.group = std::make_unique<dist::CommTensorParallel>(*comm);
+    tp.tp = f.tp;
+    tp.pp = f.pp;
   }
   if ((world > 1 || zero > 0) && f.train_opts.update_in_backward)
     return usage(
@@ -531,7 +566,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
   if (s.data_path.empty()) return usage("--data is required");
   if (!f.val.empty())
     s.val_path = f.val;
-  else if (!r.resumed && std::filesystem::exists(train::val_path_for(s.data_path)) &&
+  else if (!r.resumed && tp.pp == 1 && std::filesystem::exists(train::val_path_for(s.data_path)) &&
            train::is_token_file(s.data_path))
     s.val_path = train::val_path_for(s.data_path);
   auto data = train::open_training_data(s.data_path, *r.tokenizer);
@@ -640,13 +675,18 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
   train::TrainOptions shown = f.train_opts;
   if (zero == 2) shown.update_in_backward = false;  // said in the data parallel line
   const std::string modes = train::memory_modes(shown);
-  if (leader && tp.on())
+  if (leader && tp.pp > 1)
+    std::fprintf(stderr,
+                 "train: pipeline parallel over %d stages (%s, %s), 1F1B over %lld micro-batches "
+                 "a step: rank 0 holds %zu of the model's %zu parameters\n",
+                 world, comm.name(), comm.transport().c_str(), static_cast<long long>(s.accum),
+                 m.params().size(), tp.full_params);
+  if (leader && tp.tp > 1)
     std::fprintf(stderr,
                  "train: tensor parallel over %d ranks (%s, %s): each holds %zu of the model's "
                  "%zu parameters (1/%d of every block), 4 sums of %lld floats a block each step\n",
-                 world, comm.name(), comm.transport().c_str(), m.params().size(),
-                 tp.training->full_floats(), world,
-                 static_cast<long long>(s.batch * s.seq * s.model.dim));
+                 world, comm.name(), comm.transport().c_str(), m.params().size(), tp.full_params,
+                 world, static_cast<long long>(s.batch * s.seq * s.model.dim));
   if (leader && (world > 1 || zero > 0) && !tp.on())
     std::fprintf(
         stderr,
@@ -658,18 +698,18 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
                         .c_str()
                   : "");
   if (leader)
-    std::fprintf(
-        stderr,
-        "train: %s, %zu params, %llu data tokens%s, batch %s%lld x seq %lld x accum %lld, "
-        "%s, %lld steps, %s, activations %.1f MiB%s\n",
-        m.config().arch_name.c_str(), tp.on() ? tp.training->full_floats() : m.params().size(),
-        static_cast<unsigned long long>(data.value().size()),
-        val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
-        dp_world > 1 ? (std::to_string(dp_world) + " ranks x ").c_str() : "",
-        static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-        static_cast<long long>(s.accum), opt_label.c_str(), static_cast<long long>(s.steps),
-        precision_label(s).c_str(), static_cast<double>(m.activation_bytes().total()) / (1 << 20),
-        modes.empty() ? "" : (" (" + modes + ")").c_str());
+    std::fprintf(stderr,
+                 "train: %s, %zu params, %llu data tokens%s, batch %s%lld x seq %lld x accum %lld, "
+                 "%s, %lld steps, %s, activations %.1f MiB%s\n",
+                 m.config().arch_name.c_str(), tp.on() ? tp.full_params : m.params().size(),
+                 static_cast<unsigned long long>(data.value().size()),
+                 val ? (", " + std::to_string(val->size()) + " validation tokens").c_str() : "",
+                 dp_world > 1 ? (std::to_string(dp_world) + " ranks x ").c_str() : "",
+                 static_cast<long long>(s.batch), static_cast<long long>(s.seq),
+                 static_cast<long long>(s.accum), opt_label.c_str(),
+                 static_cast<long long>(s.steps), precision_label(s).c_str(),
+                 static_cast<double>(m.activation_bytes().total()) / (1 << 20),
+                 modes.empty() ? "" : (" (" + modes + ")").c_str());
 
   std::vector<train::MetricsRecord> history;
   auto save = [&](int64_t step) -> Status {
@@ -787,11 +827,13 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
       per_rank += (per_rank.empty() ? "" : ", ") + format_bytes(static_cast<uint64_t>(b));
     if (leader)
       std::fprintf(stderr,
-                   "train: %s: %.2f s in collectives, %.2f s of it waited for (%s); peak "
-                   "RSS by rank: %s\n",
-                   tp.on() ? "tensor parallel" : "data parallel", comm.comm_seconds(),
+                   "train: %s: %.2f s inside MPI, %.2f s waited for it (%s); peak RSS by "
+                   "rank: %s\n",
+                   tp.on() ? tp.training->kind() : "data parallel", comm.comm_seconds(),
                    comm.blocked_seconds(),
-                   tp.on() ? "each block waits for its sums" : "the rest overlapped backward",
+                   tp.tp > 1   ? "each block waits for its sums"
+                   : tp.pp > 1 ? "stages wait for their neighbours"
+                               : "the rest overlapped backward",
                    per_rank.c_str());
   }
   if (!f.plot.empty() && leader) {

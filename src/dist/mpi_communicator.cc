@@ -197,6 +197,23 @@ class MpiCommunicator final : public Communicator {
     run("broadcast",
         [&] { check(MPI_Bcast(data, count(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast"); });
   }
+  void send_recv(std::span<const float> out, int dst, std::span<float> in, int src) override {
+    run("send/recv", [&] {
+      NEXUS_CHECK(out.size() <= static_cast<size_t>(INT32_MAX) &&
+                      in.size() <= static_cast<size_t>(INT32_MAX),
+                  "[dist] a message of more than 2^31 floats");
+      const int n_out = static_cast<int>(out.size()), n_in = static_cast<int>(in.size());
+      if (dst >= 0 && src >= 0)
+        check(MPI_Sendrecv(out.data(), n_out, MPI_FLOAT, dst, 0, in.data(), n_in, MPI_FLOAT, src, 0,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "sendrecv");
+      else if (dst >= 0)
+        check(MPI_Send(out.data(), n_out, MPI_FLOAT, dst, 0, MPI_COMM_WORLD), "send");
+      else if (src >= 0)
+        check(MPI_Recv(in.data(), n_in, MPI_FLOAT, src, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "recv");
+    });
+  }
   void barrier() override {
     run("barrier", [] { check(MPI_Barrier(MPI_COMM_WORLD), "barrier"); });
   }

@@ -26,7 +26,10 @@ Status check_tp_ranks(int tp, int world) {
 
 TensorParallelTraining::TensorParallelTraining(Communicator& comm, const ModelConfig& full,
                                                std::span<const train::ParamInfo> full_tensors)
-    : comm_(comm), full_(full), full_tensors_(full_tensors.begin(), full_tensors.end()) {
+    : comm_(comm),
+      group_(comm),
+      full_(full),
+      full_tensors_(full_tensors.begin(), full_tensors.end()) {
   // The slice's layout: the same tensors in the same order (TrainModel::layout_params), each of
   // its slice's shape.
   for (const train::ParamInfo& t : full_tensors_) {
@@ -44,7 +47,7 @@ TensorParallelTraining::TensorParallelTraining(Communicator& comm, const ModelCo
   }
 }
 
-ModelConfig TensorParallelTraining::slice_config() const {
+ModelConfig TensorParallelTraining::part_config() const {
   return tensor_parallel_config(full_, comm_.size());
 }
 

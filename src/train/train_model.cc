@@ -185,16 +185,22 @@ void TrainModel::layout_params() {
     infos_.push_back({std::move(name), std::move(shape), n_params_, n});
     n_params_ += static_cast<size_t>(n);
   };
+  // A pipeline stage holds the embeddings (the first), the head (the last; tied: the token table
+  // as its weights) and its blocks, named by their place in the whole model.
+  const bool embed = has_embedding(), head = has_head();
   for (const ModelSlot& o : outer)
-    if (o.required && !o.after_blocks) add(o.name, o.shape);
+    if (o.required && !o.after_blocks &&
+        (embed || (head && c.tied_output && o.field == &ModelWeights::tok_embd)))
+      add(o.name, o.shape);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     layer_range_[l].first = n_params_;
     for (const LayerSlot& ls : slots_)
-      if (ls.required && slot_in_layer(ls, c, l)) add(layer_tensor_name(ls.name, l), ls.shape);
+      if (ls.required && slot_in_layer(ls, c, l))
+        add(layer_tensor_name(ls.name, l + opts_.first_layer), ls.shape);
     layer_range_[l].second = n_params_;
   }
   for (const ModelSlot& o : outer)
-    if (o.required && o.after_blocks) add(o.name, o.shape);
+    if (o.required && o.after_blocks && head) add(o.name, o.shape);
 }
 
 void TrainModel::layout_activations() {
@@ -358,7 +364,7 @@ void TrainModel::bind() {
     layers.assign(static_cast<size_t>(c.n_layers), std::vector<float*>(slots_.size(), nullptr));
     for (int64_t l = 0; l < c.n_layers; ++l)
       for (size_t i = 0; i < slots_.size(); ++i)
-        layers[l][i] = at(layer_tensor_name(slots_[i].name, l), grad);
+        layers[l][i] = at(layer_tensor_name(slots_[i].name, l + opts_.first_layer), grad);
   }
 }
 
@@ -424,11 +430,17 @@ float TrainModel::forward(std::span<const int32_t> tokens, std::span<const int32
   cur_t_ = t;
   have_forward_ = false;
   wcopy_layer_id_ = -1;
-  embedding_forward(a.res[0], a.tokens, p_.tok_embd, c.n_vocab, n, c.dim);
-  if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
-  keep(a.res[0], n * c.dim);
+  if (has_embedding()) {  // (a later pipeline stage finds its input in res[0])
+    embedding_forward(a.res[0], a.tokens, p_.tok_embd, c.n_vocab, n, c.dim);
+    if (p_.pos_embd) positions_forward(a.res[0], p_.pos_embd, n, t, c.dim);
+    keep(a.res[0], n * c.dim);
+  }
   for (int64_t l = 0; l < c.n_layers; ++l)
     block_forward(l, opts_.recompute_blocks ? 0 : l, true);
+  if (!has_head()) {  // a pipeline stage before the last: its output is res[n_layers]
+    have_forward_ = for_backward;
+    return 0.0f;
+  }
   final_norm_forward(n);
   have_forward_ = for_backward;
   return head_forward(n, for_backward);
@@ -554,8 +566,11 @@ void TrainModel::backward() {
   NEXUS_CHECK(!in_backward || grad_ready_,
               "[train backward] updating in backward needs a grad-ready callback");
   // The head's backward ran in forward() (its weight gradient is in grads()): go on from d lnf.
-  fill_zero(a.dres, n * d, pool_.get());
-  final_norm_backward(n);
+  // (A pipeline stage before the last was handed d / d its output in dres.)
+  if (has_head()) {
+    fill_zero(a.dres, n * d, pool_.get());
+    final_norm_backward(n);
+  }
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
     // One gradient slot for every block: clear what the previous block left (or, in the arena,
     // what the head's logits left).
@@ -576,13 +591,15 @@ void TrainModel::backward() {
     else if (grads_done_)
       grads_done_(layer_range_[l].first, layer_range_[l].second);
   }
-  if (defer_rows_) {
+  if (!has_embedding()) {
+    // A later pipeline stage: dres holds d / d its input for the stage before.
+  } else if (defer_rows_) {
     embedding_backward(batch_rows_, a.dres, row_index_, n, d);
     update_batch_rows();
   } else {
     embedding_backward(g_.tok_embd, a.dres, a.tokens, n, d);
   }
-  if (g_.pos_embd) positions_backward(g_.pos_embd, a.dres, n, t, d);
+  if (g_.pos_embd && has_embedding()) positions_backward(g_.pos_embd, a.dres, n, t, d);
   if (!in_backward) {
     if (grads_done_) {
       if (blocks_begin_ > 0) grads_done_(0, blocks_begin_);

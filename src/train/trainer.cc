@@ -118,7 +118,22 @@ float Trainer::accumulate() {
   model_.set_loss_scale(loss_scale);
   double loss = 0;
   wait_ = 0;
-  for (int64_t i = 0; i < opts_.accum; ++i) {
+  const bool pipelined = opts_.exchange != nullptr && opts_.exchange->runs_micro_batches();
+  if (pipelined) {
+    std::vector<GradientExchange::MicroBatch> batches(static_cast<size_t>(opts_.accum));
+    for (GradientExchange::MicroBatch& mb : batches) {
+      NEXUS_PROFILE_SCOPE("data");
+      const Batch& b = loader_.next();
+      wait_ += loader_.last_wait_seconds();
+      mb.rows = b.rows;
+      mb.seq_len = b.seq_len;
+      mb.inputs.assign(b.inputs.begin(), b.inputs.end());
+      mb.targets.assign(b.targets.begin(), b.targets.end());
+      tokens_ += static_cast<int64_t>(b.rows) * b.seq_len;
+    }
+    loss = opts_.exchange->run_micro_batches(model_, batches);
+  }
+  for (int64_t i = 0; i < (pipelined ? 0 : opts_.accum); ++i) {
     // Streamed gradients are handed over per micro-batch: the model's buffers (the tensors outside
     // the blocks keep theirs through backward) start each one from zero.
     if (streaming() && i > 0) model_.zero_grad();

@@ -5,6 +5,8 @@
 // killed rank ends the job with an error and leaves the last checkpoint whole; bad flags are
 // one-line errors. Tensor parallel (--tp 2): training gives the one-process losses and model and
 // its checkpoints resume with or without --tp; run and bench give the one-process tokens.
+// Pipeline parallel (--pp 2 and 4, 1F1B): the losses and model of one process accumulating the
+// same micro-batches, checkpoints that resume with or without --pp.
 // Skips where this build has no MPI or mpirun is missing.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -278,6 +280,48 @@ TEST_F(TrainDistCli, TensorParallelRunAndBenchGiveTheOneProcessTokens) {
   EXPECT_NE(bench.out.find("tp2"), std::string::npos) << bench.out;
 }
 
+TEST_F(TrainDistCli, PipelineParallelTrainsTheModelOneProcessAccumulates) {
+  // Four blocks, a tied token table (on the first and the last stage).
+  const std::string flags = " --shape 32,4,2,2,64 --tokenizer " + quoted(kDemo) + " --data " +
+                            quoted(path("text.txt")) +
+                            " --seq 32 --steps 6 --lr 1e-2 --seed 5 --prefetch 1 --batch 2 -t 1";
+  auto one = run_cli("train" + flags + " --accum 4 -o " + quoted(path("one.gguf")));
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::string ck = path("ck");
+  auto pp = run_command(mpirun(2) + "train" + flags + " --pp 2 --micro-batches 4 -o " +
+                        quoted(path("pp.gguf")) + " --checkpoint-dir " + quoted(ck) +
+                        " --checkpoint-interval 3 --keep-checkpoints 2");
+  ASSERT_EQ(pp.code, 0) << pp.output;
+  EXPECT_NE(pp.err.find("pipeline parallel over 2 stages (mpi, shared memory), 1F1B over 4"),
+            std::string::npos)
+      << pp.err;
+  auto pp4 = run_command(mpirun(4, true) + "train" + flags + " --pp 4 --micro-batches 4 -o " +
+                         quoted(path("pp4.gguf")));
+  ASSERT_EQ(pp4.code, 0) << pp4.output;
+  const auto l1 = step_losses(one.err);
+  ASSERT_EQ(l1.size(), 6u) << one.err;
+  for (const auto* run : {&pp, &pp4}) {
+    const auto l2 = step_losses(run->err);
+    ASSERT_EQ(l2.size(), 6u) << run->err;
+    for (size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i], l2[i], 2e-4) << "step " << i + 1;
+  }
+  for (const char* out : {"pp.gguf", "pp4.gguf"}) {
+    const auto [d, mag] = max_diff(path("one.gguf"), path(out));
+    EXPECT_LT(d, 1e-5 * std::max(1.0, mag)) << out;
+  }
+  // The step-3 checkpoint (the whole model) resumes in one process and under --pp 2.
+  const std::string ck3 = train::checkpoint_path(ck, 3);
+  auto r1 = run_cli("train --resume " + quoted(ck3) + " -t 1 -o " + quoted(path("r1.gguf")));
+  ASSERT_EQ(r1.code, 0) << r1.output;
+  auto r2 = run_command(mpirun(2) + "train --resume " + quoted(ck3) + " -t 1 --pp 2 -o " +
+                        quoted(path("r2.gguf")));
+  ASSERT_EQ(r2.code, 0) << r2.output;
+  for (const char* out : {"r1.gguf", "r2.gguf"}) {
+    const auto [d, mag] = max_diff(path("one.gguf"), path(out));
+    EXPECT_LT(d, 1e-5 * std::max(1.0, mag)) << out;
+  }
+}
+
 TEST_F(TrainDistCli, TensorParallelFlagsAreCheckedWithTheirReasons) {
   auto alone = run_cli("run -m " + quoted(kDemo) + " -n 4 --tp 2");
   EXPECT_EQ(alone.code, 2) << alone.output;
@@ -296,6 +340,16 @@ TEST_F(TrainDistCli, TensorParallelFlagsAreCheckedWithTheirReasons) {
   EXPECT_NE(heads.code, 0);
   EXPECT_NE(heads.err.find("the attention heads (1) is not a multiple of 2"), std::string::npos)
       << heads.err;
+  auto stages = run_command(mpirun(4) + "train" + common(2) + " --batch 2 --pp 4 -o " +
+                            quoted(path("s.gguf")));  // two blocks
+  EXPECT_NE(stages.code, 0);
+  EXPECT_NE(stages.err.find("over 4 stages needs 4 blocks or more; the model has 2"),
+            std::string::npos)
+      << stages.err;
+  auto micro =
+      run_cli("train" + common(2) + " --batch 2 --micro-batches 4 -o " + quoted(path("m.gguf")));
+  EXPECT_EQ(micro.code, 2) << micro.output;
+  EXPECT_NE(micro.err.find("--micro-batches goes with --pp"), std::string::npos) << micro.err;
 }
 
 }  // namespace

@@ -54,6 +54,12 @@ class Communicator {
   // root's bytes into every rank's.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Point to point (pipeline stages): sends to rank `dst`, receives from rank `src`, or both at
+  // once (so that two ranks exchanging with each other never wait on each other's send).
+  // A negative rank skips that side. Blocking; every send meets one receive of its size.
+  virtual void send_recv(std::span<const float> out, int dst, std::span<float> in, int src) = 0;
+  void send(std::span<const float> out, int dst) { send_recv(out, dst, {}, -1); }
+  void recv(std::span<float> in, int src) { send_recv({}, -1, in, src); }
   // Ends every rank of the job with this exit code (a rank that cannot go on must not leave the
   // others waiting in a collective).
   [[noreturn]] virtual void abort(int code) = 0;

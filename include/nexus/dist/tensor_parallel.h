@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nexus/dist/communicator.h"
+#include "nexus/dist/model_parallel.h"
 #include "nexus/dist/tensor_parallel_group.h"
 #include "nexus/model.h"
 #include "nexus/status.h"
@@ -23,7 +24,7 @@
 
 namespace nexus::dist {
 
-class TensorParallelTraining final : public train::GradientExchange {
+class TensorParallelTraining final : public ModelParallel {
  public:
   // `full` is the whole model's config and `full_tensors` its parameter layout (a TrainModel of
   // the full config), the same on every rank.
@@ -31,24 +32,25 @@ class TensorParallelTraining final : public train::GradientExchange {
                          std::span<const train::ParamInfo> full_tensors);
 
   const ModelConfig& full_config() const { return full_; }
-  // This rank's slice of the config (tensor_parallel_config).
-  ModelConfig slice_config() const;
-  // The slice's parameter layout (that of a TrainModel of slice_config()).
-  std::span<const train::ParamInfo> slice_tensors() const { return slice_; }
+  // This rank's slice of the config (tensor_parallel_config); configure() sets TrainOptions::tp.
+  ModelConfig part_config() const override;
+  void configure(train::TrainOptions* o) override { o->tp = &group_; }
+  std::span<const train::ParamInfo> part_tensors() const override { return slice_; }
+  const char* kind() const override { return "tensor parallel"; }
   size_t slice_floats() const { return slice_floats_; }
   size_t full_floats() const { return full_floats_; }
 
   // This rank's slice of a full-layout array (parameters, or an element-wise optimizer buffer),
   // and the way back: every rank's slices into the full layout on rank 0 (collective; `full` is
   // empty on the other ranks).
-  void cut(std::span<const float> full, std::span<float> slice) const;
-  void gather(std::span<const float> slice, std::span<float> full);
+  void cut(std::span<const float> full, std::span<float> slice) const override;
+  void gather(std::span<const float> slice, std::span<float> full) override;
   // The same for every state buffer of two optimizers of one kind (the full one over
   // full_tensors, the slice's over slice_tensors; `full` null on ranks other than 0 when
   // gathering), with the step count; element-wise f32 state only (AdamW, SGD), else an error
   // naming the buffer.
-  Status cut_state(train::Optimizer& full, train::Optimizer& slice) const;
-  Status gather_state(train::Optimizer& slice, train::Optimizer* full);
+  Status cut_state(train::Optimizer& full, train::Optimizer& slice) const override;
+  Status gather_state(train::Optimizer& slice, train::Optimizer* full) override;
 
   int world() const override { return 1; }  // the ranks share every batch
   void ready(std::span<float>, size_t, size_t) override {}
@@ -62,6 +64,7 @@ class TensorParallelTraining final : public train::GradientExchange {
 
  private:
   Communicator& comm_;
+  CommTensorParallel group_;
   ModelConfig full_;
   std::vector<train::ParamInfo> full_tensors_, slice_;
   size_t full_floats_ = 0, slice_floats_ = 0;

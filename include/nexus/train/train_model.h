@@ -85,6 +85,14 @@ struct TrainOptions {
   // partial products over the group: two sums a block forward, two backward. The group must
   // outlive the model; null: the whole model.
   TensorParallel* tp = nullptr;
+  // Pipeline parallelism: the model is one stage, blocks [first_layer, first_layer + n_layers of
+  // its config) of a model of total_layers (0: the whole model), its tensors named by their place
+  // in that model. The first stage alone has the embeddings; the last alone the final norm and
+  // output head (and, tied, the token table as the head's weights). A stage without the
+  // embeddings reads its input from stage_input(), filled before forward(); one without the head
+  // returns no loss, and takes d loss / d its output in stage_grad() before backward(), which
+  // leaves d loss / d its input there.
+  int64_t first_layer = 0, total_layers = 0;
 };
 
 // The memory-saving modes `o` turns on, for progress lines: "gradient checkpointing", "selective
@@ -167,6 +175,15 @@ class TrainModel {
   size_t weight_copy_bytes() const { return wcopy_floats_ * sizeof(float); }
 
   const ModelConfig& config() const { return cfg_; }
+  // Pipeline stages (TrainOptions::first_layer): whether this one embeds the tokens, whether it
+  // has the head and the loss, and its boundary buffers ([b * t, dim] of the last forward()).
+  bool has_embedding() const { return opts_.first_layer == 0; }
+  bool has_head() const {
+    return opts_.total_layers == 0 || opts_.first_layer + cfg_.n_layers == opts_.total_layers;
+  }
+  float* stage_input() { return act_.res[0]; }
+  const float* stage_output() const { return act_.res[static_cast<size_t>(cfg_.n_layers)]; }
+  float* stage_grad() { return act_.dres; }
   int64_t max_batch() const { return batch_; }
   int64_t max_seq() const { return seq_; }
   const TrainOptions& options() const { return opts_; }

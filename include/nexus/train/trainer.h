@@ -49,6 +49,19 @@ class GradientExchange {
     (void)begin, (void)end, (void)grads;
   }
   virtual void finish_streamed(float scale) { (void)scale; }
+  // Pipeline parallel: the exchange runs each step's micro-batches itself (its schedule
+  // interleaves the stages' forward and backward passes, and the loss is the last stage's) and
+  // returns the sum of their mean losses (0 where this rank has no loss; mean() then gives every
+  // rank the step's). The trainer scales and applies the gradients as after its own loop.
+  struct MicroBatch {
+    int rows = 0, seq_len = 0;
+    std::vector<int32_t> inputs, targets;  // owned: the loader's spans end at its next batch
+  };
+  virtual bool runs_micro_batches() const { return false; }
+  virtual double run_micro_batches(TrainModel& model, std::span<const MicroBatch> batches) {
+    (void)model, (void)batches;
+    return 0.0;
+  }
 };
 
 struct TrainerOptions {
