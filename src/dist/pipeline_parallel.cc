@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dist/state_check.h"
 #include "nexus/profile.h"
 
 namespace nexus::dist {
@@ -134,26 +135,10 @@ void PipelineTraining::gather(std::span<const float> stage, std::span<float> ful
   }
 }
 
-namespace {
-
-Status check_state(const std::vector<train::StateBuffer>& a,
-                   const std::vector<train::StateBuffer>& b, size_t a_floats, size_t b_floats) {
-  if (a.size() != b.size()) return Status::error("[pipeline] the optimizers are not of one kind");
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].dtype() != DType::kF32 || b[i].dtype() != DType::kF32 || a[i].count() != a_floats ||
-        b[i].count() != b_floats)
-      return Status::error(
-          "pipeline parallel checkpoints need element-wise f32 optimizer state "
-          "(AdamW with f32 state, SGD); '" +
-          a[i].name + "' is not");
-  return Status::ok();
-}
-
-}  // namespace
-
 Status PipelineTraining::cut_state(train::Optimizer& full, train::Optimizer& stage) const {
   std::vector<train::StateBuffer> f = full.state(), s = stage.state();
-  NEXUS_RETURN_IF_ERROR(check_state(f, s, full_floats_, floats(stage_[rank_])));
+  NEXUS_RETURN_IF_ERROR(
+      check_elementwise_state(f, s, full_floats_, floats(stage_[rank_]), "pipeline parallel"));
   for (size_t i = 0; i < f.size(); ++i) cut(f[i].data, s[i].data);
   stage.set_steps(full.steps());
   return Status::ok();
@@ -163,7 +148,8 @@ Status PipelineTraining::gather_state(train::Optimizer& stage, train::Optimizer*
   std::vector<train::StateBuffer> s = stage.state();
   std::vector<train::StateBuffer> f = full ? full->state() : s;
   const size_t mine = floats(stage_[rank_]);
-  NEXUS_RETURN_IF_ERROR(check_state(f, s, full ? full_floats_ : mine, mine));
+  NEXUS_RETURN_IF_ERROR(
+      check_elementwise_state(f, s, full ? full_floats_ : mine, mine, "pipeline parallel"));
   for (size_t i = 0; i < s.size(); ++i) gather(s[i].data, full ? f[i].data : std::span<float>());
   if (full) full->set_steps(stage.steps());
   return Status::ok();

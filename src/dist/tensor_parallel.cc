@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dist/state_check.h"
 #include "models/tensor_parallel.h"
 
 namespace nexus::dist {
@@ -87,27 +88,10 @@ void TensorParallelTraining::gather(std::span<const float> slice, std::span<floa
     }
 }
 
-namespace {
-
-Status check_state(const std::vector<train::StateBuffer>& a,
-                   const std::vector<train::StateBuffer>& b, size_t a_floats, size_t b_floats) {
-  if (a.size() != b.size())
-    return Status::error("[tensor parallel] the optimizers are not of one kind");
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].dtype() != DType::kF32 || b[i].dtype() != DType::kF32 || a[i].count() != a_floats ||
-        b[i].count() != b_floats)
-      return Status::error(
-          "tensor parallel checkpoints need element-wise f32 optimizer state "
-          "(AdamW with f32 state, SGD); '" +
-          a[i].name + "' is not");
-  return Status::ok();
-}
-
-}  // namespace
-
 Status TensorParallelTraining::cut_state(train::Optimizer& full, train::Optimizer& slice) const {
   std::vector<train::StateBuffer> f = full.state(), s = slice.state();
-  NEXUS_RETURN_IF_ERROR(check_state(f, s, full_floats_, slice_floats_));
+  NEXUS_RETURN_IF_ERROR(
+      check_elementwise_state(f, s, full_floats_, slice_floats_, "tensor parallel"));
   for (size_t i = 0; i < f.size(); ++i) cut(f[i].data, s[i].data);
   slice.set_steps(full.steps());
   return Status::ok();
@@ -117,7 +101,8 @@ Status TensorParallelTraining::gather_state(train::Optimizer& slice, train::Opti
   std::vector<train::StateBuffer> s = slice.state();
   // Every rank checks its own side (the same kinds everywhere), so all of them go on or none.
   std::vector<train::StateBuffer> f = full ? full->state() : s;
-  NEXUS_RETURN_IF_ERROR(check_state(f, s, full ? full_floats_ : slice_floats_, slice_floats_));
+  NEXUS_RETURN_IF_ERROR(check_elementwise_state(f, s, full ? full_floats_ : slice_floats_,
+                                                slice_floats_, "tensor parallel"));
   for (size_t i = 0; i < s.size(); ++i) gather(s[i].data, full ? f[i].data : std::span<float>());
   if (full) full->set_steps(slice.steps());
   return Status::ok();
