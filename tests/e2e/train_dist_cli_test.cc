@@ -69,6 +69,11 @@ class TrainDistCli : public ::testing::Test {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    // A session directory of this test's own: two mpiruns starting at once under ctest -j race to
+    // create the shared default one ("File exists"). Short, for the sockets inside it.
+    ompi_dir_ = fs::path("/tmp") / ("nx-ompi-" + std::to_string(::getpid()));
+    fs::create_directories(ompi_dir_);
+    setenv("OMPI_MCA_orte_tmpdir_base", ompi_dir_.c_str(), 1);
     dir_ = fs::path(::testing::TempDir()) /
            ("nexus_dist_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -82,6 +87,7 @@ class TrainDistCli : public ::testing::Test {
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
+    if (!ompi_dir_.empty()) fs::remove_all(ompi_dir_);
   }
   std::string path(const std::string& n) const { return (dir_ / n).string(); }
   // The run's flags but the batch, which each test sets per rank.
@@ -95,7 +101,7 @@ class TrainDistCli : public ::testing::Test {
     if (tcp) m += " --mca btl tcp,self --mca btl_tcp_if_include lo";
     return m + " '" + cli_path() + "' ";
   }
-  fs::path dir_;
+  fs::path dir_, ompi_dir_;
 };
 
 TEST_F(TrainDistCli, TwoRanksTrainTheModelOneProcessTrainsOnTheWholeBatch) {
