@@ -64,6 +64,7 @@ struct Flags {
   std::string metrics, plot, ckpt_dir, arch = "llama", precision = "f32", loss_scale;
   std::string attention_layers;
   int64_t ssm_state = 0;
+  int64_t memory_segment = 0;  // nexus-ltm
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
@@ -141,7 +142,14 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--alpha", f.alpha,
                  "distillation: weight of the hard-label loss (1 - alpha: T^2 KL)")
       ->capture_default_str();
-  app.add_option("--arch", f.arch, "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")->capture_default_str();
+  app.add_option(
+         "--arch", f.arch,
+         "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid | "
+         "nexus-ltm (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")
+      ->capture_default_str();
+  app.add_option("--memory-segment", f.memory_segment,
+                 "nexus-ltm: tokens per segment (each attends to itself and reads the memory of "
+                 "the ones before; --seq must be a multiple; default 64)");
   app.add_option("--ssm-state", f.ssm_state,
                  "mamba, mamba2, granitehybrid: the scan's state size per channel (default 16 for "
                  "mamba, 64 otherwise)");
@@ -303,12 +311,34 @@ struct Run {
 
 // --resume: settings, model, optimizer and tokenizer from the checkpoint.
 Result<Run> resume_run(const Flags& f, const CLI::App& app, int world, TpTrain& tp) {
-  for (const char* flag :
-       {"--shape", "--init", "--arch", "--tokenizer", "--batch", "--seq", "--accum", "--lr", "--lr-scale-ref",
-        "--min-lr", "--warmup", "--schedule", "--optimizer", "--beta1", "--beta2", "--eps",
-        "--optimizer-state",
-        "--weight-decay", "--momentum", "--nesterov", "--adafactor-decay", "--adafactor-clip", "--clip",
-        "--seed", "--precision", "--loss-scale", "--loss-scale-window"})
+  for (const char* flag : {"--shape",
+                           "--init",
+                           "--arch",
+                           "--memory-segment",
+                           "--tokenizer",
+                           "--batch",
+                           "--seq",
+                           "--accum",
+                           "--lr",
+                           "--lr-scale-ref",
+                           "--min-lr",
+                           "--warmup",
+                           "--schedule",
+                           "--optimizer",
+                           "--beta1",
+                           "--beta2",
+                           "--eps",
+                           "--optimizer-state",
+                           "--weight-decay",
+                           "--momentum",
+                           "--nesterov",
+                           "--adafactor-decay",
+                           "--adafactor-clip",
+                           "--clip",
+                           "--seed",
+                           "--precision",
+                           "--loss-scale",
+                           "--loss-scale-window"})
     if (app.count(flag))
       return Status::error(std::string(flag) +
                            " is fixed by the checkpoint; leave it out with "
@@ -414,6 +444,11 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
     NEXUS_RETURN_IF_ERROR(train::set_shape_arch(cfg.value(), f.arch));
     if (!f.attention_layers.empty())
       NEXUS_RETURN_IF_ERROR(train::set_attention_layers(cfg.value(), f.attention_layers));
+    if (f.memory_segment != 0) {
+      if (cfg.value().arch != Arch::kLtm || f.memory_segment < 0)
+        return Status::error("--memory-segment takes a positive size and --arch nexus-ltm");
+      cfg.value().memory_segment = f.memory_segment;
+    }
     if (f.ssm_state != 0) {
       if (!cfg.value().has_recurrent() || f.ssm_state < 0)
         return Status::error("--ssm-state takes a positive size and a state-space --arch");

@@ -8,7 +8,7 @@
 
 namespace nexus {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2, kGraniteHybrid };
+enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2, kGraniteHybrid, kLtm };
 enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
 
 struct ModelConfig {
@@ -39,6 +39,9 @@ struct ModelConfig {
   // Hybrids (granitehybrid): 1 for the layers that are state-space (head_count_kv 0), 0 for the
   // attention layers.
   std::vector<uint8_t> recurrent;
+  // nexus-ltm (the llama block with a long-term memory, docs/MODELS.md): tokens per segment (each
+  // segment attends to itself and reads the memory of the segments before it); 0 elsewhere.
+  int64_t memory_segment = 0;
 
   // Every layer is state-space (mamba, mamba2).
   bool ssm() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }

@@ -43,6 +43,7 @@ struct LayerWeights {
   Tensor wqkv, bqkv;               // fused projection (gpt2)
   Tensor bq, bk, bv, bo;
   Tensor q_norm, k_norm;           // qwen3 per-head RMSNorm
+  Tensor memory_gate;              // nexus-ltm: per query head, sigmoid mixes memory and attention
   Tensor ffn_norm, ffn_norm_b;
   Tensor w_gate, w_up, w_down;     // SwiGLU (llama, qwen) or up/down (gpt2)
   Tensor b_up, b_down;

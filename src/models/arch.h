@@ -83,6 +83,7 @@ const ArchSpec& gpt2_spec();
 const ArchSpec& mamba_spec();
 const ArchSpec& mamba2_spec();
 const ArchSpec& granite_hybrid_spec();
+const ArchSpec& ltm_spec();
 
 // The state-space keys (ssm.*) every architecture with Mamba layers reads and writes, and
 // Mamba-2's block tensors (without the block's input norm).

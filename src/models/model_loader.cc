@@ -267,13 +267,15 @@ size_t Model::weight_bytes() const {
 }
 
 const ArchSpec* find_arch(std::string_view name) {
-  for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec(), &mamba_spec(),
-                             &mamba2_spec(), &granite_hybrid_spec()})
+  for (const ArchSpec* s : {&llama_spec(), &qwen2_spec(), &qwen3_spec(), &gpt2_spec(),
+                            &mamba_spec(), &mamba2_spec(), &granite_hybrid_spec(), &ltm_spec()})
     if (s->name == name) return s;
   return nullptr;
 }
 
-std::string supported_archs() { return "llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid"; }
+std::string supported_archs() {
+  return "llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid, nexus-ltm";
+}
 
 bool slot_in_layer(const LayerSlot& s, const ModelConfig& c, int64_t l) {
   switch (s.kind) {
@@ -303,6 +305,8 @@ const ArchSpec& arch_spec(Arch arch) {
       return mamba2_spec();
     case Arch::kGraniteHybrid:
       return granite_hybrid_spec();
+    case Arch::kLtm:
+      return ltm_spec();
   }
   throw Error("[arch] unknown architecture id " + std::to_string(static_cast<int>(arch)));
 }

@@ -9,6 +9,7 @@
 #include "models/forward.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "ops/memory.h"
 #include "ops/rope.h"
 #include "ops/train_ops.h"
 
@@ -18,12 +19,37 @@ namespace {
 // The saved activations, in layout order. `mean*` are LayerNorm's (gpt2), `g` the SwiGLU gate;
 // `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation; qp/kp are qwen3's q
 // and k before their per-head RMSNorm and rq/rk its 1/rms per head row.
-enum Act { kMid, kLn1, kLn2, kRstd1, kRstd2, kMean1, kMean2, kQ, kAtty, kK, kV, kAtt,
-           kQp, kKp, kRq, kRk, kG, kU, kHact };
+// nexus-ltm: adot is the segment's own attention, ymem the memory's read (atty their gated mix)
+// and mem the memory before each segment.
+enum Act {
+  kMid,
+  kLn1,
+  kLn2,
+  kRstd1,
+  kRstd2,
+  kMean1,
+  kMean2,
+  kQ,
+  kAtty,
+  kK,
+  kV,
+  kAtt,
+  kQp,
+  kKp,
+  kRq,
+  kRk,
+  kG,
+  kU,
+  kHact,
+  kAdot,
+  kYmem,
+  kMem
+};
 // The backward scratch: the FFN activation's gradient, llama's up gradient (its gate gradient and
 // gpt2's up gradient reuse hact), the attention output's gradient, q/k/v's, and qwen3's q and k
 // before their norm.
-enum Scratch { kDhact, kDu, kDatty, kDq, kDk, kDv, kDqp, kDkp };
+// nexus-ltm adds the memory read's gradient and the memory's gradients of q, k and v.
+enum Scratch { kDhact, kDu, kDatty, kDq, kDk, kDv, kDqp, kDkp, kDymem, kDqm, kDkm, kDvm };
 
 // The block's tensors (or their gradients). gpt2's fused QKV tensor is seen as wq, wk, wv (its
 // row blocks) and its bias as bq, bk, bv; pointers an architecture lacks are null.
@@ -31,6 +57,7 @@ template <class F>
 struct Weights {
   F *attn_norm, *attn_norm_b, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *bo;
   F *ffn_norm, *ffn_norm_b, *w_gate, *w_up, *b_up, *w_down, *b_down;
+  F* memory_gate;  // nexus-ltm
 };
 
 template <class F, class Get>
@@ -56,6 +83,7 @@ Weights<F> bind(const ModelConfig& c, const Get& at) {
     w.bv = at(&LayerWeights::bv);
   }
   w.q_norm = at(&LayerWeights::q_norm);
+  w.memory_gate = at(&LayerWeights::memory_gate);
   w.k_norm = at(&LayerWeights::k_norm);
   w.wo = at(&LayerWeights::wo);
   w.bo = at(&LayerWeights::bo);
@@ -81,6 +109,15 @@ struct Dims {
   AttnShape as;
 };
 
+// Attention's sequences: the batch's, or (nexus-ltm) its segments.
+AttnShape attn_shape(const ModelConfig& c, int64_t b, int64_t t) {
+  const int64_t s = c.memory_segment;
+  if (s == 0) return {b, t, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
+  NEXUS_CHECK(t % s == 0, "[nexus-ltm] a training sequence of " + std::to_string(t) +
+                              " tokens is not a whole number of segments of " + std::to_string(s));
+  return {b * (t / s), s, c.n_heads, c.n_kv_heads, c.head_dim, 0};
+}
+
 Dims dims(const LayerPass& p) {
   const ModelConfig& c = *p.cfg;
   return {p.t,
@@ -89,7 +126,27 @@ Dims dims(const LayerPass& p) {
           c.ffn_dim,
           c.n_heads * c.head_dim,
           c.n_kv_heads * c.head_dim,
-          {p.b, p.t, c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window}};
+          attn_shape(c, p.b, p.t)};
+}
+
+// nexus-ltm: the memory op over the pass's q, k, v (the memory before each segment kept in mem).
+MemoryArgs memory_args(const LayerPass& p) {
+  const ModelConfig& c = *p.cfg;
+  return {p.a[kQ], p.a[kK], p.a[kV],          p.a[kYmem], p.a[kMem],    nullptr,
+          p.b,     p.t,     c.memory_segment, c.n_heads,  c.n_kv_heads, c.head_dim};
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// atty = g ymem + (1 - g) adot per query head, g = sigmoid(gate[h]).
+void gate_mix(float* atty, const float* ymem, const float* adot, const float* gate, int64_t n,
+              int64_t heads, int64_t d) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float g = sigmoid(gate[h]);
+      const int64_t o = (i * heads + h) * d;
+      for (int64_t x = 0; x < d; ++x) atty[o + x] = g * ymem[o + x] + (1.0f - g) * adot[o + x];
+    }
 }
 
 const float* vec(const Tensor& t) { return t.empty() ? nullptr : t.data_as<const float>(); }
@@ -161,6 +218,12 @@ void infer_fused(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   add_inplace(st.x, st.h, n * c.dim);
 }
 
+// The saved attention probabilities: [b, heads, t, t], or per segment (nexus-ltm).
+int64_t att_floats(const ModelConfig& c, int64_t b, int64_t t) {
+  const int64_t s = c.memory_segment;
+  return s ? b * c.n_heads * memory_segments(t, s) * s * s : b * c.n_heads * t * t;
+}
+
 class TransformerLayer final : public LayerType {
  public:
   void infer(const Model& model, int64_t l, ForwardState& st) const override {
@@ -188,7 +251,7 @@ class TransformerLayer final : public LayerType {
         {"atty", n * qw, Saved::kOutput},
         {"k", n * kvw, Saved::kInput},
         {"v", n * kvw, Saved::kInput},
-        {"att", b * c.n_heads * t * t, Saved::kOutput},
+        {"att", att_floats(c, b, t), Saved::kOutput},
         {"qp", qk ? n * qw : 0, Saved::kInput},
         {"kp", qk ? n * kvw : 0, Saved::kInput},
         {"rq", qk ? n * c.n_heads : 0, Saved::kStat},
@@ -196,6 +259,13 @@ class TransformerLayer final : public LayerType {
         {"g", gated ? n * f : 0, Saved::kInput},
         {"u", n * f, Saved::kInput},
         {"hact", n * f, Saved::kWork},
+        {"adot", c.memory_segment ? n * qw : 0, Saved::kOutput},
+        {"ymem", c.memory_segment ? n * qw : 0, Saved::kInput},
+        {"mem",
+         c.memory_segment
+             ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * memory_floats(c.head_dim)
+             : 0,
+         Saved::kStat},
     };
   }
 
@@ -210,7 +280,11 @@ class TransformerLayer final : public LayerType {
             {"dk", n * kvw},
             {"dv", n * kvw},
             {"dqp", qk ? n * qw : 0},
-            {"dkp", qk ? n * kvw : 0}};
+            {"dkp", qk ? n * kvw : 0},
+            {"dymem", c.memory_segment ? n * qw : 0},
+            {"dqm", c.memory_segment ? n * qw : 0},
+            {"dkm", c.memory_segment ? n * kvw : 0},
+            {"dvm", c.memory_segment ? n * kvw : 0}};
   }
 
   void forward(const LayerPass& p) const override {
@@ -238,16 +312,28 @@ class TransformerLayer final : public LayerType {
       rmsnorm_forward(a[kK], a[kRk], a[kKp], w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
                       pool);
     }
-    if (c.rope != RopeStyle::kNone) {
-      rope_rotate(a[kQ], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false, pool);
-      rope_rotate(a[kK], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false,
+    if (c.rope != RopeStyle::kNone) {  // (nexus-ltm: positions within the segment)
+      rope_rotate(a[kQ], n, as.t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false,
+                  pool);
+      rope_rotate(a[kK], n, as.t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false,
                   pool);
     }
     p.keep(kQ, n * qw);
     p.keep(kK, n * kvw);
     p.keep(kV, n * kvw);
-    attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
-    p.keep(kAtt, as.b * c.n_heads * t * t);
+    if (c.memory_segment) {
+      // Each segment's own attention, the read of the memory the segments before it wrote, and
+      // their gated mix.
+      attention_forward(a[kAdot], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
+      memory_forward(memory_args(p), pool);
+      p.keep(kAtt, as.b * c.n_heads * as.t * as.t);
+      p.keep(kAdot, n * qw);
+      p.keep(kYmem, n * qw);
+      gate_mix(a[kAtty], a[kYmem], a[kAdot], w.memory_gate, n, c.n_heads, c.head_dim);
+    } else {
+      attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
+      p.keep(kAtt, as.b * c.n_heads * t * t);
+    }
     p.keep(kAtty, n * qw);
     // The projections are written where their sum with the residual goes (no scratch). Tensor
     // parallel: each rank's partial product, rank 0's with the residual and the bias, summed.
@@ -313,11 +399,37 @@ class TransformerLayer final : public LayerType {
     p.zero(s[kDatty], n * qw);
     matmul_backward(s[kDatty], gw.wo, p.dres, a[kAtty], w.wo, n, qw, d, pool, bf16, gw.bo);
     p.round_grad(s[kDatty], n * qw);
-    attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
-                       p.attn_scratch, pool);
+    if (c.memory_segment) {
+      // The gate: d ymem = g datty, d adot = (1 - g) datty (in place), d gate = sum datty
+      // (ymem - adot) g (1 - g).
+      for (int64_t h = 0; h < c.n_heads; ++h) {
+        const float g = sigmoid(w.memory_gate[h]);
+        double dg = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t o = (i * c.n_heads + h) * c.head_dim;
+          for (int64_t x = 0; x < c.head_dim; ++x) {
+            const float dy = s[kDatty][o + x];
+            dg += static_cast<double>(dy) * (a[kYmem][o + x] - a[kAdot][o + x]);
+            s[kDymem][o + x] = g * dy;
+            s[kDatty][o + x] = (1.0f - g) * dy;
+          }
+        }
+        gw.memory_gate[h] += static_cast<float>(dg) * g * (1.0f - g);
+      }
+      attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
+                         p.attn_scratch, pool);
+      memory_backward({memory_args(p), s[kDymem], s[kDqm], s[kDkm], s[kDvm]}, pool);
+      add_inplace(s[kDq], s[kDqm], n * qw);
+      add_inplace(s[kDk], s[kDkm], n * kvw);
+      add_inplace(s[kDv], s[kDvm], n * kvw);
+    } else {
+      attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
+                         p.attn_scratch, pool);
+    }
     if (c.rope != RopeStyle::kNone) {
-      rope_rotate(s[kDq], n, t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true, pool);
-      rope_rotate(s[kDk], n, t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true,
+      rope_rotate(s[kDq], n, as.t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true,
+                  pool);
+      rope_rotate(s[kDk], n, as.t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true,
                   pool);
     }
     float *dq = s[kDq], *dk = s[kDk];
@@ -363,8 +475,13 @@ class TransformerLayer final : public LayerType {
     if (selective) {
       // The probabilities and output from the block's (rounded) q, k and v, by the forward's own
       // op (which rounds them only after computing both, as here).
-      attention_forward(a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as, p.pool);
-      p.keep_only(a[kAtt], as.b * c.n_heads * t * t);
+      attention_forward(c.memory_segment ? a[kAdot] : a[kAtty], a[kAtt], a[kQ], a[kK], a[kV], as,
+                        p.pool);
+      p.keep_only(a[kAtt], as.b * c.n_heads * as.t * as.t);
+      if (c.memory_segment) {  // mixed again with the kept memory read
+        p.keep_only(a[kAdot], n * qw);
+        gate_mix(a[kAtty], a[kYmem], a[kAdot], weights(p).memory_gate, n, c.n_heads, c.head_dim);
+      }
       p.keep_only(a[kAtty], n * qw);
     }
   }

@@ -11,6 +11,13 @@ namespace nexus::train {
 
 Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
   if (arch == "llama") return Status::ok();
+  if (arch == "nexus-ltm") {
+    // The llama block with a long-term memory over segments of 64 tokens (--memory-segment).
+    cfg.arch = Arch::kLtm;
+    cfg.arch_name = arch;
+    cfg.memory_segment = 64;
+    return Status::ok();
+  }
   if (arch == "qwen2" || arch == "qwen3") {
     // qwen2: q/k/v biases; qwen3: per-head q/k RMSNorm; both NeoX RoPE, Qwen's base and epsilon.
     cfg.arch = arch == "qwen2" ? Arch::kQwen2 : Arch::kQwen3;
@@ -55,8 +62,9 @@ Status set_shape_arch(ModelConfig& cfg, const std::string& arch) {
     return Status::ok();
   }
   if (arch != "gpt2")
-    return Status::error("--arch: unknown architecture '" + arch +
-                         "' (trainable: llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid)");
+    return Status::error(
+        "--arch: unknown architecture '" + arch +
+        "' (trainable: llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid, nexus-ltm)");
   cfg.arch = Arch::kGpt2;
   cfg.arch_name = "gpt2";
   cfg.rope = RopeStyle::kNone;

@@ -94,6 +94,10 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq, bo
     if (c.rope == RopeStyle::kNeox) return Status::error(w + "granitehybrid uses llama's RoPE or none");
     return Status::ok();
   }
+  if (c.arch == Arch::kLtm && (c.memory_segment <= 0 || seq % c.memory_segment != 0))
+    return Status::error(w + "nexus-ltm: seq " + std::to_string(seq) +
+                         " must be a whole number of memory segments of " +
+                         std::to_string(c.memory_segment));
   const bool qwen = c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3;
   if (c.rope != (qwen ? RopeStyle::kNeox : RopeStyle::kNormal))
     return Status::error(w + (qwen ? std::string(c.arch == Arch::kQwen2 ? "qwen2" : "qwen3") +

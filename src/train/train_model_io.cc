@@ -59,8 +59,9 @@ void TrainModel::init_random(const InitOptions& init) {
   for (const ParamInfo& info : infos_) {
     float* p = params_ + info.offset;
     if (init_ssm(info, p, rng)) continue;
-    if (info.shape.size() == 1) {  // norm weights 1, biases 0
-      std::fill(p, p + info.numel, info.name.ends_with(".bias") ? 0.0f : 1.0f);
+    if (info.shape.size() == 1) {  // norm weights 1, biases and memory gates 0 (an even mix)
+      const bool zero = info.name.ends_with(".bias") || info.name.ends_with(".memory_gate");
+      std::fill(p, p + info.numel, zero ? 0.0f : 1.0f);
       continue;
     }
     const bool out_proj = info.name.ends_with("attn_output.weight") ||

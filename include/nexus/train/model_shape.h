@@ -16,7 +16,8 @@ namespace nexus::train {
 Result<ModelConfig> parse_model_shape(const std::string& spec, const std::string& flag = "--shape");
 
 // Turns a parsed shape into the named architecture: "llama" (as parsed), "qwen2"/"qwen3", "gpt2"
-// (learned positions, LayerNorm, GELU, biases; no RoPE), "mamba"/"mamba2" (heads, kv_heads and
+// (learned positions, LayerNorm, GELU, biases; no RoPE), "nexus-ltm" (llama with a long-term
+// memory over segments of 64 tokens), "mamba"/"mamba2" (heads, kv_heads and
 // ffn are the scan's heads, B/C groups and inner width) or "granitehybrid" (the attention layers'
 // sizes as given, Mamba-2 layers between them). Errors name the unknown architecture.
 Status set_shape_arch(ModelConfig& cfg, const std::string& arch);

@@ -1,0 +1,49 @@
+// Arguments of the compressive memory op (ops/memory.h): Infini-attention's long-term memory, a
+// linear associative memory per sequence and key/value head written with the delta rule after
+// each segment of tokens and read by the next segments' queries.
+#pragma once
+
+#include <cstdint>
+
+namespace nexus {
+
+// Per sequence and key/value head g (read by the query heads h with g = h / (heads / kv_heads)),
+// from the memory M_g [head_dim x head_dim] and normaliser z_g [head_dim] in `state` (zeros when
+// null), over the t tokens of the sequence in segments of `segment` tokens (the last may be
+// shorter): each segment's queries read the memory of the segments before it,
+//   y[i][h] = phi(q[i][h])^T M_g / (phi(q[i][h]) . z_g + eps),
+// and then the segment is written with the delta rule (every key read against the memory before
+// the segment),
+//   M_g += sum_i phi(k[i][g]) (v[i][g] - phi(k[i][g])^T M_g / (phi(k[i][g]) . z_g + eps))^T,
+//   z_g += sum_i phi(k[i][g]),
+// with phi(x) = elu(x) + 1 (positive) and eps = kMemoryEps.
+struct MemoryArgs {
+  const float* q;  // [b * t][heads * head_dim]
+  const float* k;  // [b * t][kv_heads * head_dim]
+  const float* v;  // [b * t][kv_heads * head_dim]
+  float* y;        // [b * t][heads * head_dim]
+  // [b][segments][kv_heads][memory_floats]: the memory before each segment (for the backward);
+  // null: not kept.
+  float* saved;
+  // [b][kv_heads][memory_floats]: the memory to start from, replaced by the one after the last
+  // segment (inference); null: zeros, nothing kept.
+  float* state;
+  int64_t b, t, segment, heads, kv_heads, head_dim;
+};
+
+// The backward from a zero starting memory, through every segment: dq, dk and dv written.
+struct MemoryBackwardArgs {
+  MemoryArgs fwd;  // the forward's inputs, `saved` filled by it (state unused)
+  const float* dy;
+  float* dq;
+  float* dk;
+  float* dv;
+};
+
+constexpr float kMemoryEps = 1e-6f;
+
+// Floats of one head's memory: M then z.
+inline int64_t memory_floats(int64_t head_dim) { return head_dim * head_dim + head_dim; }
+inline int64_t memory_segments(int64_t t, int64_t segment) { return (t + segment - 1) / segment; }
+
+}  // namespace nexus

@@ -1,0 +1,40 @@
+// Compressive memory front-ends: shape checks, a profiler span, then the device's kernel.
+#include "ops/memory.h"
+
+#include <string>
+
+#include "ops/op_span.h"
+
+namespace nexus {
+namespace {
+
+void check(const MemoryArgs& a, const char* op) {
+  NEXUS_CHECK(a.b >= 1 && a.t >= 1 && a.segment >= 1 && a.head_dim >= 1 && a.kv_heads >= 1 &&
+                  a.heads >= a.kv_heads && a.heads % a.kv_heads == 0,
+              std::string("[") + op + "] bad shape: heads " + std::to_string(a.heads) +
+                  ", kv heads " + std::to_string(a.kv_heads) + ", segment " +
+                  std::to_string(a.segment));
+}
+
+}  // namespace
+
+void memory_forward(const MemoryArgs& a, ThreadPool* pool, Device device) {
+  check(a, "memory");
+  NEXUS_CHECK(a.segment >= 1, "[memory] segment must be >= 1");
+  const int64_t dd = a.head_dim * a.head_dim;
+  NEXUS_OP_SPAN("memory", 4 * a.b * a.t * (2 * a.heads + 2 * a.kv_heads) * a.head_dim,
+                2 * a.b * a.t * (a.heads + 2 * a.kv_heads) * dd);
+  run_op(a, pool, device);
+}
+
+void memory_backward(const MemoryBackwardArgs& a, ThreadPool* pool, Device device) {
+  check(a.fwd, "memory_backward");
+  NEXUS_CHECK(a.fwd.saved != nullptr, "[memory_backward] needs the forward's saved memories");
+  const int64_t dd = a.fwd.head_dim * a.fwd.head_dim;
+  NEXUS_OP_SPAN("train.memory_backward",
+                8 * a.fwd.b * a.fwd.t * (2 * a.fwd.heads + 3 * a.fwd.kv_heads) * a.fwd.head_dim,
+                6 * a.fwd.b * a.fwd.t * (a.fwd.heads + 2 * a.fwd.kv_heads) * dd);
+  run_op(a, pool, device);
+}
+
+}  // namespace nexus

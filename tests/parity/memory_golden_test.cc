@@ -1,0 +1,122 @@
+// The compressive memory op (backends/api/memory.h) against PyTorch: outputs and the gradients of
+// q, k and v from autograd in float64 (scripts/gen_memory_fixtures.py), with segment lengths that
+// divide the sequence and that do not, grouped and one-to-one key/value heads; its backward
+// against central finite differences; and one call over a sequence against the same sequence fed
+// a segment at a time with the memory carried in `state`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "ops/memory.h"
+#include "test_paths.h"
+
+namespace nexus {
+namespace {
+
+std::vector<float> floats(const nlohmann::json& j) { return j.get<std::vector<float>>(); }
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, scale)) << what << " at " << i;
+}
+
+TEST(MemoryGolden, MatchesPyTorchAutograd) {
+  std::ifstream in(test::fixtures_dir() + "/memory/infini.json");
+  ASSERT_TRUE(in) << "tests/fixtures/memory/infini.json (scripts/gen_memory_fixtures.py)";
+  const nlohmann::json cases = nlohmann::json::parse(in);
+  ASSERT_EQ(cases.size(), 3u);
+  for (const nlohmann::json& c : cases) {
+    const int64_t b = c["b"], t = c["t"], seg = c["segment"], heads = c["heads"],
+                  kv = c["kv_heads"], d = c["head_dim"];
+    const std::string what = "t " + std::to_string(t) + " segment " + std::to_string(seg);
+    const std::vector<float> q = floats(c["q"]), k = floats(c["k"]), v = floats(c["v"]),
+                             dy = floats(c["dy"]);
+    std::vector<float> y(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<float> saved(
+        static_cast<size_t>(b * memory_segments(t, seg) * kv * memory_floats(d)));
+    ThreadPool pool(2);
+    const MemoryArgs a{q.data(), k.data(), v.data(), y.data(), saved.data(), nullptr,
+                       b,        t,        seg,      heads,    kv,           d};
+    memory_forward(a, &pool);
+    expect_close(y, floats(c["y"]), 1e-5, what + " y");
+    memory_backward({a, dy.data(), dq.data(), dk.data(), dv.data()}, &pool);
+    expect_close(dq, floats(c["dq"]), 1e-4, what + " dq");
+    expect_close(dk, floats(c["dk"]), 1e-4, what + " dk");
+    expect_close(dv, floats(c["dv"]), 1e-4, what + " dv");
+  }
+}
+
+std::vector<float> random(size_t n, unsigned seed, float scale = 0.6f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+TEST(MemoryGolden, BackwardMatchesFiniteDifferences) {
+  const int64_t b = 1, t = 7, seg = 3, heads = 2, kv = 1, d = 3;
+  std::vector<float> q = random(b * t * heads * d, 1), k = random(b * t * kv * d, 2),
+                     v = random(b * t * kv * d, 3), dy = random(b * t * heads * d, 4, 1.0f);
+  std::vector<float> saved(
+      static_cast<size_t>(b * memory_segments(t, seg) * kv * memory_floats(d)));
+  auto loss = [&]() {
+    std::vector<float> y(q.size());
+    memory_forward(
+        {q.data(), k.data(), v.data(), y.data(), nullptr, nullptr, b, t, seg, heads, kv, d});
+    double s = 0;
+    for (size_t i = 0; i < y.size(); ++i) s += double(y[i]) * dy[i];
+    return s;
+  };
+  std::vector<float> y(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+  const MemoryArgs a{q.data(), k.data(), v.data(), y.data(), saved.data(), nullptr,
+                     b,        t,        seg,      heads,    kv,           d};
+  memory_forward(a);
+  memory_backward({a, dy.data(), dq.data(), dk.data(), dv.data()});
+  for (auto [x, g, name] : {std::tuple{&q, &dq, "q"}, {&k, &dk, "k"}, {&v, &dv, "v"}})
+    for (size_t i = 0; i < x->size(); ++i) {
+      const float x0 = (*x)[i], h = 1e-2f;
+      (*x)[i] = x0 + h;
+      const double up = loss();
+      (*x)[i] = x0 - h;
+      const double down = loss();
+      (*x)[i] = x0;
+      const double num = (up - down) / (2 * h);
+      EXPECT_NEAR((*g)[i], num, 2e-2 * std::max(1.0, std::fabs(num))) << name << "[" << i << "]";
+    }
+}
+
+TEST(MemoryGolden, OneCallEqualsSegmentBySegmentWithTheStateCarried) {
+  const int64_t b = 2, t = 12, seg = 4, heads = 4, kv = 2, d = 8;
+  const std::vector<float> q = random(b * t * heads * d, 5), k = random(b * t * kv * d, 6),
+                           v = random(b * t * kv * d, 7);
+  std::vector<float> whole(q.size()), state_whole(static_cast<size_t>(b * kv * memory_floats(d)));
+  memory_forward({q.data(), k.data(), v.data(), whole.data(), nullptr, state_whole.data(), b, t,
+                  seg, heads, kv, d});
+  // Sequence by sequence and segment by segment, the memory carried in `state`.
+  std::vector<float> parts(q.size());
+  for (int64_t s = 0; s < b; ++s) {
+    std::vector<float> state(static_cast<size_t>(kv * memory_floats(d)), 0.0f);
+    for (int64_t i0 = 0; i0 < t; i0 += seg) {
+      const size_t r = static_cast<size_t>(s * t + i0);
+      memory_forward({q.data() + r * heads * d, k.data() + r * kv * d, v.data() + r * kv * d,
+                      parts.data() + r * heads * d, nullptr, state.data(), 1, seg, seg, heads, kv,
+                      d});
+    }
+    EXPECT_EQ(0, std::memcmp(state.data(), state_whole.data() + s * kv * memory_floats(d),
+                             state.size() * sizeof(float)));
+  }
+  EXPECT_EQ(parts, whole);
+  // The first segment reads an empty memory: nothing.
+  for (int64_t i = 0; i < seg * heads * d; ++i) EXPECT_EQ(whole[i], 0.0f);
+}
+
+}  // namespace
+}  // namespace nexus
