@@ -48,7 +48,7 @@ TEST(ModelLoader, LoadsTheUneditedFixture) {
 TEST(ModelLoader, UnknownArchitectureIsNamed) {
   expect_error(load_edited([](GgufWriter& w) { w.set_string("general.architecture", "mamba9"); },
                            ""),
-               "unsupported architecture 'mamba9' (supported: llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid)");
+               "unsupported architecture 'mamba9' (supported: llama, qwen2, qwen3, gpt2, mamba, mamba2, granitehybrid, nexus-ltm)");
 }
 
 TEST(ModelLoader, MissingTensorIsNamed) {
