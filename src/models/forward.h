@@ -5,12 +5,13 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "backends/cpu/kv_cache.h"
+#include "backends/cpu/ssm_state.h"
+#include "models/ltm_state.h"
 #include "nexus/core/allocator.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/model.h"
 #include "ops/decode_schedule.h"
-#include "backends/cpu/kv_cache.h"
-#include "backends/cpu/ssm_state.h"
 
 namespace nexus {
 
@@ -48,6 +49,11 @@ struct ForwardState {
   const int32_t* state_slot = nullptr;
   int64_t kv_index(int64_t l) const { return kv_slot ? kv_slot[l] : l; }
   int64_t state_index(int64_t l) const { return state_slot ? state_slot[l] : l; }
+  // nexus-ltm: each sequence's memory and segment (st.pos are then positions within the segment,
+  // and a batch holds one segment's tokens of each sequence); `mem` [n][n_heads * head_dim] takes
+  // the memory's reads.
+  LtmState* ltm = nullptr;
+  float* mem = nullptr;
   ThreadPool* pool = nullptr;
   Arena* scratch = nullptr;  // reset before each matmul
   // The decode step's matmul order, for the workers' prefetch of the next matmul (may be null).

@@ -164,6 +164,47 @@ void sum_partial(float* y, int64_t count, TensorParallel* tp) {
   if (tp != nullptr) tp->all_reduce_sum(y, count);
 }
 
+// nexus-ltm: the batch's reads of each sequence's memory mixed into its segment attention in
+// st.att, then its keys and values kept in the sequence's segment, which is written into the
+// memory when its last token comes (training's segments, a token at a time).
+void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+  NEXUS_CHECK(st.ltm != nullptr && st.mem != nullptr, "[nexus-ltm] no memory state in the context");
+  const int64_t n = st.n, d = c.head_dim, qw = c.n_heads * d, kvw = c.n_kv_heads * d;
+  const int64_t seg = c.memory_segment;
+  // Runs of one sequence's tokens read its memory as it was before their segment.
+  for (int64_t i0 = 0; i0 < n;) {
+    int64_t i1 = i0 + 1;
+    while (i1 < n && st.seq[i1] == st.seq[i0]) ++i1;
+    MemoryArgs a{st.q + i0 * qw,
+                 nullptr,
+                 nullptr,
+                 st.mem + i0 * qw,
+                 nullptr,
+                 st.ltm->memory(l, st.seq[i0]),
+                 1,
+                 i1 - i0,
+                 seg,
+                 c.n_heads,
+                 c.n_kv_heads,
+                 d};
+    a.write = false;
+    memory_forward(a, st.pool);
+    i0 = i1;
+  }
+  gate_mix(st.att, st.mem, st.att, w.memory_gate.data_as<const float>(), n, c.n_heads, d);
+  for (int64_t i = 0; i < n; ++i) {
+    const int s = st.seq[i];
+    const int32_t p = st.pos[i];
+    std::memcpy(st.ltm->keys(l, s) + p * kvw, st.k + i * kvw, kvw * sizeof(float));
+    std::memcpy(st.ltm->values(l, s) + p * kvw, st.v + i * kvw, kvw * sizeof(float));
+    if (p + 1 < seg) continue;
+    // The segment is complete: written into the memory (no reads).
+    memory_forward({nullptr, st.ltm->keys(l, s), st.ltm->values(l, s), nullptr, nullptr,
+                    st.ltm->memory(l, s), 1, seg, seg, c.n_heads, c.n_kv_heads, d},
+                   st.pool);
+  }
+}
+
 void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st,
                  TensorParallel* tp) {
   const int64_t n = st.n;
@@ -182,6 +223,7 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   }
   store_kv(l, st);
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
+  if (c.memory_segment) ltm_memory_infer(c, w, l, st);
   linear(w.wo, lead_bias(w.bo, tp), st.att, n, st.h, st, "attn_output");
   sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);

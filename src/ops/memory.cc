@@ -29,6 +29,8 @@ void memory_forward(const MemoryArgs& a, ThreadPool* pool, Device device) {
 
 void memory_backward(const MemoryBackwardArgs& a, ThreadPool* pool, Device device) {
   check(a.fwd, "memory_backward");
+  NEXUS_CHECK(a.fwd.q != nullptr && a.fwd.write,
+              "[memory_backward] differentiates reads and writes");
   NEXUS_CHECK(a.fwd.saved != nullptr, "[memory_backward] needs the forward's saved memories");
   const int64_t dd = a.fwd.head_dim * a.fwd.head_dim;
   NEXUS_OP_SPAN("train.memory_backward",

@@ -29,27 +29,46 @@ class ContextImpl {
         opts(o),
         pool(o.n_threads),
         // Attention layers only (a state-space model keeps one row-less layer for the positions).
-        kv(KvCacheLayout{std::max<int64_t>(1, m.config().n_attention_layers()), o.n_seq, o.n_ctx,
-                         m.config().n_kv_heads, m.config().head_dim, o.kv_type, o.kv_block,
-                         o.kv_blocks}) {
+        // nexus-ltm attends within a segment: its cache holds one segment a sequence.
+        kv(KvCacheLayout{std::max<int64_t>(1, m.config().n_attention_layers()), o.n_seq,
+                         m.config().memory_segment ? m.config().memory_segment : o.n_ctx,
+                         m.config().n_kv_heads, m.config().head_dim, o.kv_type,
+                         m.config().memory_segment ? 0 : o.kv_block, o.kv_blocks}) {
     const ModelConfig& c = m.config();
     const int64_t b = o.max_batch;
     const int64_t qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
     const AttentionParams ap{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, 1.0f};
     const size_t attn = c.n_heads > 0 ? attention_scratch_floats(ap, kvw) * pool.size() : 0;
     const size_t h_width = std::max(c.dim, qw);
-    const size_t sizes[] = {static_cast<size_t>(b * c.dim), b * h_width,
-                            static_cast<size_t>(b * qw),    static_cast<size_t>(b * kvw),
-                            static_cast<size_t>(b * kvw),   static_cast<size_t>(b * qw),
-                            static_cast<size_t>(b * c.ffn_dim), static_cast<size_t>(b * c.ffn_dim),
+    const size_t sizes[] = {static_cast<size_t>(b * c.dim),
+                            b * h_width,
+                            static_cast<size_t>(b * qw),
+                            static_cast<size_t>(b * kvw),
+                            static_cast<size_t>(b * kvw),
+                            static_cast<size_t>(b * qw),
+                            static_cast<size_t>(b * c.ffn_dim),
+                            static_cast<size_t>(b * c.ffn_dim),
                             static_cast<size_t>(b * (qw + 2 * kvw)),
-                            static_cast<size_t>(b * c.rope_dim), attn,
-                            static_cast<size_t>(ssm_scratch_floats(c, b))};
+                            static_cast<size_t>(b * c.rope_dim),
+                            attn,
+                            static_cast<size_t>(ssm_scratch_floats(c, b)),
+                            static_cast<size_t>(c.memory_segment ? b * qw : 0)};
     size_t total = 0;
     for (size_t s : sizes) total += (s * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
     activations = Arena(total, MemCategory::kActivations);
-    float** bufs[] = {&st.x, &st.h, &st.q, &st.k, &st.v, &st.att, &st.a, &st.b, &st.qkv,
-                      &st.rope_cs, &st.attn_scratch, &st.ssm_buf};
+    float** bufs[] = {&st.x,
+                      &st.h,
+                      &st.q,
+                      &st.k,
+                      &st.v,
+                      &st.att,
+                      &st.a,
+                      &st.b,
+                      &st.qkv,
+                      &st.rope_cs,
+                      &st.attn_scratch,
+                      &st.ssm_buf,
+                      &st.mem};
     for (size_t i = 0; i < std::size(sizes); ++i) *bufs[i] = activations.alloc_n<float>(sizes[i]);
     // Scratch for activation conversion in matmul: the most any weight needs for a full batch.
     size_t need = matmul_scratch_bytes(m.weights().output, b);
@@ -77,6 +96,11 @@ class ContextImpl {
       st.ssm = &*ssm;
       ssm_pos.assign(o.n_seq, 0);
     }
+    if (c.memory_segment) {
+      ltm.emplace(c.n_layers, o.n_seq, c.n_kv_heads, c.head_dim, c.memory_segment);
+      st.ltm = &*ltm;
+      ltm_pos.assign(o.n_seq, 0);
+    }
     if (c.hybrid()) {  // each kind of layer numbered on its own in its cache
       int32_t kv_n = 0, state_n = 0;
       for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -101,6 +125,10 @@ class ContextImpl {
   // rolled back, which a recurrent state cannot follow until it is cleared).
   std::optional<SsmState> ssm;
   std::vector<int32_t> ssm_pos;
+  // nexus-ltm: the memories and segments, and the position each sequence is at (the cache holds
+  // only its segment; -1: rolled back past a segment already in the memory).
+  std::optional<LtmState> ltm;
+  std::vector<int32_t> ltm_pos;
   std::vector<int32_t> kv_slot, state_slot;
   Arena activations;
   Arena scratch;
@@ -109,7 +137,65 @@ class ContextImpl {
   ForwardState st;
   std::vector<int32_t> out_rows;
   std::vector<int32_t> next_pos;
+  // Runs the forward over rows `rows` of `batch` (nexus-ltm: one segment's tokens of each
+  // sequence), their logits into `out` at the wanted rows' places among all the batch's.
+  Status run_rows(const Batch& batch, const std::vector<int64_t>& rows, std::vector<float>* out,
+                  Context::Output what);
+  std::vector<int32_t> sub_token, sub_pos, sub_seq, sub_out;
+  std::vector<float> sub_logits;
 };
+
+Status ContextImpl::run_rows(const Batch& batch, const std::vector<int64_t>& rows,
+                             std::vector<float>* out, Context::Output what) {
+  const ModelConfig& c = model.config();
+  const int32_t seg = static_cast<int32_t>(c.memory_segment);
+  const int64_t width = what == Context::Output::kHidden ? c.dim : c.n_vocab;
+  const auto m = static_cast<int64_t>(rows.size());
+  sub_token.clear();
+  sub_pos.clear();
+  sub_seq.clear();
+  sub_out.clear();
+  std::vector<int64_t> out_at;  // each wanted row's place among the batch's wanted rows
+  std::vector<int32_t> end(static_cast<size_t>(opts.n_seq), -1);
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t i = rows[static_cast<size_t>(j)];
+    sub_token.push_back(batch.token[i]);
+    sub_pos.push_back(batch.pos[i] % seg);
+    sub_seq.push_back(batch.seq[i]);
+    end[batch.seq[i]] = batch.pos[i] % seg + 1;
+    const auto w = std::find(out_rows.begin(), out_rows.end(), static_cast<int32_t>(i));
+    if (w != out_rows.end()) {
+      sub_out.push_back(static_cast<int32_t>(j));
+      out_at.push_back(w - out_rows.begin());
+    }
+  }
+  for (int s = 0; s < opts.n_seq; ++s)
+    if (end[s] > 0)
+      if (Status r = kv.reserve(s, end[s]); !r) return r;
+  sub_logits.resize(sub_out.size() * static_cast<size_t>(width));
+  st.n = m;
+  st.token = sub_token.data();
+  st.pos = sub_pos.data();
+  st.seq = sub_seq.data();
+  st.out_rows = sub_out.data();
+  st.n_out = static_cast<int64_t>(sub_out.size());
+  st.logits = sub_logits.data();
+  st.hidden_only = what == Context::Output::kHidden;
+  embed_rows(model.weights().tok_embd, sub_token, st.x);
+  rope_table(st.pos, m, c.rope_dim, c.rope_theta, st.rope_cs);  // positions within the segment
+  try {
+    const ScopedAttentionImpl attention_impl(opts.attention);
+    forward_model(model, st);
+  } catch (const Error& e) {
+    return Status::error(e.what());
+  }
+  for (size_t k = 0; k < out_at.size(); ++k)
+    std::copy_n(sub_logits.data() + k * width, width, out->data() + out_at[k] * width);
+  // A completed segment is in the memory now: the cache starts the next one.
+  for (int s = 0; s < opts.n_seq; ++s)
+    if (end[s] > 0) kv.set_len(s, end[s] == seg ? 0 : end[s]);
+  return Status::ok();
+}
 
 Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
 Context::~Context() = default;
@@ -162,7 +248,13 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
                          std::to_string(im.opts.max_batch));
   // Positions of each sequence must continue its cache without gaps.
   std::vector<int32_t>& next = im.next_pos;
-  for (int s = 0; s < im.opts.n_seq; ++s) next[s] = im.kv.len(s);
+  for (int s = 0; s < im.opts.n_seq; ++s) next[s] = im.ltm ? im.ltm_pos[s] : im.kv.len(s);
+  if (im.ltm)
+    for (int64_t i = 0; i < n; ++i)
+      if (batch.seq[i] >= 0 && batch.seq[i] < im.opts.n_seq && im.ltm_pos[batch.seq[i]] < 0)
+        return Status::error("sequence " + std::to_string(batch.seq[i]) +
+                             ": rolled back past a segment its long-term memory holds; clear "
+                             "the sequence from position 0 and decode it again");
   for (int64_t i = 0; i < n; ++i) {
     const int32_t t = batch.token[i], s = batch.seq[i], p = batch.pos[i];
     if (t < 0 || t >= c.n_vocab)
@@ -197,6 +289,28 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
       if (batch.want_logits[i]) im.out_rows.push_back(static_cast<int32_t>(i));
   }
   logits->resize(im.out_rows.size() * (what == Output::kHidden ? c.dim : c.n_vocab));
+  if (im.ltm) {
+    // One segment of each sequence at a time: round r holds each sequence's tokens in the r-th
+    // segment it has in the batch (the cache holds a segment; the memory is written between).
+    const int64_t seg = c.memory_segment;
+    std::vector<int32_t> first(im.opts.n_seq, -1);
+    std::vector<std::vector<int64_t>> rounds;
+    for (int64_t i = 0; i < n; ++i) {
+      const int s = batch.seq[i];
+      const int32_t k = batch.pos[i] / static_cast<int32_t>(seg);
+      if (first[s] < 0) first[s] = k;
+      const auto r = static_cast<size_t>(k - first[s]);
+      if (rounds.size() <= r) rounds.resize(r + 1);
+      rounds[r].push_back(i);
+    }
+    for (const std::vector<int64_t>& rows : rounds)
+      if (Status st = im.run_rows(batch, rows, logits, what); !st) {
+        for (int64_t i = 0; i < n; ++i) im.ltm_pos[batch.seq[i]] = -1;  // part-way through
+        return st;
+      }
+    for (int64_t i = 0; i < n; ++i) im.ltm_pos[batch.seq[i]] = batch.pos[i] + 1;
+    return Status::ok();
+  }
 
   ForwardState& st = im.st;
   st.n = n;
@@ -241,6 +355,26 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
 void Context::clear_seq(int seq, int32_t from_pos) {
   ContextImpl& im = *impl_;
   if (seq < 0 || seq >= im.opts.n_seq) return;
+  if (im.ltm) {
+    // Within the segment being filled the cache rolls back; past its start the memory would
+    // have to forget a segment, which it cannot.
+    const int32_t seg = static_cast<int32_t>(im.model.config().memory_segment);
+    const int32_t at = im.ltm_pos[seq];
+    if (from_pos <= 0) {
+      im.ltm->reset(seq);
+      im.ltm_pos[seq] = 0;
+      im.kv.clear(seq, 0);
+    } else if (at >= 0 && from_pos < at) {
+      const int32_t start = at - (at % seg == 0 ? seg : at % seg);
+      if (from_pos >= start && at % seg != 0) {
+        im.kv.clear(seq, from_pos - start);
+        im.ltm_pos[seq] = from_pos;
+      } else {
+        im.ltm_pos[seq] = -1;
+      }
+    }
+    return;
+  }
   if (im.ssm) {
     if (from_pos <= 0) {
       im.ssm->reset(seq);
@@ -259,6 +393,17 @@ Status Context::share_prefix(int src, int dst, int32_t n_pos) {
                          std::to_string(dst) + " must differ and lie in [0, " +
                          std::to_string(n) + ")");
   ContextImpl& im = *impl_;
+  if (im.ltm) {
+    // The memory and the segment are the latest position's: shared whole or not at all.
+    if (n_pos != im.ltm_pos[src])
+      return Status::error("share_prefix: sequence " + std::to_string(src) +
+                           " has a long-term memory at position " +
+                           std::to_string(im.ltm_pos[src]) + ", not at " + std::to_string(n_pos));
+    NEXUS_RETURN_IF_ERROR(im.kv.share_prefix(src, dst, im.kv.len(src)));
+    im.ltm->copy(src, dst);
+    im.ltm_pos[dst] = n_pos;
+    return Status::ok();
+  }
   if (im.ssm) {
     // A recurrent state is that of its latest position only: it is shared whole or not at all.
     if (n_pos != im.kv.len(src) || im.ssm_pos[src] != n_pos)
@@ -277,6 +422,7 @@ Status Context::share_prefix(int src, int dst, int32_t n_pos) {
 Status Context::share_prefix(int src, int dst, const RecurrentSnapshot& snap) {
   ContextImpl& im = *impl_;
   const int n = im.opts.n_seq;
+  if (im.ltm) return restore_state(dst, snap);  // a segment boundary's snapshot needs no cache
   if (!im.ssm) return Status::error("share_prefix: the model has no recurrent state to restore");
   if (src < 0 || src >= n || dst < 0 || dst >= n || src == dst)
     return Status::error("share_prefix: sequences " + std::to_string(src) + " and " +
@@ -295,6 +441,20 @@ Status Context::share_prefix(int src, int dst, const RecurrentSnapshot& snap) {
 
 Status Context::save_state(int seq, RecurrentSnapshot* out) const {
   const ContextImpl& im = *impl_;
+  if (im.ltm) {
+    // At a segment boundary the memory is the sequence's whole state (the cache is empty).
+    const int64_t seg = im.model.config().memory_segment;
+    if (seq < 0 || seq >= im.opts.n_seq || im.ltm_pos[seq] < 0 || im.ltm_pos[seq] % seg != 0)
+      return Status::error(
+          "save_state: a nexus-ltm sequence is saved at a segment boundary (a "
+          "multiple of " +
+          std::to_string(seg) + " positions); sequence " + std::to_string(seq) + " is at " +
+          std::to_string(seq >= 0 && seq < im.opts.n_seq ? im.ltm_pos[seq] : -1));
+    out->pos = im.ltm_pos[seq];
+    out->state.resize(static_cast<size_t>(im.ltm->seq_floats()));
+    im.ltm->save(seq, out->state.data());
+    return Status::ok();
+  }
   if (!im.ssm) return Status::error("save_state: the model has no recurrent state");
   if (seq < 0 || seq >= im.opts.n_seq)
     return Status::error("save_state: sequence " + std::to_string(seq) + " out of range [0, " +
@@ -310,6 +470,19 @@ Status Context::save_state(int seq, RecurrentSnapshot* out) const {
 
 Status Context::restore_state(int seq, const RecurrentSnapshot& snap) {
   ContextImpl& im = *impl_;
+  if (im.ltm) {
+    const int64_t seg = im.model.config().memory_segment;
+    if (seq < 0 || seq >= im.opts.n_seq || snap.pos < 0 || snap.pos % seg != 0 ||
+        static_cast<int64_t>(snap.state.size()) != im.ltm->seq_floats())
+      return Status::error(
+          "restore_state: not a nexus-ltm snapshot of this model at a segment "
+          "boundary (position " +
+          std::to_string(snap.pos) + ", " + std::to_string(snap.state.size()) + " floats)");
+    im.ltm->load(seq, snap.state.data());
+    im.kv.clear(seq, 0);
+    im.ltm_pos[seq] = snap.pos;
+    return Status::ok();
+  }
   if (!im.ssm) return Status::error("restore_state: the model has no recurrent state");
   if (seq < 0 || seq >= im.opts.n_seq)
     return Status::error("restore_state: sequence " + std::to_string(seq) + " out of range [0, " +
@@ -332,7 +505,9 @@ Context::KvUsage Context::kv_usage() const {
   return {kv.block_size(), kv.n_blocks(), kv.n_blocks() - kv.free_blocks()};
 }
 
-int32_t Context::seq_len(int seq) const { return impl_->kv.len(seq); }
+int32_t Context::seq_len(int seq) const {
+  return impl_->ltm ? std::max(0, impl_->ltm_pos[seq]) : impl_->kv.len(seq);
+}
 
 Context::RecurrentState Context::recurrent_state(int seq, int64_t layer) const {
   const ContextImpl& im = *impl_;
@@ -349,7 +524,8 @@ Context::RecurrentState Context::recurrent_state(int seq, int64_t layer) const {
 const ContextOptions& Context::options() const { return impl_->opts; }
 const Model& Context::model() const { return impl_->model; }
 size_t Context::kv_bytes() const {
-  return impl_->kv.bytes() + (impl_->ssm ? impl_->ssm->bytes() : 0);
+  return impl_->kv.bytes() + (impl_->ssm ? impl_->ssm->bytes() : 0) +
+         (impl_->ltm ? impl_->ltm->bytes() : 0);
 }
 
 }  // namespace nexus

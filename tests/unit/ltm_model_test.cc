@@ -1,11 +1,18 @@
-// nexus-ltm in training: the model's gradients (through the memory, its gate and the segments'
+// nexus-ltm: in training, the model's gradients (through the memory, its gate and the segments'
 // attention) against finite differences, the memory-saving modes giving the default's gradients,
-// and the long-term memory as the only path between segments.
+// and the long-term memory as the only path between segments; in inference, the exported model's
+// logits equal training's whether the sequence comes in one call, a token at a time or in uneven
+// pieces, the cache and memory do not grow with the context, and a snapshot at a segment boundary
+// resumes bit-exactly.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
+#include "nexus/context.h"
+#include "nexus/model.h"
 #include "nexus/train/train_model.h"
 #include "train_grad_util.h"
 
@@ -129,6 +136,104 @@ TEST(LtmModel, SequencesMustBeWholeSegments) {
   ASSERT_FALSE(m);
   EXPECT_NE(m.status().message().find("whole number of memory segments of 4"), std::string::npos)
       << m.status().message();
+}
+
+// Logits [n][vocab] of `tokens` fed to a context in pieces of the given sizes (0: one call).
+std::vector<float> infer(const Model& m, const std::vector<int32_t>& tokens, int64_t piece,
+                         int64_t n_ctx = 64, size_t* kv_bytes = nullptr) {
+  ContextOptions o;
+  o.n_ctx = n_ctx;
+  o.kv_type = DType::kF32;
+  auto ctx = Context::create(m, o);
+  EXPECT_TRUE(ctx) << ctx.status().message();
+  std::vector<float> all, out;
+  const auto n = static_cast<int64_t>(tokens.size());
+  for (int64_t i0 = 0; i0 < n;) {
+    const int64_t i1 = piece ? std::min(n, i0 + piece + (i0 % 3)) : n;  // uneven pieces
+    Batch b;
+    for (int64_t i = i0; i < i1; ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, true);
+    EXPECT_TRUE(ctx.value()->decode(b, &out));
+    all.insert(all.end(), out.begin(), out.end());
+    i0 = i1;
+  }
+  if (kv_bytes) *kv_bytes = ctx.value()->kv_bytes();
+  return all;
+}
+
+TEST(LtmModel, InferenceGivesTrainingsLogitsInAnyPieces) {
+  auto m = model();
+  const Data d = data(24, 3);
+  m->forward(d.tokens, d.targets, 2, 12, false);
+  const std::vector<float> want = m->logits();
+  const std::string path = ::testing::TempDir() + "/ltm_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(m->export_gguf(path));
+  auto loaded = Model::load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_EQ(loaded.value()->config().memory_segment, 4);
+  const std::vector<int32_t> first(d.tokens.begin(), d.tokens.begin() + 12);
+  for (int64_t piece : {0, 1, 2, 5}) {
+    const std::vector<float> got = infer(*loaded.value(), first, piece);
+    ASSERT_EQ(got.size(), 12u * 20);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-4) << "piece " << piece << " at " << i;
+  }
+}
+
+TEST(LtmModel, CacheAndMemoryDoNotGrowWithTheContext) {
+  auto m = model();
+  const std::string path =
+      ::testing::TempDir() + "/ltm_ctx_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(m->export_gguf(path));
+  auto loaded = Model::load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 300; ++i) tokens.push_back((i * 13 + 7) % 20);
+  size_t short_bytes = 0, long_bytes = 0;
+  infer(*loaded.value(), std::vector<int32_t>(tokens.begin(), tokens.begin() + 16), 0, 64,
+        &short_bytes);
+  const std::vector<float> logits = infer(*loaded.value(), tokens, 7, 4096, &long_bytes);
+  EXPECT_EQ(short_bytes, long_bytes);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(LtmModel, ASnapshotAtASegmentBoundaryResumesBitExactly) {
+  auto m = model();
+  const std::string path =
+      ::testing::TempDir() + "/ltm_snap_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(m->export_gguf(path));
+  auto loaded = Model::load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(loaded);
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.n_seq = 2;
+  auto ctx = Context::create(*loaded.value(), o);
+  ASSERT_TRUE(ctx);
+  Context& c = *ctx.value();
+  auto feed = [&](int seq, int32_t from, int32_t to, std::vector<float>* out) {
+    Batch b;
+    for (int32_t i = from; i < to; ++i) b.add((i * 11 + 1) % 20, i, seq, true);
+    return c.decode(b, out);
+  };
+  std::vector<float> out, a, b2;
+  ASSERT_TRUE(feed(0, 0, 8, &out));
+  RecurrentSnapshot snap;
+  ASSERT_TRUE(c.save_state(0, &snap));
+  EXPECT_EQ(snap.pos, 8);
+  ASSERT_TRUE(feed(0, 8, 14, &a));
+  ASSERT_TRUE(c.restore_state(1, snap));
+  ASSERT_TRUE(feed(1, 8, 14, &b2));
+  EXPECT_EQ(a, b2);
+  // Mid-segment there is no snapshot; rolling back inside the segment is fine, past it is not.
+  EXPECT_FALSE(c.save_state(0, &snap));
+  c.clear_seq(0, 13);
+  EXPECT_EQ(c.seq_len(0), 13);
+  ASSERT_TRUE(feed(0, 13, 14, &out));
+  c.clear_seq(0, 9);  // segment 2 starts at 12
+  const Status past = feed(0, 9, 10, &out);
+  EXPECT_NE(past.message().find("rolled back past a segment"), std::string::npos) << past.message();
 }
 
 }  // namespace

@@ -16,9 +16,10 @@ namespace nexus {
 // the segment),
 //   M_g += sum_i phi(k[i][g]) (v[i][g] - phi(k[i][g])^T M_g / (phi(k[i][g]) . z_g + eps))^T,
 //   z_g += sum_i phi(k[i][g]),
-// with phi(x) = elu(x) + 1 (positive) and eps = kMemoryEps.
+// with phi(x) = elu(x) + 1 (positive) and eps = kMemoryEps. Inference reads the segment it is
+// filling without writing it (`write` false) and writes it once complete (q null: no reads).
 struct MemoryArgs {
-  const float* q;  // [b * t][heads * head_dim]
+  const float* q;  // [b * t][heads * head_dim]; null: no reads (y untouched)
   const float* k;  // [b * t][kv_heads * head_dim]
   const float* v;  // [b * t][kv_heads * head_dim]
   float* y;        // [b * t][heads * head_dim]
@@ -29,6 +30,7 @@ struct MemoryArgs {
   // segment (inference); null: zeros, nothing kept.
   float* state;
   int64_t b, t, segment, heads, kv_heads, head_dim;
+  bool write = true;  // false: the segments are read only (the memory stays as it was)
 };
 
 // The backward from a zero starting memory, through every segment: dq, dk and dv written.

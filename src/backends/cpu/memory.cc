@@ -53,7 +53,7 @@ void memory_run(const MemoryArgs& a, ThreadPool* pool) {
       const int64_t i0 = j * a.segment, i1 = std::min(a.t, i0 + a.segment);
       if (a.saved)
         std::copy(mem.begin(), mem.end(), a.saved + ((s * segs + j) * a.kv_heads + g) * mf);
-      for (int64_t i = i0; i < i1; ++i)
+      for (int64_t i = i0; i < (a.q ? i1 : i0); ++i)
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           const float* q = a.q + (s * a.t + i) * qw + h * d;
           for (int64_t x = 0; x < d; ++x) f[x] = phi(q[x]);
@@ -62,6 +62,7 @@ void memory_run(const MemoryArgs& a, ThreadPool* pool) {
           for (int64_t c = 0; c < d; ++c) y[c] /= den;
         }
       // The delta rule: every key reads the memory before the segment.
+      if (!a.write) continue;
       std::fill(upd.begin(), upd.end(), 0.0f);
       for (int64_t i = i0; i < i1; ++i) {
         const float* k = a.k + (s * a.t + i) * kw + g * d;
