@@ -25,11 +25,19 @@ int info_main(int argc, char** argv) {
   std::printf("file:          %s (%zu bytes, GGUF v%u)\n", path.c_str(), g.file_size(), g.version());
   std::printf("architecture:  %s\n", arch.c_str());
   if (auto n = g.get_string("general.name")) std::printf("name:          %s\n", n->c_str());
-  static const char* kHyper[] = {"context_length", "embedding_length", "block_count",
-                                 "feed_forward_length", "attention.head_count",
-                                 "attention.head_count_kv", "attention.key_length",
-                                 "rope.freq_base", "attention.layer_norm_rms_epsilon",
-                                 "attention.layer_norm_epsilon", "attention.sliding_window"};
+  static const char* kHyper[] = {"context_length",
+                                 "embedding_length",
+                                 "block_count",
+                                 "feed_forward_length",
+                                 "attention.head_count",
+                                 "attention.head_count_kv",
+                                 "attention.key_length",
+                                 "rope.freq_base",
+                                 "attention.layer_norm_rms_epsilon",
+                                 "attention.layer_norm_epsilon",
+                                 "attention.sliding_window",
+                                 "memory.kind",
+                                 "memory.segment_length"};
   for (const char* k : kHyper)
     if (const GgufValue* v = g.find(arch + "." + k))
       std::printf("  %-34s %s\n", k, v->to_string().c_str());

@@ -11,6 +11,7 @@
 #include "nexus/model.h"
 #include "nexus/profile.h"
 #include "nexus/runtime/generator.h"
+#include "nexus/runtime/memory_stats.h"
 #include "nexus/tokenizer.h"
 #include "tensor_parallel_cli.h"
 
@@ -46,7 +47,8 @@ int run_main(int argc, char** argv) {
   app.add_option("-s,--seed", seed, "RNG seed (-1: random; printed with the statistics)")
       ->capture_default_str();
   app.add_option("-t,--threads", threads, "threads")->capture_default_str();
-  app.add_option("-c,--ctx-size", n_ctx, "context size (0: the model's, at most 4096)")
+  app.add_option("-c,--ctx-size", n_ctx,
+                 "context size (0: the model's, at most 4096; nexus-ltm: 4096)")
       ->capture_default_str();
   app.add_option("-b,--batch-size", n_batch, "prompt tokens per forward pass")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
@@ -68,6 +70,9 @@ int run_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--ignore-eos", g.ignore_eos, "keep generating after end-of-text tokens");
   app.add_flag("--no-bos", no_bos, "do not prepend BOS to the prompt");
+  bool show_memory = false;
+  app.add_flag("--memory-stats", show_memory,
+               "nexus-ltm: print the long-term memory's use per layer after generating");
   int tp_size = 1;
   app.add_option("--tp", tp_size,
                  "tensor parallel over this many ranks (under mpirun -np N): each holds its "
@@ -114,7 +119,11 @@ int run_main(int argc, char** argv) {
   auto tok = Tokenizer::from_gguf((*model)->gguf());
   if (!tok) return tp.fail("run", tok.status().message());
   ContextOptions co;
-  co.n_ctx = n_ctx > 0 ? n_ctx : std::min<int64_t>((*model)->config().n_ctx_train, 4096);
+  // (nexus-ltm's cache and memory do not grow with the context: 4096 however short it trained.)
+  const ModelConfig& mcfg = (*model)->config();
+  co.n_ctx = n_ctx > 0                 ? n_ctx
+             : mcfg.memory_segment > 0 ? 4096
+                                       : std::min<int64_t>(mcfg.n_ctx_train, 4096);
   co.kv_type = *kv;
   co.n_threads = threads;
   co.max_batch = n_batch;
@@ -193,6 +202,14 @@ int run_main(int argc, char** argv) {
                (*ctx)->kv_bytes() / 1048576.0,
                (m.peak[static_cast<int>(MemCategory::kActivations)] +
                 m.peak[static_cast<int>(MemCategory::kScratch)]) / 1048576.0);
+  if (show_memory) {
+    const ModelConfig& mc = (*model)->config();
+    if (mc.memory_segment == 0)
+      std::fprintf(stderr, "--memory-stats: %s has no long-term memory\n", mc.arch_name.c_str());
+    else
+      std::fprintf(stderr, "%s",
+                   format_memory_stats(memory_stats(**ctx, 0), mc.head_dim, mc.n_kv_heads).c_str());
+  }
   if (g.lookup_ngram > 0 || g.draft)
     std::fprintf(stderr, "speculation: %lld of %lld drafts accepted, %lld decode calls\n",
                  static_cast<long long>(s.accepted), static_cast<long long>(s.drafted),

@@ -104,6 +104,9 @@ class Context {
     std::span<const float> conv, scan;
   };
   RecurrentState recurrent_state(int seq, int64_t layer) const;
+  // nexus-ltm: sequence `seq`'s long-term memory at layer `layer` ([kv_heads][head_dim * head_dim
+  // + head_dim]: each head's M, then its normaliser z); empty for other models.
+  std::span<const float> long_term_memory(int seq, int64_t layer) const;
   const ContextOptions& options() const;
   const Model& model() const;
   size_t kv_bytes() const;

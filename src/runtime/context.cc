@@ -505,6 +505,14 @@ Context::KvUsage Context::kv_usage() const {
   return {kv.block_size(), kv.n_blocks(), kv.n_blocks() - kv.free_blocks()};
 }
 
+std::span<const float> Context::long_term_memory(int seq, int64_t layer) const {
+  ContextImpl& im = *impl_;
+  const ModelConfig& c = im.model.config();
+  if (!im.ltm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers) return {};
+  return {im.ltm->memory(layer, seq),
+          static_cast<size_t>(c.n_kv_heads * memory_floats(c.head_dim))};
+}
+
 int32_t Context::seq_len(int seq) const {
   return impl_->ltm ? std::max(0, impl_->ltm_pos[seq]) : impl_->kv.len(seq);
 }

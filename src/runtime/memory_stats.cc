@@ -1,0 +1,58 @@
+// Long-term memory utilisation: the normaliser z of each head tells how much each slot (key
+// dimension) was written to; M's norm how much the memory holds.
+#include "nexus/runtime/memory_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+#include "nexus/model.h"
+
+namespace nexus {
+
+std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
+  const ModelConfig& c = ctx.model().config();
+  std::vector<LayerMemoryStats> out;
+  if (c.memory_segment == 0) return out;
+  const int64_t d = c.head_dim, mf = d * d + d;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::span<const float> mem = ctx.long_term_memory(seq, l);
+    LayerMemoryStats s;
+    s.layer = l;
+    for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+      const float* m = mem.data() + g * mf;
+      std::vector<float> z(m + d * d, m + mf);
+      double total = 0, sq = 0;
+      for (float v : z) total += v;
+      for (int64_t i = 0; i < d * d; ++i) sq += static_cast<double>(m[i]) * m[i];
+      std::sort(z.begin(), z.end(), std::greater<>());
+      double acc = 0;
+      int64_t used = 0;
+      while (used < d && acc < 0.9 * total) acc += z[static_cast<size_t>(used++)];
+      s.written += total / static_cast<double>(c.n_kv_heads);
+      s.slots_used += static_cast<double>(used) / static_cast<double>(d * c.n_kv_heads);
+      s.norm += std::sqrt(sq) / static_cast<double>(c.n_kv_heads);
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats, int64_t head_dim,
+                                int64_t kv_heads) {
+  std::string r = "long-term memory: " + std::to_string(kv_heads) + " heads x " +
+                  std::to_string(head_dim) + " slots of " + std::to_string(head_dim) +
+                  " values a layer (" +
+                  std::to_string(kv_heads * (head_dim * head_dim + head_dim) * 4) +
+                  " bytes)\n  layer  written  slots holding 90%  norm\n";
+  char line[96];
+  for (const LayerMemoryStats& s : stats) {
+    std::snprintf(line, sizeof line, "  %5lld  %7.1f  %17.0f%%  %.3g\n",
+                  static_cast<long long>(s.layer), s.written, 100.0 * s.slots_used, s.norm);
+    r += line;
+  }
+  return r;
+}
+
+}  // namespace nexus
