@@ -48,6 +48,26 @@ TEST(LtmCli, TrainsRunsAndReportsItsMemory) {
   EXPECT_NE(run.err.find("generated: 200 tokens"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("long-term memory: 1 heads x 16 slots"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("slots holding 90%"), std::string::npos) << run.err;
+
+  // Passkey samples: the key stated once, asked for at the end, answered; eval scores a model.
+  const std::string pk = (dir / "pk.txt").string();
+  auto make =
+      run_cli("passkey make --tokenizer " + quoted(demo) + " --length 128 -n 4 -o " + quoted(pk));
+  ASSERT_EQ(make.code, 0) << make.output;
+  std::ifstream in(pk);
+  std::string line;
+  int samples = 0;
+  while (std::getline(in, line)) {
+    ++samples;
+    const size_t q = line.find("What is the pass key? The pass key is ");
+    ASSERT_NE(q, std::string::npos) << line;
+    const std::string key = line.substr(q + 38, 5);
+    EXPECT_NE(line.find("The pass key is " + key + ". Remember it."), std::string::npos) << line;
+  }
+  EXPECT_EQ(samples, 4);
+  auto eval = run_cli("passkey eval -m " + quoted(model) + " --length 128 -n 3 -t 1");
+  ASSERT_EQ(eval.code, 0) << eval.output;
+  EXPECT_NE(eval.out.find(" of 3 right"), std::string::npos) << eval.out;
   fs::remove_all(dir);
 }
 
