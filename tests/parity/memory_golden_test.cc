@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "backends/cpu/memory.h"
 #include "ops/memory.h"
 #include "test_paths.h"
 
@@ -116,6 +117,66 @@ TEST(MemoryGolden, OneCallEqualsSegmentBySegmentWithTheStateCarried) {
   EXPECT_EQ(parts, whole);
   // The first segment reads an empty memory: nothing.
   for (int64_t i = 0; i < seg * heads * d; ++i) EXPECT_EQ(whole[i], 0.0f);
+}
+
+// Every variant this machine runs against the scalar reference, forward (with the state carried
+// in and out, read-only and write-only calls) and backward, at 1 and 2 threads.
+TEST(MemoryGolden, EveryVariantMatchesTheReference) {
+  const KernelVariants<MemoryArgs> fwd = cpu::memory_kernels();
+  const KernelVariants<MemoryBackwardArgs> bwd = cpu::memory_backward_kernels();
+  struct Shape {
+    int64_t b, t, seg, heads, kv, d;
+  };
+  for (const Shape& sh : {Shape{2, 37, 8, 4, 2, 16}, Shape{1, 64, 64, 3, 3, 48},
+                          Shape{3, 20, 6, 8, 1, 8}, Shape{1, 5, 16, 2, 1, 64}}) {
+    const size_t qn = sh.b * sh.t * sh.heads * sh.d, kn = sh.b * sh.t * sh.kv * sh.d;
+    const size_t sn = sh.b * memory_segments(sh.t, sh.seg) * sh.kv * memory_floats(sh.d);
+    const std::vector<float> q = random(qn, 8), k = random(kn, 9), v = random(kn, 10),
+                             dy = random(qn, 11, 1.0f),
+                             state0 = random(sh.b * sh.kv * memory_floats(sh.d), 12, 0.1f);
+    auto run = [&](size_t variant, int threads, bool write, bool reads) {
+      ThreadPool pool(threads);
+      std::vector<float> y(qn, 0.0f), saved(sn), state(state0.size()), dq(qn), dk(kn), dv(kn);
+      for (size_t i = 0; i < state.size(); ++i) state[i] = std::fabs(state0[i]);  // z >= 0
+      MemoryArgs a{reads ? q.data() : nullptr,
+                   k.data(),
+                   v.data(),
+                   y.data(),
+                   saved.data(),
+                   state.data(),
+                   sh.b,
+                   sh.t,
+                   sh.seg,
+                   sh.heads,
+                   sh.kv,
+                   sh.d};
+      a.write = write;
+      fwd[variant].run(a, &pool);
+      std::vector<float> out = y;
+      out.insert(out.end(), state.begin(), state.end());
+      if (write && reads) {
+        a.state = nullptr;
+        std::fill(saved.begin(), saved.end(), 0.0f);
+        fwd[variant].run(a, &pool);  // from zeros, keeping the memories for the backward
+        bwd[variant].run({a, dy.data(), dq.data(), dk.data(), dv.data()}, &pool);
+        out.insert(out.end(), dq.begin(), dq.end());
+        out.insert(out.end(), dk.begin(), dk.end());
+        out.insert(out.end(), dv.begin(), dv.end());
+      }
+      return out;
+    };
+    for (auto [write, reads] : {std::pair{true, true}, {false, true}, {true, false}}) {
+      const std::vector<float> want = run(fwd.size() - 1, 1, write, reads);
+      for (size_t vi = 0; vi < fwd.size(); ++vi) {
+        if (!fwd[vi].available()) continue;
+        for (int threads : {1, 2})
+          expect_close(run(vi, threads, write, reads), want, 2e-5,
+                       std::string(fwd[vi].name) + " t " + std::to_string(sh.t) + " d " +
+                           std::to_string(sh.d) + " threads " + std::to_string(threads) +
+                           (write ? " write" : "") + (reads ? " reads" : ""));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/gemm_f32.h"
+
 namespace nexus::cpu {
 namespace {
 
@@ -166,8 +168,159 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
   });
 }
 
-const KernelVariant<MemoryArgs> kMemory[] = {{"scalar", always_available, memory_run}};
+// The "gemm" variants: the same equations with a segment's rows as matrices on our f32 GEMM (the
+// reads F M, the writes' F_k M and F_k^T E, and their backward's products), the rest in loops.
+struct Rows {
+  // Gathers rows i0..i1 of head(s) [h0, h1) of x (row stride ld, head_dim d) into [L*(h1-h0)][d]
+  // (token-major), mapped by fn.
+  template <class Fn>
+  static void gather(const float* x, int64_t ld, int64_t i0, int64_t i1, int64_t h0, int64_t h1,
+                     int64_t d, float* out, Fn fn) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t h = h0; h < h1; ++h) {
+        const float* src = x + i * ld + h * d;
+        float* dst = out + ((i - i0) * (h1 - h0) + (h - h0)) * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] = fn(src[c]);
+      }
+  }
+};
+
+float identity(float x) { return x; }
+
+// den[r] = f[r] . z + eps for rows of f.
+void dots(const float* f, const float* z, int64_t rows, int64_t d, float* den) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float acc = kMemoryEps;
+    for (int64_t c = 0; c < d; ++c) acc += f[r * d + c] * z[c];
+    den[r] = acc;
+  }
+}
+
+void memory_gemm_run(const MemoryArgs& a, ThreadPool* pool) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  over_heads(a, pool, [&](int64_t s, int64_t g) {
+    const int64_t rows = a.segment * std::max<int64_t>(group, 1);
+    std::vector<float> mem(static_cast<size_t>(mf), 0.0f), f(rows * d), num(rows * d), den(rows),
+        v(a.segment * d);
+    float* st = a.state ? a.state + (s * a.kv_heads + g) * mf : nullptr;
+    if (st) std::copy(st, st + mf, mem.begin());
+    float *m = mem.data(), *z = m + d * d;
+    for (int64_t j = 0; j < segs; ++j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      const int64_t len = i1 - i0;
+      if (a.saved)
+        std::copy(mem.begin(), mem.end(), a.saved + ((s * segs + j) * a.kv_heads + g) * mf);
+      if (a.q) {
+        const int64_t r = len * group;
+        Rows::gather(a.q, qw, i0, i1, g * group, (g + 1) * group, d, f.data(), phi);
+        gemm_f32(false, false, r, d, d, f.data(), d, m, d, false, num.data(), d);
+        dots(f.data(), z, r, d, den.data());
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t h = 0; h < group; ++h) {
+            const int64_t row = (i - i0) * group + h;
+            float* y = a.y + i * qw + (g * group + h) * d;
+            for (int64_t c = 0; c < d; ++c) y[c] = num[row * d + c] / den[row];
+          }
+      }
+      if (!a.write) continue;
+      Rows::gather(a.k, kw, i0, i1, g, g + 1, d, f.data(), phi);
+      Rows::gather(a.v, kw, i0, i1, g, g + 1, d, v.data(), identity);
+      gemm_f32(false, false, len, d, d, f.data(), d, m, d, false, num.data(), d);
+      dots(f.data(), z, len, d, den.data());
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < d; ++c) v[t * d + c] -= num[t * d + c] / den[t];  // e = v - r / u
+      gemm_f32(true, false, d, d, len, f.data(), d, v.data(), d, true, m, d);     // M += F^T E
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < d; ++c) z[c] += f[t * d + c];
+    }
+    if (st) std::copy(mem.begin(), mem.end(), st);
+  });
+}
+
+void memory_backward_gemm_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
+  const MemoryArgs& a = b.fwd;
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  over_heads(a, pool, [&](int64_t s, int64_t g) {
+    const int64_t rows = a.segment * std::max<int64_t>(group, 1);
+    std::vector<float> dmem(static_cast<size_t>(mf), 0.0f), dprev(static_cast<size_t>(mf));
+    std::vector<float> f(rows * d), num(rows * d), den(rows), e(rows * d), de(rows * d),
+        df(rows * d), du(rows);
+    for (int64_t j = segs - 1; j >= 0; --j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      const int64_t len = i1 - i0;
+      const float* m = a.saved + ((s * segs + j) * a.kv_heads + g) * mf;
+      const float* z = m + d * d;
+      const float *dm = dmem.data(), *dz = dm + d * d;
+      std::copy(dmem.begin(), dmem.end(), dprev.begin());
+      float *dpm = dprev.data(), *dpz = dpm + d * d;
+      // Writes: e = v - r / u, r = F M, u = F z + eps; M_new = M + F^T e, z_new = z + sum F.
+      Rows::gather(a.k, kw, i0, i1, g, g + 1, d, f.data(), phi);
+      Rows::gather(a.v, kw, i0, i1, g, g + 1, d, e.data(), identity);
+      gemm_f32(false, false, len, d, d, f.data(), d, m, d, false, num.data(), d);
+      dots(f.data(), z, len, d, den.data());
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < d; ++c) e[t * d + c] -= num[t * d + c] / den[t];
+      gemm_f32(false, false, len, d, d, f.data(), d, dm, d, false, de.data(), d);  // de = F dM
+      gemm_f32(false, true, len, d, d, e.data(), d, dm, d, false, df.data(), d);   // E dM^T
+      for (int64_t t = 0; t < len; ++t) {
+        float acc = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          acc += de[t * d + c] * num[t * d + c];
+          df[t * d + c] += dz[c];
+        }
+        du[t] = acc / (den[t] * den[t]);
+        for (int64_t c = 0; c < d; ++c) e[t * d + c] = -de[t * d + c] / den[t];  // e := dr
+      }
+      gemm_f32(false, true, len, d, d, e.data(), d, m, d, true, df.data(), d);   // += dr M^T
+      gemm_f32(true, false, d, d, len, f.data(), d, e.data(), d, true, dpm, d);  // dM += F^T dr
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t i = i0 + t;
+        const float* k = a.k + i * kw + g * d;
+        float* dk = b.dk + i * kw + g * d;
+        float* dv = b.dv + i * kw + g * d;
+        for (int64_t c = 0; c < d; ++c) {
+          dv[c] = de[t * d + c];
+          dpz[c] += f[t * d + c] * du[t];
+          dk[c] = (df[t * d + c] + du[t] * z[c]) * dphi(k[c]);
+        }
+      }
+      // Reads: y = r / s, r = F M, s = F z + eps.
+      const int64_t r = len * group;
+      Rows::gather(a.q, qw, i0, i1, g * group, (g + 1) * group, d, f.data(), phi);
+      Rows::gather(b.dy, qw, i0, i1, g * group, (g + 1) * group, d, e.data(), identity);
+      gemm_f32(false, false, r, d, d, f.data(), d, m, d, false, num.data(), d);
+      dots(f.data(), z, r, d, den.data());
+      for (int64_t row = 0; row < r; ++row) {
+        float acc = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          acc += e[row * d + c] * num[row * d + c];
+          e[row * d + c] /= den[row];  // e := d num
+        }
+        du[row] = -acc / (den[row] * den[row]);  // du := ds
+      }
+      gemm_f32(false, true, r, d, d, e.data(), d, m, d, false, df.data(), d);  // dF = dnum M^T
+      gemm_f32(true, false, d, d, r, f.data(), d, e.data(), d, true, dpm, d);  // dM += F^T dnum
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t h = 0; h < group; ++h) {
+          const int64_t row = (i - i0) * group + h;
+          const float* q = a.q + i * qw + (g * group + h) * d;
+          float* dq = b.dq + i * qw + (g * group + h) * d;
+          for (int64_t c = 0; c < d; ++c) {
+            dpz[c] += f[row * d + c] * du[row];
+            dq[c] = (df[row * d + c] + du[row] * z[c]) * dphi(q[c]);
+          }
+        }
+      dmem.swap(dprev);
+    }
+  });
+}
+
+const KernelVariant<MemoryArgs> kMemory[] = {{"gemm", gemm_f32_active, memory_gemm_run},
+                                             {"scalar", always_available, memory_run}};
 const KernelVariant<MemoryBackwardArgs> kMemoryBackward[] = {
+    {"gemm", gemm_f32_active, memory_backward_gemm_run},
     {"scalar", always_available, memory_backward_run}};
 
 }  // namespace

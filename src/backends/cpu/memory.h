@@ -6,7 +6,8 @@
 
 namespace nexus::cpu {
 
-// "scalar": each (sequence, key/value head) on its own, split over the pool.
+// Each (sequence, key/value head) on its own, split over the pool: "gemm" (a segment's rows as
+// matrices on our f32 GEMM) and "scalar" (row by row, the reference).
 KernelVariants<MemoryArgs> memory_kernels();
 KernelVariants<MemoryBackwardArgs> memory_backward_kernels();
 
