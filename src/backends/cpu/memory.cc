@@ -29,6 +29,23 @@ float read(const float* f, const float* m, const float* z, int64_t d, float* out
   return den;
 }
 
+// The backward of a read r = f^T M, u = f . z + eps from dr and du: dM += f dr^T, dz += f du, and
+// df (added to, or written) = M dr + du z.
+void back_read(const float* f, const float* m, const float* z, const float* dr, float du, int64_t d,
+               float* dm, float* dz, float* df, bool add) {
+  for (int64_t x = 0; x < d; ++x) {
+    const float* row = m + x * d;
+    float* drow = dm + x * d;
+    float acc = du * z[x];
+    for (int64_t c = 0; c < d; ++c) {
+      acc += row[c] * dr[c];
+      drow[c] += f[x] * dr[c];
+    }
+    dz[x] += f[x] * du;
+    df[x] = add ? df[x] + acc : acc;
+  }
+}
+
 template <class Fn>
 void over_heads(const MemoryArgs& a, ThreadPool* pool, Fn fn) {
   const int64_t n = a.b * a.kv_heads;
@@ -125,17 +142,8 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
           du += dv[c] * num[c];
         }
         du /= u * u;
-        for (int64_t x = 0; x < d; ++x) {
-          const float* row = m + x * d;
-          float* drow = dpm + x * d;
-          float acc = du * z[x];
-          for (int64_t c = 0; c < d; ++c) {
-            acc += row[c] * dnum[c];
-            drow[c] += f[x] * dnum[c];
-          }
-          dpz[x] += f[x] * du;
-          dk[x] = (df[x] + acc) * dphi(k[x]);
-        }
+        back_read(f.data(), m, z, dnum.data(), du, d, dpm, dpz, df.data(), true);
+        for (int64_t x = 0; x < d; ++x) dk[x] = df[x] * dphi(k[x]);
       }
       // The reads: y = r / s, r = f^T M, s = f . z + eps, f = phi(q).
       for (int64_t i = i0; i < i1; ++i)
@@ -151,17 +159,8 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
             ds -= dy[c] * num[c];
           }
           ds /= den * den;
-          for (int64_t x = 0; x < d; ++x) {
-            const float* row = m + x * d;
-            float* drow = dpm + x * d;
-            float acc = ds * z[x];
-            for (int64_t c = 0; c < d; ++c) {
-              acc += row[c] * dnum[c];
-              drow[c] += f[x] * dnum[c];
-            }
-            dpz[x] += f[x] * ds;
-            dq[x] = acc * dphi(q[x]);
-          }
+          back_read(f.data(), m, z, dnum.data(), ds, d, dpm, dpz, df.data(), false);
+          for (int64_t x = 0; x < d; ++x) dq[x] = df[x] * dphi(q[x]);
         }
       dmem.swap(dprev);
     }
