@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""Golden outputs and gradients of the compressive memory op (src/backends/api/memory.h:
-Infini-attention's long-term memory), from PyTorch autograd in float64, for
-tests/parity/memory_golden_test.cc.
+"""Golden outputs and gradients of the long-term memory ops (src/backends/api/memory.h:
+Infini-attention's compressive memory and Titans' linear memory), from PyTorch autograd in float64,
+for tests/parity/memory_golden_test.cc.
 
-    /usr/bin/python3 scripts/gen_memory_fixtures.py   # writes tests/fixtures/memory/infini.json
+    /usr/bin/python3 scripts/gen_memory_fixtures.py
+    # writes tests/fixtures/memory/infini.json and titans.json
 
 The math (transcribed here from Munkhdalai et al., "Leave No Context Behind: Efficient Infinite
 Context Transformers with Infini-attention", 2024, eqs. 3-5, delta-rule variant), per sequence and
@@ -13,6 +14,13 @@ key/value head g read by query heads h with g = h // (heads // kv_heads), phi(x)
         M = M + sum_i phi(k[i, g])^T (v[i, g] - phi(k[i, g]) M / (phi(k[i, g]) . z + eps))
         z = z + sum_i phi(k[i, g])
 with eps = 1e-6. The gradients are d(sum(y * dy)) for a fixed random dy.
+
+Titans (Behrouz, Zhong and Mirrokni, "Titans: Learning to Memorize at Test Time", 2024, eqs.
+8-14, the memory a single linear layer, L_M = 1, updated once a segment), per sequence and
+key/value head g with unit vectors x^ = x / sqrt(|x|^2 + 1e-6) and M = S = 0:
+    for each segment:  y[i, h] = q^[i, h] M                     (the memory before it)
+        G = 2 sum_i k^_i^T (k^_i M - v_i);  S = eta_g S - theta_g G;  M = (1 - alpha_g) M + S
+eta, theta, alpha per key/value head in (0, 1); their gradients are checked too.
 """
 import json
 import os
@@ -69,8 +77,57 @@ def case(b, t, segment, heads, kv_heads, d):
             "dq": flat(q.grad, q), "dk": flat(k.grad, k), "dv": flat(v.grad, v)}
 
 
-cases = [case(2, 10, 4, 4, 2, 3), case(1, 9, 3, 2, 2, 5), case(1, 7, 8, 3, 1, 4)]
-path = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "memory", "infini.json")
-with open(path, "w") as out:
-    json.dump(cases, out)
-print("wrote", os.path.normpath(path))
+def unit(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + EPS)
+
+
+def titans(q, k, v, eta, theta, alpha, b, t, segment, heads, kv_heads, d):
+    q = unit(q.view(b, t, heads, d))
+    k = unit(k.view(b, t, kv_heads, d))
+    v = v.view(b, t, kv_heads, d)
+    group = heads // kv_heads
+    ys = []
+    for s in range(b):
+        rows = []
+        mem = [torch.zeros(d, d, dtype=torch.float64) for _ in range(kv_heads)]
+        mom = [torch.zeros(d, d, dtype=torch.float64) for _ in range(kv_heads)]
+        for i0 in range(0, t, segment):
+            i1 = min(t, i0 + segment)
+            rows.append(torch.stack([q[s, i0:i1, h] @ mem[h // group] for h in range(heads)], 1))
+            for g in range(kv_heads):
+                kg = k[s, i0:i1, g]
+                grad = 2.0 * kg.T @ (kg @ mem[g] - v[s, i0:i1, g])
+                mom[g] = eta[g] * mom[g] - theta[g] * grad
+                mem[g] = (1.0 - alpha[g]) * mem[g] + mom[g]
+        ys.append(torch.cat(rows, dim=0))
+    return torch.stack(ys).reshape(b * t, heads * d)
+
+
+def titans_case(b, t, segment, heads, kv_heads, d):
+    q = torch.randn(b * t, heads * d, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
+    rate = lambda lo, hi: (lo + (hi - lo) * torch.rand(kv_heads, dtype=torch.float64)).requires_grad_()
+    eta, theta, alpha = rate(0.5, 0.95), rate(0.05, 0.3), rate(0.01, 0.2)
+    y = titans(q, k, v, eta, theta, alpha, b, t, segment, heads, kv_heads, d)
+    dy = torch.randn_like(y)
+    (y * dy).sum().backward()
+    flat = lambda x, like=None: [float(a) for a in (x if x is not None else torch.zeros_like(like))
+                                 .detach().reshape(-1)]
+    return {"b": b, "t": t, "segment": segment, "heads": heads, "kv_heads": kv_heads, "head_dim": d,
+            "q": flat(q), "k": flat(k), "v": flat(v), "dy": flat(dy), "y": flat(y),
+            "eta": flat(eta), "theta": flat(theta), "alpha": flat(alpha),
+            "dq": flat(q.grad, q), "dk": flat(k.grad, k), "dv": flat(v.grad, v),
+            "deta": flat(eta.grad, eta), "dtheta": flat(theta.grad, theta),
+            "dalpha": flat(alpha.grad, alpha)}
+
+
+here = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "memory")
+for name, cases in [
+        ("infini.json", [case(2, 10, 4, 4, 2, 3), case(1, 9, 3, 2, 2, 5), case(1, 7, 8, 3, 1, 4)]),
+        ("titans.json", [titans_case(2, 13, 4, 4, 2, 3), titans_case(1, 9, 3, 2, 2, 5),
+                         titans_case(3, 8, 2, 3, 1, 4)])]:
+    path = os.path.join(here, name)
+    with open(path, "w") as out:
+        json.dump(cases, out)
+    print("wrote", os.path.normpath(path))

@@ -65,6 +65,7 @@ struct Flags {
   std::string attention_layers;
   int64_t ssm_state = 0;
   int64_t memory_segment = 0;  // nexus-ltm
+  std::string memory_kind;
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
@@ -150,6 +151,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--memory-segment", f.memory_segment,
                  "nexus-ltm: tokens per segment (each attends to itself and reads the memory of "
                  "the ones before; --seq must be a multiple; default 64)");
+  app.add_option("--memory-kind", f.memory_kind,
+                 "nexus-ltm: infini (compressive memory) | titans (linear memory, gradient steps "
+                 "with momentum and forgetting)");
   app.add_option("--ssm-state", f.ssm_state,
                  "mamba, mamba2, granitehybrid: the scan's state size per channel (default 16 for "
                  "mamba, 64 otherwise)");
@@ -315,6 +319,7 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app, int world, TpTrain& 
                            "--init",
                            "--arch",
                            "--memory-segment",
+                           "--memory-kind",
                            "--tokenizer",
                            "--batch",
                            "--seq",
@@ -448,6 +453,13 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
       if (cfg.value().arch != Arch::kLtm || f.memory_segment < 0)
         return Status::error("--memory-segment takes a positive size and --arch nexus-ltm");
       cfg.value().memory_segment = f.memory_segment;
+    }
+    if (!f.memory_kind.empty()) {
+      if (cfg.value().arch != Arch::kLtm ||
+          (f.memory_kind != "infini" && f.memory_kind != "titans"))
+        return Status::error("--memory-kind takes infini or titans, with --arch nexus-ltm");
+      cfg.value().memory_kind =
+          f.memory_kind == "titans" ? MemoryKind::kTitans : MemoryKind::kInfini;
     }
     if (f.ssm_state != 0) {
       if (!cfg.value().has_recurrent() || f.ssm_state < 0)

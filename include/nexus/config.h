@@ -9,7 +9,10 @@
 namespace nexus {
 
 enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2, kGraniteHybrid, kLtm };
-enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
+enum class RopeStyle { kNone, kNormal, kNeox };
+// nexus-ltm's long-term memory: Infini-attention's compressive memory, or Titans' linear memory
+// (backends/api/memory.h).
+enum class MemoryKind { kInfini, kTitans };  // adjacent pairs (llama) / halves (NeoX, qwen)
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -42,6 +45,7 @@ struct ModelConfig {
   // nexus-ltm (the llama block with a long-term memory, docs/MODELS.md): tokens per segment (each
   // segment attends to itself and reads the memory of the segments before it); 0 elsewhere.
   int64_t memory_segment = 0;
+  MemoryKind memory_kind = MemoryKind::kInfini;
 
   // Every layer is state-space (mamba, mamba2).
   bool ssm() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }

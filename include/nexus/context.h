@@ -104,8 +104,9 @@ class Context {
     std::span<const float> conv, scan;
   };
   RecurrentState recurrent_state(int seq, int64_t layer) const;
-  // nexus-ltm: sequence `seq`'s long-term memory at layer `layer` ([kv_heads][head_dim * head_dim
-  // + head_dim]: each head's M, then its normaliser z); empty for other models.
+  // nexus-ltm: sequence `seq`'s long-term memory at layer `layer`, per kv head: Infini's M then its
+  // normaliser z (head_dim * head_dim + head_dim), or Titans' M then its momentum S (2 head_dim^2);
+  // empty for other models.
   std::span<const float> long_term_memory(int seq, int64_t layer) const;
   const ContextOptions& options() const;
   const Model& model() const;

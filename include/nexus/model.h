@@ -44,6 +44,8 @@ struct LayerWeights {
   Tensor bq, bk, bv, bo;
   Tensor q_norm, k_norm;           // qwen3 per-head RMSNorm
   Tensor memory_gate;              // nexus-ltm: per query head, sigmoid mixes memory and attention
+  Tensor memory_eta, memory_theta, memory_alpha;  // nexus-ltm titans: per kv head, logits of the
+                                                  // momentum, step and forgetting rates
   Tensor ffn_norm, ffn_norm_b;
   Tensor w_gate, w_up, w_down;     // SwiGLU (llama, qwen) or up/down (gpt2)
   Tensor b_up, b_down;

@@ -10,19 +10,27 @@
 #include <vector>
 
 #include "backends/api/memory.h"
+#include "nexus/config.h"
 
 namespace nexus {
 
+// Floats of one key/value head's memory for the config's kind.
+inline int64_t ltm_head_floats(const ModelConfig& c) {
+  return c.memory_kind == MemoryKind::kTitans ? titans_floats(c.head_dim)
+                                              : memory_floats(c.head_dim);
+}
+
 class LtmState {
  public:
-  LtmState(int64_t layers, int n_seq, int64_t kv_heads, int64_t head_dim, int64_t segment)
+  LtmState(int64_t layers, int n_seq, int64_t kv_heads, int64_t head_dim, int64_t segment,
+           int64_t head_floats)
       : kv_width_(kv_heads * head_dim),
-        memory_(kv_heads * memory_floats(head_dim)),
+        memory_(kv_heads * head_floats),
         per_layer_(memory_ + 2 * segment * kv_width_),
         per_seq_(layers * per_layer_),
         data_(static_cast<size_t>(per_seq_ * n_seq), 0.0f) {}
 
-  // [kv_heads][memory_floats(head_dim)].
+  // [kv_heads][ltm_head_floats].
   float* memory(int64_t layer, int seq) { return at(layer, seq); }
   // [segment][kv_heads * head_dim], by position within the segment.
   float* keys(int64_t layer, int seq) { return at(layer, seq) + memory_; }

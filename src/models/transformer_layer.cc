@@ -58,6 +58,7 @@ struct Weights {
   F *attn_norm, *attn_norm_b, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *bo;
   F *ffn_norm, *ffn_norm_b, *w_gate, *w_up, *b_up, *w_down, *b_down;
   F* memory_gate;  // nexus-ltm
+  F *memory_eta, *memory_theta, *memory_alpha;  // nexus-ltm titans
 };
 
 template <class F, class Get>
@@ -84,6 +85,9 @@ Weights<F> bind(const ModelConfig& c, const Get& at) {
   }
   w.q_norm = at(&LayerWeights::q_norm);
   w.memory_gate = at(&LayerWeights::memory_gate);
+  w.memory_eta = at(&LayerWeights::memory_eta);
+  w.memory_theta = at(&LayerWeights::memory_theta);
+  w.memory_alpha = at(&LayerWeights::memory_alpha);
   w.k_norm = at(&LayerWeights::k_norm);
   w.wo = at(&LayerWeights::wo);
   w.bo = at(&LayerWeights::bo);
@@ -129,14 +133,74 @@ Dims dims(const LayerPass& p) {
           attn_shape(c, p.b, p.t)};
 }
 
-// nexus-ltm: the memory op over the pass's q, k, v (the memory before each segment kept in mem).
-MemoryArgs memory_args(const LayerPass& p) {
-  const ModelConfig& c = *p.cfg;
-  return {p.a[kQ], p.a[kK], p.a[kV],          p.a[kYmem], p.a[kMem],    nullptr,
-          p.b,     p.t,     c.memory_segment, c.n_heads,  c.n_kv_heads, c.head_dim};
-}
-
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// nexus-ltm's memory op of the config's kind over rows q, k, v of b sequences of t tokens: reads
+// into y (q null: none), writes unless !write, the memory before each segment into `saved` (or
+// null), starting from and leaving `state` (or zeros). `logits`: Titans' rates' logits per kv
+// head (eta, theta, alpha; null for Infini).
+struct LtmCall {
+  const ModelConfig& c;
+  const float *eta_logit, *theta_logit, *alpha_logit;
+  std::vector<float> rates;  // sigmoids: eta, theta, alpha (Titans)
+
+  LtmCall(const ModelConfig& cfg, const float* eta, const float* theta, const float* alpha)
+      : c(cfg), eta_logit(eta), theta_logit(theta), alpha_logit(alpha) {
+    if (c.memory_kind != MemoryKind::kTitans) return;
+    const int64_t kv = c.n_kv_heads;
+    rates.resize(static_cast<size_t>(3 * kv));
+    for (int64_t g = 0; g < kv; ++g) {
+      rates[g] = sigmoid(eta[g]);
+      rates[kv + g] = sigmoid(theta[g]);
+      rates[2 * kv + g] = sigmoid(alpha[g]);
+    }
+  }
+  TitansArgs titans(const float* q, const float* k, const float* v, float* y, float* saved,
+                    float* state, int64_t b, int64_t t, bool write) const {
+    const int64_t kv = c.n_kv_heads;
+    TitansArgs a{q,         k,     v, y, rates.data(),     rates.data() + kv, rates.data() + 2 * kv,
+                 saved,     state, b, t, c.memory_segment, c.n_heads,         kv,
+                 c.head_dim};
+    a.write = write;
+    return a;
+  }
+  MemoryArgs infini(const float* q, const float* k, const float* v, float* y, float* saved,
+                    float* state, int64_t b, int64_t t, bool write) const {
+    MemoryArgs a{q,         k, v, y, saved, state, b, t, c.memory_segment, c.n_heads, c.n_kv_heads,
+                 c.head_dim};
+    a.write = write;
+    return a;
+  }
+  void forward(const float* q, const float* k, const float* v, float* y, float* saved, float* state,
+               int64_t b, int64_t t, bool write, ThreadPool* pool) const {
+    if (c.memory_kind == MemoryKind::kTitans)
+      titans_forward(titans(q, k, v, y, saved, state, b, t, write), pool);
+    else
+      memory_forward(infini(q, k, v, y, saved, state, b, t, write), pool);
+  }
+  // The backward of a training forward (reads and writes from zeros); Titans' rates' logit
+  // gradients added to the three pointers.
+  void backward(const float* q, const float* k, const float* v, float* saved, int64_t b, int64_t t,
+                const float* dy, float* dq, float* dk, float* dv, float* deta, float* dtheta,
+                float* dalpha, ThreadPool* pool) const {
+    if (c.memory_kind != MemoryKind::kTitans) {
+      memory_backward({infini(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv}, pool);
+      return;
+    }
+    const int64_t kv = c.n_kv_heads;
+    std::vector<float> dr(static_cast<size_t>(3 * kv), 0.0f);
+    titans_backward({titans(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv,
+                     dr.data(), dr.data() + kv, dr.data() + 2 * kv},
+                    pool);
+    for (int64_t g = 0; g < kv; ++g) {  // through the sigmoids
+      float* out[] = {deta, dtheta, dalpha};
+      for (int r = 0; r < 3; ++r) {
+        const float s = rates[r * kv + g];
+        out[r][g] += dr[r * kv + g] * s * (1.0f - s);
+      }
+    }
+  }
+};
 
 // atty = g ymem + (1 - g) adot per query head, g = sigmoid(gate[h]).
 void gate_mix(float* atty, const float* ymem, const float* adot, const float* gate, int64_t n,
@@ -171,24 +235,15 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
   NEXUS_CHECK(st.ltm != nullptr && st.mem != nullptr, "[nexus-ltm] no memory state in the context");
   const int64_t n = st.n, d = c.head_dim, qw = c.n_heads * d, kvw = c.n_kv_heads * d;
   const int64_t seg = c.memory_segment;
+  const LtmCall mem(c, w.memory_eta.empty() ? nullptr : w.memory_eta.data_as<const float>(),
+                    w.memory_theta.empty() ? nullptr : w.memory_theta.data_as<const float>(),
+                    w.memory_alpha.empty() ? nullptr : w.memory_alpha.data_as<const float>());
   // Runs of one sequence's tokens read its memory as it was before their segment.
   for (int64_t i0 = 0; i0 < n;) {
     int64_t i1 = i0 + 1;
     while (i1 < n && st.seq[i1] == st.seq[i0]) ++i1;
-    MemoryArgs a{st.q + i0 * qw,
-                 nullptr,
-                 nullptr,
-                 st.mem + i0 * qw,
-                 nullptr,
-                 st.ltm->memory(l, st.seq[i0]),
-                 1,
-                 i1 - i0,
-                 seg,
-                 c.n_heads,
-                 c.n_kv_heads,
-                 d};
-    a.write = false;
-    memory_forward(a, st.pool);
+    mem.forward(st.q + i0 * qw, nullptr, nullptr, st.mem + i0 * qw, nullptr,
+                st.ltm->memory(l, st.seq[i0]), 1, i1 - i0, /*write=*/false, st.pool);
     i0 = i1;
   }
   gate_mix(st.att, st.mem, st.att, w.memory_gate.data_as<const float>(), n, c.n_heads, d);
@@ -199,9 +254,8 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
     std::memcpy(st.ltm->values(l, s) + p * kvw, st.v + i * kvw, kvw * sizeof(float));
     if (p + 1 < seg) continue;
     // The segment is complete: written into the memory (no reads).
-    memory_forward({nullptr, st.ltm->keys(l, s), st.ltm->values(l, s), nullptr, nullptr,
-                    st.ltm->memory(l, s), 1, seg, seg, c.n_heads, c.n_kv_heads, d},
-                   st.pool);
+    mem.forward(nullptr, st.ltm->keys(l, s), st.ltm->values(l, s), nullptr, nullptr,
+                st.ltm->memory(l, s), 1, seg, /*write=*/true, st.pool);
   }
 }
 
@@ -305,7 +359,7 @@ class TransformerLayer final : public LayerType {
         {"ymem", c.memory_segment ? n * qw : 0, Saved::kInput},
         {"mem",
          c.memory_segment
-             ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * memory_floats(c.head_dim)
+             ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * ltm_head_floats(c)
              : 0,
          Saved::kStat},
     };
@@ -367,7 +421,8 @@ class TransformerLayer final : public LayerType {
       // Each segment's own attention, the read of the memory the segments before it wrote, and
       // their gated mix.
       attention_forward(a[kAdot], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
-      memory_forward(memory_args(p), pool);
+      LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
+          .forward(a[kQ], a[kK], a[kV], a[kYmem], a[kMem], nullptr, p.b, p.t, true, pool);
       p.keep(kAtt, as.b * c.n_heads * as.t * as.t);
       p.keep(kAdot, n * qw);
       p.keep(kYmem, n * qw);
@@ -460,7 +515,9 @@ class TransformerLayer final : public LayerType {
       }
       attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
                          p.attn_scratch, pool);
-      memory_backward({memory_args(p), s[kDymem], s[kDqm], s[kDkm], s[kDvm]}, pool);
+      LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
+          .backward(a[kQ], a[kK], a[kV], a[kMem], p.b, p.t, s[kDymem], s[kDqm], s[kDkm], s[kDvm],
+                    gw.memory_eta, gw.memory_theta, gw.memory_alpha, pool);
       add_inplace(s[kDq], s[kDqm], n * qw);
       add_inplace(s[kDk], s[kDkm], n * kvw);
       add_inplace(s[kDv], s[kDvm], n * kvw);

@@ -39,4 +39,24 @@ void memory_backward(const MemoryBackwardArgs& a, ThreadPool* pool, Device devic
   run_op(a, pool, device);
 }
 
+void titans_forward(const TitansArgs& a, ThreadPool* pool, Device device) {
+  NEXUS_CHECK(a.b >= 1 && a.t >= 1 && a.segment >= 1 && a.head_dim >= 1 && a.kv_heads >= 1 &&
+                  a.heads % a.kv_heads == 0 && a.eta && a.theta && a.alpha,
+              "[titans_memory] bad shape or missing rates");
+  const int64_t dd = a.head_dim * a.head_dim;
+  NEXUS_OP_SPAN("titans_memory", 4 * a.b * a.t * (a.heads + 2 * a.kv_heads) * a.head_dim,
+                2 * a.b * a.t * (a.heads + 4 * a.kv_heads) * dd);
+  run_op(a, pool, device);
+}
+
+void titans_backward(const TitansBackwardArgs& a, ThreadPool* pool, Device device) {
+  NEXUS_CHECK(a.fwd.saved != nullptr && a.fwd.q != nullptr && a.fwd.write,
+              "[titans_memory_backward] needs the forward's saved memories, reads and writes");
+  const int64_t dd = a.fwd.head_dim * a.fwd.head_dim;
+  NEXUS_OP_SPAN("train.titans_memory_backward",
+                8 * a.fwd.b * a.fwd.t * (a.fwd.heads + 3 * a.fwd.kv_heads) * a.fwd.head_dim,
+                6 * a.fwd.b * a.fwd.t * (a.fwd.heads + 4 * a.fwd.kv_heads) * dd);
+  run_op(a, pool, device);
+}
+
 }  // namespace nexus

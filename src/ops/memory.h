@@ -21,6 +21,21 @@ struct OpKernels<MemoryBackwardArgs> {
   static KernelVariants<MemoryBackwardArgs> cpu() { return cpu::memory_backward_kernels(); }
 };
 
+template <>
+struct OpKernels<TitansArgs> {
+  static constexpr const char* kName = "titans_memory";
+  static KernelVariants<TitansArgs> cpu() { return cpu::titans_kernels(); }
+};
+template <>
+struct OpKernels<TitansBackwardArgs> {
+  static constexpr const char* kName = "titans_memory_backward";
+  static KernelVariants<TitansBackwardArgs> cpu() { return cpu::titans_backward_kernels(); }
+};
+
+void titans_forward(const TitansArgs& a, ThreadPool* pool = nullptr, Device device = Device::cpu());
+void titans_backward(const TitansBackwardArgs& a, ThreadPool* pool = nullptr,
+                     Device device = Device::cpu());
+
 void memory_forward(const MemoryArgs& a, ThreadPool* pool = nullptr, Device device = Device::cpu());
 void memory_backward(const MemoryBackwardArgs& a, ThreadPool* pool = nullptr,
                      Device device = Device::cpu());

@@ -97,7 +97,8 @@ class ContextImpl {
       ssm_pos.assign(o.n_seq, 0);
     }
     if (c.memory_segment) {
-      ltm.emplace(c.n_layers, o.n_seq, c.n_kv_heads, c.head_dim, c.memory_segment);
+      ltm.emplace(c.n_layers, o.n_seq, c.n_kv_heads, c.head_dim, c.memory_segment,
+                  ltm_head_floats(c));
       st.ltm = &*ltm;
       ltm_pos.assign(o.n_seq, 0);
     }
@@ -509,8 +510,7 @@ std::span<const float> Context::long_term_memory(int seq, int64_t layer) const {
   ContextImpl& im = *impl_;
   const ModelConfig& c = im.model.config();
   if (!im.ltm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers) return {};
-  return {im.ltm->memory(layer, seq),
-          static_cast<size_t>(c.n_kv_heads * memory_floats(c.head_dim))};
+  return {im.ltm->memory(layer, seq), static_cast<size_t>(c.n_kv_heads * ltm_head_floats(c))};
 }
 
 int32_t Context::seq_len(int seq) const {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "models/ltm_state.h"
 #include "nexus/model.h"
 
 namespace nexus {
@@ -15,14 +16,22 @@ std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
   const ModelConfig& c = ctx.model().config();
   std::vector<LayerMemoryStats> out;
   if (c.memory_segment == 0) return out;
-  const int64_t d = c.head_dim, mf = d * d + d;
+  const int64_t d = c.head_dim, mf = ltm_head_floats(c);
+  const bool titans = c.memory_kind == MemoryKind::kTitans;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::span<const float> mem = ctx.long_term_memory(seq, l);
     LayerMemoryStats s;
     s.layer = l;
     for (int64_t g = 0; g < c.n_kv_heads; ++g) {
       const float* m = mem.data() + g * mf;
-      std::vector<float> z(m + d * d, m + mf);
+      // A slot's mass: Infini's normaliser entry, or the squared norm of Titans' memory row.
+      std::vector<float> z(m + d * d, m + d * d + d);
+      if (titans)
+        for (int64_t a = 0; a < d; ++a) {
+          float r = 0;
+          for (int64_t c2 = 0; c2 < d; ++c2) r += m[a * d + c2] * m[a * d + c2];
+          z[static_cast<size_t>(a)] = r;
+        }
       double total = 0, sq = 0;
       for (float v : z) total += v;
       for (int64_t i = 0; i < d * d; ++i) sq += static_cast<double>(m[i]) * m[i];

@@ -119,6 +119,40 @@ TEST(MemoryGolden, OneCallEqualsSegmentBySegmentWithTheStateCarried) {
   for (int64_t i = 0; i < seg * heads * d; ++i) EXPECT_EQ(whole[i], 0.0f);
 }
 
+TEST(MemoryGolden, TitansMatchesPyTorchAutograd) {
+  std::ifstream in(test::fixtures_dir() + "/memory/titans.json");
+  ASSERT_TRUE(in) << "tests/fixtures/memory/titans.json (scripts/gen_memory_fixtures.py)";
+  const nlohmann::json cases = nlohmann::json::parse(in);
+  ASSERT_EQ(cases.size(), 3u);
+  for (const nlohmann::json& c : cases) {
+    const int64_t b = c["b"], t = c["t"], seg = c["segment"], heads = c["heads"],
+                  kv = c["kv_heads"], d = c["head_dim"];
+    const std::string what = "titans t " + std::to_string(t) + " segment " + std::to_string(seg);
+    const std::vector<float> q = floats(c["q"]), k = floats(c["k"]), v = floats(c["v"]),
+                             dy = floats(c["dy"]), eta = floats(c["eta"]),
+                             theta = floats(c["theta"]), alpha = floats(c["alpha"]);
+    std::vector<float> y(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<float> deta(kv, 0.0f), dtheta(kv, 0.0f), dalpha(kv, 0.0f);
+    std::vector<float> saved(
+        static_cast<size_t>(b * memory_segments(t, seg) * kv * titans_floats(d)));
+    ThreadPool pool(2);
+    const TitansArgs a{q.data(),     k.data(),     v.data(), y.data(), eta.data(), theta.data(),
+                       alpha.data(), saved.data(), nullptr,  b,        t,          seg,
+                       heads,        kv,           d};
+    titans_forward(a, &pool);
+    expect_close(y, floats(c["y"]), 1e-5, what + " y");
+    titans_backward(
+        {a, dy.data(), dq.data(), dk.data(), dv.data(), deta.data(), dtheta.data(), dalpha.data()},
+        &pool);
+    expect_close(dq, floats(c["dq"]), 1e-4, what + " dq");
+    expect_close(dk, floats(c["dk"]), 1e-4, what + " dk");
+    expect_close(dv, floats(c["dv"]), 1e-4, what + " dv");
+    expect_close(deta, floats(c["deta"]), 1e-4, what + " deta");
+    expect_close(dtheta, floats(c["dtheta"]), 1e-4, what + " dtheta");
+    expect_close(dalpha, floats(c["dalpha"]), 1e-4, what + " dalpha");
+  }
+}
+
 // Every variant this machine runs against the scalar reference, forward (with the state carried
 // in and out, read-only and write-only calls) and backward, at 1 and 2 threads.
 TEST(MemoryGolden, EveryVariantMatchesTheReference) {

@@ -19,7 +19,7 @@
 namespace nexus::train {
 namespace {
 
-ModelConfig ltm_config() {
+ModelConfig ltm_config(MemoryKind kind = MemoryKind::kInfini) {
   ModelConfig c;
   c.arch = Arch::kLtm;
   c.arch_name = "nexus-ltm";
@@ -33,6 +33,7 @@ ModelConfig ltm_config() {
   c.n_vocab = 20;
   c.n_ctx_train = 64;
   c.memory_segment = 4;
+  c.memory_kind = kind;
   return c;
 }
 
@@ -48,46 +49,66 @@ Data data(int64_t n, int seed = 0) {
   return d;
 }
 
-std::unique_ptr<TrainModel> model(const TrainOptions& o = {}) {
-  auto m = TrainModel::create(ltm_config(), 2, 12, {0.4f, 3, true}, o);
+std::unique_ptr<TrainModel> model(const TrainOptions& o = {},
+                                  MemoryKind kind = MemoryKind::kInfini) {
+  auto m = TrainModel::create(ltm_config(kind), 2, 12, {0.4f, 3, true}, o);
   EXPECT_TRUE(m) << m.status().message();
   // A gate away from the even mix, so that both paths and the gate's gradient are exercised.
+  // Titans' rates where they move the loss enough for finite differences in f32: momentum 0.5,
+  // step 0.73, forgetting 0.27.
   for (const ParamInfo& t : m.value()->tensors())
-    if (t.name.ends_with(".memory_gate"))
-      for (int64_t h = 0; h < t.numel; ++h) m.value()->params()[t.offset + h] = 0.3f - 0.5f * h;
+    for (int64_t h = 0; h < t.numel; ++h) {
+      float& p = m.value()->params()[t.offset + h];
+      if (t.name.ends_with(".memory_gate")) p = 0.3f - 0.5f * h;
+      if (t.name.ends_with(".memory_eta")) p = 0.0f;
+      if (t.name.ends_with(".memory_theta")) p = 1.0f;
+      if (t.name.ends_with(".memory_alpha")) p = -1.0f;
+    }
   return std::move(m).value();
 }
 
-TEST(LtmModel, GradientsMatchFiniteDifferences) {
-  auto m = model();
+class LtmKinds : public ::testing::TestWithParam<MemoryKind> {};
+
+TEST_P(LtmKinds, GradientsMatchFiniteDifferences) {
+  auto m = model({}, GetParam());
   const Data d = data(24);
   m->zero_grad();
   m->forward(d.tokens, d.targets, 2, 12);
   m->backward();
   auto loss = [&] { return static_cast<double>(m->forward(d.tokens, d.targets, 2, 12, false)); };
-  for (const char* name : {"blk.0.memory_gate", "blk.0.attn_k.weight", "blk.0.attn_v.weight",
-                           "blk.1.attn_q.weight", "blk.1.memory_gate"}) {
+  std::vector<std::string> names = {"blk.0.memory_gate", "blk.0.attn_k.weight",
+                                    "blk.0.attn_v.weight", "blk.1.attn_q.weight",
+                                    "blk.1.memory_gate"};
+  if (GetParam() == MemoryKind::kTitans)
+    for (const char* r : {"blk.0.memory_eta", "blk.0.memory_theta", "blk.1.memory_alpha"})
+      names.emplace_back(r);
+  for (const std::string& name_s : names) {
+    const char* name = name_s.c_str();
     Tensor p = m->param(name), g = m->grad(name);
     std::vector<float> x(p.data_as<float>(), p.data_as<float>() + p.numel());
     const std::vector<float> analytic(g.data_as<float>(), g.data_as<float>() + g.numel());
     float* live = p.data_as<float>();
-    const double err = fd_error(name, x, analytic, [&] {
-      std::memcpy(live, x.data(), x.size() * sizeof(float));
-      return loss();
-    });
+    const bool rate = name_s.find("memory_") != std::string::npos && !name_s.ends_with("gate");
+    const double err = fd_error(
+        name, x, analytic,
+        [&] {
+          std::memcpy(live, x.data(), x.size() * sizeof(float));
+          return loss();
+        },
+        rate ? 1e-2f : 1e-3f);
     std::memcpy(live, x.data(), x.size() * sizeof(float));
     EXPECT_LT(err, 2e-2) << name;
   }
 }
 
-TEST(LtmModel, MemorySavingModesGiveTheDefaultsGradients) {
+TEST_P(LtmKinds, MemorySavingModesGiveTheDefaultsGradients) {
   const Data d = data(24, 1);
   std::vector<float> want;
   for (int mode = 0; mode < 3; ++mode) {
     TrainOptions o;
     o.recompute_blocks = mode == 1;
     o.selective_recompute = mode == 2;
-    auto m = model(o);
+    auto m = model(o, GetParam());
     m->zero_grad();
     m->forward(d.tokens, d.targets, 2, 12);
     m->backward();
@@ -160,8 +181,8 @@ std::vector<float> infer(const Model& m, const std::vector<int32_t>& tokens, int
   return all;
 }
 
-TEST(LtmModel, InferenceGivesTrainingsLogitsInAnyPieces) {
-  auto m = model();
+TEST_P(LtmKinds, InferenceGivesTrainingsLogitsInAnyPieces) {
+  auto m = model({}, GetParam());
   const Data d = data(24, 3);
   m->forward(d.tokens, d.targets, 2, 12, false);
   const std::vector<float> want = m->logits();
@@ -171,6 +192,7 @@ TEST(LtmModel, InferenceGivesTrainingsLogitsInAnyPieces) {
   std::filesystem::remove(path);
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_EQ(loaded.value()->config().memory_segment, 4);
+  EXPECT_EQ(loaded.value()->config().memory_kind, GetParam());
   const std::vector<int32_t> first(d.tokens.begin(), d.tokens.begin() + 12);
   for (int64_t piece : {0, 1, 2, 5}) {
     const std::vector<float> got = infer(*loaded.value(), first, piece);
@@ -179,6 +201,13 @@ TEST(LtmModel, InferenceGivesTrainingsLogitsInAnyPieces) {
       ASSERT_NEAR(got[i], want[i], 2e-4) << "piece " << piece << " at " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Memory, LtmKinds,
+                         ::testing::Values(MemoryKind::kInfini, MemoryKind::kTitans),
+                         [](const auto& info) {
+                           return std::string(info.param == MemoryKind::kTitans ? "titans"
+                                                                                : "infini");
+                         });
 
 TEST(LtmModel, CacheAndMemoryDoNotGrowWithTheContext) {
   auto m = model();

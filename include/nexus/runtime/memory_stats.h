@@ -13,7 +13,9 @@ namespace nexus {
 
 struct LayerMemoryStats {
   int64_t layer = 0;
-  double written = 0;     // the normaliser's mass, per head (sum of phi(k) over written keys)
+  // Per head, the mass written: Infini's normaliser (sum of phi(k) over the written keys), or
+  // Titans' squared memory norm.
+  double written = 0;
   double slots_used = 0;  // the fraction of slots holding 90% of that mass, mean over heads
   double norm = 0;        // the memory's Frobenius norm, mean over heads
 };

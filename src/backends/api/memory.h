@@ -49,3 +49,46 @@ inline int64_t memory_floats(int64_t head_dim) { return head_dim * head_dim + he
 inline int64_t memory_segments(int64_t t, int64_t segment) { return (t + segment - 1) / segment; }
 
 }  // namespace nexus
+
+namespace nexus {
+
+// Titans' long-term memory (Behrouz et al. 2024) with a linear memory (L_M = 1), written once a
+// segment by a gradient step with momentum and forgetting. Per sequence and key/value head g
+// (read by query heads h with g = h / (heads / kv_heads)), with unit-normalised queries and keys
+// x^ = x / sqrt(|x|^2 + kTitansEps), from M_g = S_g = 0 [head_dim x head_dim] (or `state`):
+//   y[i][h] = q^[i][h] M_g                                (the memory before the segment)
+//   G = 2 sum_i k^_i^T (k^_i M_g - v_i)                   (d/dM of sum_i |k^_i M_g - v_i|^2)
+//   S_g = eta_g S_g - theta_g G,   M_g = (1 - alpha_g) M_g + S_g
+// eta (momentum), theta (step) and alpha (forgetting) in (0, 1) per key/value head.
+struct TitansArgs {
+  const float* q;  // [b * t][heads * head_dim]; null: no reads
+  const float* k;  // [b * t][kv_heads * head_dim]
+  const float* v;
+  float* y;            // [b * t][heads * head_dim]
+  const float* eta;    // [kv_heads]
+  const float* theta;  // [kv_heads]
+  const float* alpha;  // [kv_heads]
+  float* saved;  // [b][segments][kv_heads][titans_floats]: M and S before each segment; or null
+  float* state;  // [b][kv_heads][titans_floats] in and out; null: zeros, not kept
+  int64_t b, t, segment, heads, kv_heads, head_dim;
+  bool write = true;
+};
+
+// The backward from zero memory through every segment: dq, dk, dv written; deta, dtheta and
+// dalpha [kv_heads] added to (summed over the sequences in a fixed order).
+struct TitansBackwardArgs {
+  TitansArgs fwd;
+  const float* dy;
+  float* dq;
+  float* dk;
+  float* dv;
+  float* deta;
+  float* dtheta;
+  float* dalpha;
+};
+
+constexpr float kTitansEps = 1e-6f;
+// Floats of one head's Titans memory: M then S.
+inline int64_t titans_floats(int64_t head_dim) { return 2 * head_dim * head_dim; }
+
+}  // namespace nexus

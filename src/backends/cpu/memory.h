@@ -10,5 +10,8 @@ namespace nexus::cpu {
 // matrices on our f32 GEMM) and "scalar" (row by row, the reference).
 KernelVariants<MemoryArgs> memory_kernels();
 KernelVariants<MemoryBackwardArgs> memory_backward_kernels();
+// Titans' linear memory (titans.cc): "scalar", the reference.
+KernelVariants<TitansArgs> titans_kernels();
+KernelVariants<TitansBackwardArgs> titans_backward_kernels();
 
 }  // namespace nexus::cpu

@@ -1,0 +1,195 @@
+// Titans' linear long-term memory, the reference kernels: every (sequence, key/value head) walks
+// its segments in order (forward) or in reverse (backward) with M and S as head_dim x head_dim
+// matrices; the per-head gradients of eta, theta and alpha are summed over the sequences in order
+// after the parallel part, so results do not depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/memory.h"
+
+namespace nexus::cpu {
+namespace {
+
+// x^ = x / n, n = sqrt(|x|^2 + eps); returns n.
+float unit(const float* x, int64_t d, float* out) {
+  float s = kTitansEps;
+  for (int64_t i = 0; i < d; ++i) s += x[i] * x[i];
+  const float n = std::sqrt(s);
+  for (int64_t i = 0; i < d; ++i) out[i] = x[i] / n;
+  return n;
+}
+// dx from dx^ for x^ = x / n: (dx^ - x^ (x^ . dx^)) / n.
+void unit_backward(const float* xh, float n, const float* dxh, int64_t d, float* dx) {
+  float dot = 0;
+  for (int64_t i = 0; i < d; ++i) dot += xh[i] * dxh[i];
+  for (int64_t i = 0; i < d; ++i) dx[i] = (dxh[i] - xh[i] * dot) / n;
+}
+
+template <class Fn>
+void each_head(int64_t b, int64_t kv, ThreadPool* pool, Fn fn) {
+  const int64_t n = b * kv;
+  if (pool != nullptr && n > 1)
+    pool->parallel_for(
+        n,
+        [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) fn(i / kv, i % kv);
+        },
+        1);
+  else
+    for (int64_t i = 0; i < n; ++i) fn(i / kv, i % kv);
+}
+
+// G = 2 K^T (K M - V) over a segment's unit keys kh [len][d] and values; R = K M - V kept.
+void gradient(const float* kh, const float* const* v, int64_t len, const float* m, int64_t d,
+              float* r, float* g) {
+  std::fill(g, g + d * d, 0.0f);
+  for (int64_t t = 0; t < len; ++t) {
+    const float* k = kh + t * d;
+    float* rt = r + t * d;
+    for (int64_t c = 0; c < d; ++c) rt[c] = -v[t][c];
+    for (int64_t a = 0; a < d; ++a)
+      for (int64_t c = 0; c < d; ++c) rt[c] += k[a] * m[a * d + c];
+    for (int64_t a = 0; a < d; ++a)
+      for (int64_t c = 0; c < d; ++c) g[a * d + c] += 2.0f * k[a] * rt[c];
+  }
+}
+
+void titans_run(const TitansArgs& a, ThreadPool* pool) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+    std::vector<float> mem(static_cast<size_t>(tf), 0.0f), u(d), kh(a.segment * d),
+        r(a.segment * d), grad(d * d);
+    std::vector<const float*> vrows(static_cast<size_t>(a.segment));
+    float* st = a.state ? a.state + (s * a.kv_heads + g) * tf : nullptr;
+    if (st) std::copy(st, st + tf, mem.begin());
+    float *m = mem.data(), *sm = m + d * d;
+    for (int64_t j = 0; j < segs; ++j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      if (a.saved)
+        std::copy(mem.begin(), mem.end(), a.saved + ((s * segs + j) * a.kv_heads + g) * tf);
+      for (int64_t i = i0; a.q && i < i1; ++i)
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          unit(a.q + i * qw + h * d, d, u.data());
+          float* y = a.y + i * qw + h * d;
+          std::fill(y, y + d, 0.0f);
+          for (int64_t x = 0; x < d; ++x)
+            for (int64_t c = 0; c < d; ++c) y[c] += u[x] * m[x * d + c];
+        }
+      if (!a.write) continue;
+      const int64_t len = i1 - i0;
+      for (int64_t t = 0; t < len; ++t) {
+        unit(a.k + (i0 + t) * kw + g * d, d, kh.data() + t * d);
+        vrows[t] = a.v + (i0 + t) * kw + g * d;
+      }
+      gradient(kh.data(), vrows.data(), len, m, d, r.data(), grad.data());
+      const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
+      for (int64_t x = 0; x < d * d; ++x) {
+        sm[x] = eta * sm[x] - theta * grad[x];
+        m[x] = (1.0f - alpha) * m[x] + sm[x];
+      }
+    }
+    if (st) std::copy(mem.begin(), mem.end(), st);
+  });
+}
+
+void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
+  const TitansArgs& a = b.fwd;
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  // Each (sequence, head)'s d eta, d theta, d alpha, summed in order below.
+  std::vector<double> parts(static_cast<size_t>(a.b * a.kv_heads * 3), 0.0);
+  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+    std::vector<float> dm(d * d, 0.0f), ds(d * d, 0.0f), dmo(d * d), dst(d * d), dg(d * d);
+    std::vector<float> kh(a.segment * d), kn(a.segment), r(a.segment * d), grad(d * d), dr(d),
+        dkh(d), u(d), du(d);
+    std::vector<const float*> vrows(static_cast<size_t>(a.segment));
+    double* part = parts.data() + (s * a.kv_heads + g) * 3;
+    const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
+    for (int64_t j = segs - 1; j >= 0; --j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      const int64_t len = i1 - i0;
+      const float* m = a.saved + ((s * segs + j) * a.kv_heads + g) * tf;
+      const float* sm = m + d * d;
+      for (int64_t t = 0; t < len; ++t) {
+        kn[t] = unit(a.k + (i0 + t) * kw + g * d, d, kh.data() + t * d);
+        vrows[t] = a.v + (i0 + t) * kw + g * d;
+      }
+      gradient(kh.data(), vrows.data(), len, m, d, r.data(), grad.data());
+      // M_new = (1 - alpha) M + S_new, S_new = eta S - theta G.
+      double dalpha = 0, deta = 0, dtheta = 0;
+      for (int64_t x = 0; x < d * d; ++x) {
+        dst[x] = ds[x] + dm[x];
+        dalpha -= static_cast<double>(dm[x]) * m[x];
+        dmo[x] = (1.0f - alpha) * dm[x];
+        deta += static_cast<double>(dst[x]) * sm[x];
+        dtheta -= static_cast<double>(dst[x]) * grad[x];
+        ds[x] = eta * dst[x];
+        dg[x] = -theta * dst[x];
+      }
+      part[0] += deta;
+      part[1] += dtheta;
+      part[2] += dalpha;
+      // G = 2 sum_t k_t^T r_t, r_t = k_t M - v_t.
+      for (int64_t t = 0; t < len; ++t) {
+        const float* k = kh.data() + t * d;
+        const float* rt = r.data() + t * d;
+        // dr = 2 k dG (row), dk = 2 dG r^T + M dr
+        for (int64_t c = 0; c < d; ++c) dr[c] = 0.0f;
+        for (int64_t x = 0; x < d; ++x) {
+          float acc = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dr[c] += 2.0f * k[x] * dg[x * d + c];
+            acc += 2.0f * dg[x * d + c] * rt[c];
+          }
+          dkh[x] = acc;
+        }
+        for (int64_t x = 0; x < d; ++x) {
+          float acc = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            acc += m[x * d + c] * dr[c];
+            dmo[x * d + c] += k[x] * dr[c];
+          }
+          dkh[x] += acc;
+        }
+        float* dv = b.dv + (i0 + t) * kw + g * d;
+        for (int64_t c = 0; c < d; ++c) dv[c] = -dr[c];
+        unit_backward(k, kn[t], dkh.data(), d, b.dk + (i0 + t) * kw + g * d);
+      }
+      // Reads: y = q^ M.
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float n = unit(a.q + i * qw + h * d, d, u.data());
+          const float* dy = b.dy + i * qw + h * d;
+          for (int64_t x = 0; x < d; ++x) {
+            float acc = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              acc += m[x * d + c] * dy[c];
+              dmo[x * d + c] += u[x] * dy[c];
+            }
+            du[x] = acc;
+          }
+          unit_backward(u.data(), n, du.data(), d, b.dq + i * qw + h * d);
+        }
+      dm.swap(dmo);
+    }
+  });
+  for (int64_t s = 0; s < a.b; ++s)
+    for (int64_t g = 0; g < a.kv_heads; ++g) {
+      const double* part = parts.data() + (s * a.kv_heads + g) * 3;
+      b.deta[g] += static_cast<float>(part[0]);
+      b.dtheta[g] += static_cast<float>(part[1]);
+      b.dalpha[g] += static_cast<float>(part[2]);
+    }
+}
+
+const KernelVariant<TitansArgs> kTitans[] = {{"scalar", always_available, titans_run}};
+const KernelVariant<TitansBackwardArgs> kTitansBackward[] = {
+    {"scalar", always_available, titans_backward_run}};
+
+}  // namespace
+
+KernelVariants<TitansArgs> titans_kernels() { return kTitans; }
+KernelVariants<TitansBackwardArgs> titans_backward_kernels() { return kTitansBackward; }
+
+}  // namespace nexus::cpu
