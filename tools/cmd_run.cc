@@ -207,8 +207,7 @@ int run_main(int argc, char** argv) {
     if (mc.memory_segment == 0)
       std::fprintf(stderr, "--memory-stats: %s has no long-term memory\n", mc.arch_name.c_str());
     else
-      std::fprintf(stderr, "%s",
-                   format_memory_stats(memory_stats(**ctx, 0), mc.head_dim, mc.n_kv_heads).c_str());
+      std::fprintf(stderr, "%s", format_memory_stats(memory_stats(**ctx, 0), mc).c_str());
   }
   if (g.lookup_ngram > 0 || g.draft)
     std::fprintf(stderr, "speculation: %lld of %lld drafts accepted, %lld decode calls\n",

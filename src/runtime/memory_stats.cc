@@ -48,12 +48,13 @@ std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
   return out;
 }
 
-std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats, int64_t head_dim,
-                                int64_t kv_heads) {
-  std::string r = "long-term memory: " + std::to_string(kv_heads) + " heads x " +
-                  std::to_string(head_dim) + " slots of " + std::to_string(head_dim) +
-                  " values a layer (" +
-                  std::to_string(kv_heads * (head_dim * head_dim + head_dim) * 4) +
+std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats, const ModelConfig& c) {
+  const int64_t head_dim = c.head_dim, kv_heads = c.n_kv_heads;
+  std::string r = "long-term memory (" +
+                  std::string(c.memory_kind == MemoryKind::kTitans ? "titans" : "infini") +
+                  "): " + std::to_string(kv_heads) + " heads x " + std::to_string(head_dim) +
+                  " slots of " + std::to_string(head_dim) + " values a layer (" +
+                  std::to_string(kv_heads * ltm_head_floats(c) * 4) +
                   " bytes)\n  layer  written  slots holding 90%  norm\n";
   char line[96];
   for (const LayerMemoryStats& s : stats) {

@@ -46,7 +46,8 @@ TEST(LtmCli, TrainsRunsAndReportsItsMemory) {
                      "--memory-stats");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_NE(run.err.find("generated: 200 tokens"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("long-term memory: 1 heads x 16 slots"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("long-term memory (infini): 1 heads x 16 slots"), std::string::npos)
+      << run.err;
   EXPECT_NE(run.err.find("slots holding 90%"), std::string::npos) << run.err;
 
   // Passkey samples: the key stated once, asked for at the end, answered; eval scores a model.

@@ -23,7 +23,7 @@ struct LayerMemoryStats {
 // Sequence `seq`'s memory in every layer; empty for a model without one.
 std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq);
 // A table of them, a line a layer, and the bytes the memory takes (for stderr).
-std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats, int64_t head_dim,
-                                int64_t kv_heads);
+std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats,
+                                const ModelConfig& config);
 
 }  // namespace nexus
