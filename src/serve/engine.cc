@@ -729,7 +729,21 @@ struct Engine::Impl {
       for (const auto& r : running) count(r->snaps);
       for (const Parked& p : parked) count(p.snaps);
     }
+    std::vector<LayerMemoryStats> memory;
+    if (model.config().memory_segment > 0 && !running.empty()) {
+      for (const auto& r : running) {
+        const std::vector<LayerMemoryStats> one = memory_stats(*ctx, r->slot);
+        if (memory.empty()) memory.assign(one.size(), {});
+        for (size_t l = 0; l < one.size(); ++l) {
+          memory[l].layer = one[l].layer;
+          memory[l].written += one[l].written / static_cast<double>(running.size());
+          memory[l].slots_used += one[l].slots_used / static_cast<double>(running.size());
+          memory[l].norm += one[l].norm / static_cast<double>(running.size());
+        }
+      }
+    }
     std::lock_guard lock(mu);
+    if (!memory.empty()) stats.memory = std::move(memory);  // (kept while none run)
     stats.state_snapshot_bytes = snap_bytes;
     stats.running = static_cast<int64_t>(running.size());
     stats.kv_blocks_used = kv.blocks_used;
@@ -772,7 +786,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
     return Status::error("the tokenizer has " + std::to_string(tok.n_vocab()) +
                          " tokens but the model's embedding has " + std::to_string(c.n_vocab));
   auto impl = std::make_unique<Impl>(model, tok, o);
-  impl->n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
+  // (nexus-ltm's cache and memory do not grow with the context: 4096 however short it trained.)
+  impl->n_ctx = o.n_ctx > 0 ? o.n_ctx
+                : c.memory_segment > 0
+                    ? 4096
+                    : std::min<int64_t>(c.n_ctx_train > 0 ? c.n_ctx_train : 4096, 4096);
   impl->n_vocab = c.n_vocab;
   ContextOptions co;
   co.n_ctx = impl->n_ctx;

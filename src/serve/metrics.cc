@@ -110,6 +110,27 @@ std::string prometheus_text(const EngineStats* e, const RequestCounters& request
     family(out, m.name, m.type, m.help);
     sample(out, m.name, m.value);
   }
+  if (!e->memory.empty()) {
+    const struct {
+      const char* name;
+      const char* help;
+      double LayerMemoryStats::*field;
+    } mem[] = {{"nexus_memory_written",
+                "nexus-ltm: mass written to a layer's long-term memory "
+                "per head, mean over the running sequences.",
+                &LayerMemoryStats::written},
+               {"nexus_memory_slots_used_ratio",
+                "nexus-ltm: share of a layer's memory slots holding 90% of its mass.",
+                &LayerMemoryStats::slots_used},
+               {"nexus_memory_norm", "nexus-ltm: a layer's long-term memory's norm per head.",
+                &LayerMemoryStats::norm}};
+    for (const auto& m : mem) {
+      family(out, m.name, "gauge", m.help);
+      for (const LayerMemoryStats& l : e->memory)
+        out += std::string(m.name) + "{layer=\"" + std::to_string(l.layer) + "\"} " +
+               std::to_string(l.*(m.field)) + "\n";
+    }
+  }
   family(out, "nexus_finished_total", "counter", "Generations finished, by reason.");
   const std::pair<const char*, uint64_t> finished[] = {{"stop", e->finished_stop},
                                                        {"length", e->finished_length},

@@ -22,6 +22,7 @@
 #include "nexus/context.h"
 #include "nexus/dtype.h"
 #include "nexus/model.h"
+#include "nexus/runtime/memory_stats.h"
 #include "nexus/runtime/sampler.h"
 #include "nexus/status.h"
 #include "nexus/tokenizer.h"
@@ -133,6 +134,9 @@ struct EngineStats {
   uint64_t spec_drafted = 0, spec_accepted = 0;                     // speculative decoding
   uint64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   Histogram ttft, inter_token, e2e;
+  // nexus-ltm: each layer's long-term memory use, the mean over the running sequences of the
+  // latest step that had any.
+  std::vector<LayerMemoryStats> memory;
 };
 
 // Why submit() refused a request.
