@@ -213,5 +213,72 @@ TEST(MemoryGolden, EveryVariantMatchesTheReference) {
   }
 }
 
+TEST(MemoryGolden, EveryTitansVariantMatchesTheReference) {
+  const KernelVariants<TitansArgs> fwd = cpu::titans_kernels();
+  const KernelVariants<TitansBackwardArgs> bwd = cpu::titans_backward_kernels();
+  struct Shape {
+    int64_t b, t, seg, heads, kv, d;
+  };
+  for (const Shape& sh :
+       {Shape{2, 37, 8, 4, 2, 16}, Shape{1, 64, 64, 3, 3, 48}, Shape{3, 20, 6, 8, 1, 8}}) {
+    const size_t qn = sh.b * sh.t * sh.heads * sh.d, kn = sh.b * sh.t * sh.kv * sh.d;
+    const size_t sn = sh.b * memory_segments(sh.t, sh.seg) * sh.kv * titans_floats(sh.d);
+    const std::vector<float> q = random(qn, 8), k = random(kn, 9), v = random(kn, 10),
+                             dy = random(qn, 11, 1.0f),
+                             state0 = random(sh.b * sh.kv * titans_floats(sh.d), 12, 0.1f);
+    std::vector<float> eta(sh.kv), theta(sh.kv), alpha(sh.kv);
+    for (int64_t g = 0; g < sh.kv; ++g) {
+      eta[g] = 0.6f + 0.05f * g;
+      theta[g] = 0.2f;
+      alpha[g] = 0.05f + 0.01f * g;
+    }
+    auto run = [&](size_t variant, int threads, bool write, bool reads) {
+      ThreadPool pool(threads);
+      std::vector<float> y(qn, 0.0f), saved(sn), state = state0, dq(qn), dk(kn), dv(kn);
+      std::vector<float> de(sh.kv, 0.0f), dt(sh.kv, 0.0f), da(sh.kv, 0.0f);
+      TitansArgs a{reads ? q.data() : nullptr,
+                   k.data(),
+                   v.data(),
+                   y.data(),
+                   eta.data(),
+                   theta.data(),
+                   alpha.data(),
+                   saved.data(),
+                   state.data(),
+                   sh.b,
+                   sh.t,
+                   sh.seg,
+                   sh.heads,
+                   sh.kv,
+                   sh.d};
+      a.write = write;
+      fwd[variant].run(a, &pool);
+      std::vector<float> out = y;
+      out.insert(out.end(), state.begin(), state.end());
+      if (write && reads) {
+        a.state = nullptr;
+        fwd[variant].run(a, &pool);
+        bwd[variant].run(
+            {a, dy.data(), dq.data(), dk.data(), dv.data(), de.data(), dt.data(), da.data()},
+            &pool);
+        for (const auto* g : {&dq, &dk, &dv, &de, &dt, &da})
+          out.insert(out.end(), g->begin(), g->end());
+      }
+      return out;
+    };
+    for (auto [write, reads] : {std::pair{true, true}, {false, true}, {true, false}}) {
+      const std::vector<float> want = run(fwd.size() - 1, 1, write, reads);
+      for (size_t vi = 0; vi < fwd.size(); ++vi) {
+        if (!fwd[vi].available()) continue;
+        for (int threads : {1, 2})
+          expect_close(run(vi, threads, write, reads), want, 2e-5,
+                       std::string("titans ") + fwd[vi].name + " t " + std::to_string(sh.t) +
+                           " threads " + std::to_string(threads) + (write ? " write" : "") +
+                           (reads ? " reads" : ""));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nexus

@@ -10,7 +10,7 @@ namespace nexus::cpu {
 // matrices on our f32 GEMM) and "scalar" (row by row, the reference).
 KernelVariants<MemoryArgs> memory_kernels();
 KernelVariants<MemoryBackwardArgs> memory_backward_kernels();
-// Titans' linear memory (titans.cc): "scalar", the reference.
+// Titans' linear memory (titans.cc): "gemm" and "scalar" (the reference), as above.
 KernelVariants<TitansArgs> titans_kernels();
 KernelVariants<TitansBackwardArgs> titans_backward_kernels();
 

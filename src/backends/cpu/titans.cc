@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/memory.h"
 
 namespace nexus::cpu {
@@ -183,8 +184,127 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
     }
 }
 
-const KernelVariant<TitansArgs> kTitans[] = {{"scalar", always_available, titans_run}};
+// The "gemm" variants: a segment's unit queries and keys as matrices, the reads Q M, the
+// residuals K M - V, the gradient K^T R and their backward's products on our f32 GEMM.
+
+// Unit rows of heads [h0, h1) of rows i0..i1 of x into out [len * (h1 - h0)][d] (token-major),
+// their norms into n.
+void unit_rows(const float* x, int64_t ld, int64_t i0, int64_t i1, int64_t h0, int64_t h1,
+               int64_t d, float* out, float* n) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t r = (i - i0) * (h1 - h0) + (h - h0);
+      n[r] = unit(x + i * ld + h * d, d, out + r * d);
+    }
+}
+
+void titans_gemm_run(const TitansArgs& a, ThreadPool* pool) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+    const int64_t rows = a.segment * group;
+    std::vector<float> mem(static_cast<size_t>(tf), 0.0f), x(rows * d), y(rows * d), n(rows),
+        grad(d * d);
+    float* st = a.state ? a.state + (s * a.kv_heads + g) * tf : nullptr;
+    if (st) std::copy(st, st + tf, mem.begin());
+    float *m = mem.data(), *sm = m + d * d;
+    for (int64_t j = 0; j < segs; ++j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      const int64_t len = i1 - i0;
+      if (a.saved)
+        std::copy(mem.begin(), mem.end(), a.saved + ((s * segs + j) * a.kv_heads + g) * tf);
+      if (a.q) {
+        unit_rows(a.q, qw, i0, i1, g * group, (g + 1) * group, d, x.data(), n.data());
+        gemm_f32(false, false, len * group, d, d, x.data(), d, m, d, false, y.data(), d);
+        for (int64_t i = i0; i < i1; ++i)
+          std::copy_n(y.data() + (i - i0) * group * d, group * d, a.y + i * qw + g * group * d);
+      }
+      if (!a.write) continue;
+      unit_rows(a.k, kw, i0, i1, g, g + 1, d, x.data(), n.data());
+      gemm_f32(false, false, len, d, d, x.data(), d, m, d, false, y.data(), d);  // K M
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < d; ++c) y[t * d + c] -= a.v[(i0 + t) * kw + g * d + c];
+      gemm_f32(true, false, d, d, len, x.data(), d, y.data(), d, false, grad.data(), d);  // K^T R
+      const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
+      for (int64_t e = 0; e < d * d; ++e) {
+        sm[e] = eta * sm[e] - theta * 2.0f * grad[e];
+        m[e] = (1.0f - alpha) * m[e] + sm[e];
+      }
+    }
+    if (st) std::copy(mem.begin(), mem.end(), st);
+  });
+}
+
+void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
+  const TitansArgs& a = b.fwd;
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
+  const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
+  std::vector<double> parts(static_cast<size_t>(a.b * a.kv_heads * 3), 0.0);
+  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+    const int64_t rows = a.segment * group;
+    std::vector<float> dm(d * d, 0.0f), ds(d * d, 0.0f), dmo(d * d), dg(d * d), grad(d * d);
+    std::vector<float> x(rows * d), n(rows), r(rows * d), dr(rows * d), dx(rows * d);
+    double* part = parts.data() + (s * a.kv_heads + g) * 3;
+    const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
+    for (int64_t j = segs - 1; j >= 0; --j) {
+      const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
+      const int64_t len = i1 - i0;
+      const float* m = a.saved + ((s * segs + j) * a.kv_heads + g) * tf;
+      const float* sm = m + d * d;
+      unit_rows(a.k, kw, i0, i1, g, g + 1, d, x.data(), n.data());
+      gemm_f32(false, false, len, d, d, x.data(), d, m, d, false, r.data(), d);
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t c = 0; c < d; ++c) r[t * d + c] -= a.v[(i0 + t) * kw + g * d + c];
+      gemm_f32(true, false, d, d, len, x.data(), d, r.data(), d, false, grad.data(), d);
+      double dalpha = 0, deta = 0, dtheta = 0;
+      for (int64_t e = 0; e < d * d; ++e) {
+        const float dst = ds[e] + dm[e], gr = 2.0f * grad[e];
+        dalpha -= static_cast<double>(dm[e]) * m[e];
+        dmo[e] = (1.0f - alpha) * dm[e];
+        deta += static_cast<double>(dst) * sm[e];
+        dtheta -= static_cast<double>(dst) * gr;
+        ds[e] = eta * dst;
+        dg[e] = -2.0f * theta * dst;  // d G, times the 2 of G = 2 K^T R
+      }
+      part[0] += deta;
+      part[1] += dtheta;
+      part[2] += dalpha;
+      gemm_f32(false, false, len, d, d, x.data(), d, dg.data(), d, false, dr.data(), d);  // dR
+      gemm_f32(false, true, len, d, d, r.data(), d, dg.data(), d, false, dx.data(), d);   // R dG^T
+      gemm_f32(false, true, len, d, d, dr.data(), d, m, d, true, dx.data(), d);          // + dR M^T
+      gemm_f32(true, false, d, d, len, x.data(), d, dr.data(), d, true, dmo.data(), d);  // K^T dR
+      for (int64_t t = 0; t < len; ++t) {
+        float* dv = b.dv + (i0 + t) * kw + g * d;
+        for (int64_t c = 0; c < d; ++c) dv[c] = -dr[t * d + c];
+        unit_backward(x.data() + t * d, n[t], dx.data() + t * d, d, b.dk + (i0 + t) * kw + g * d);
+      }
+      // Reads: Y = Q M.
+      const int64_t rq = len * group;
+      unit_rows(a.q, qw, i0, i1, g * group, (g + 1) * group, d, x.data(), n.data());
+      for (int64_t i = i0; i < i1; ++i)
+        std::copy_n(b.dy + i * qw + g * group * d, group * d, r.data() + (i - i0) * group * d);
+      gemm_f32(false, true, rq, d, d, r.data(), d, m, d, false, dx.data(), d);         // dY M^T
+      gemm_f32(true, false, d, d, rq, x.data(), d, r.data(), d, true, dmo.data(), d);  // Q^T dY
+      for (int64_t row = 0; row < rq; ++row) {
+        const int64_t i = i0 + row / group, h = g * group + row % group;
+        unit_backward(x.data() + row * d, n[row], dx.data() + row * d, d, b.dq + i * qw + h * d);
+      }
+      dm.swap(dmo);
+    }
+  });
+  for (int64_t s = 0; s < a.b; ++s)
+    for (int64_t g = 0; g < a.kv_heads; ++g) {
+      const double* part = parts.data() + (s * a.kv_heads + g) * 3;
+      b.deta[g] += static_cast<float>(part[0]);
+      b.dtheta[g] += static_cast<float>(part[1]);
+      b.dalpha[g] += static_cast<float>(part[2]);
+    }
+}
+
+const KernelVariant<TitansArgs> kTitans[] = {{"gemm", gemm_f32_active, titans_gemm_run},
+                                             {"scalar", always_available, titans_run}};
 const KernelVariant<TitansBackwardArgs> kTitansBackward[] = {
+    {"gemm", gemm_f32_active, titans_backward_gemm_run},
     {"scalar", always_available, titans_backward_run}};
 
 }  // namespace
