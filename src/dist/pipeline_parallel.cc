@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "dist/state_check.h"
 #include "nexus/profile.h"
 
 namespace nexus::dist {
@@ -94,6 +93,8 @@ size_t floats(const std::vector<train::ParamInfo>& tensors) {
 
 }  // namespace
 
+size_t PipelineTraining::part_floats() const { return floats(stage_[rank_]); }
+
 void PipelineTraining::cut(std::span<const float> full, std::span<float> stage) const {
   const std::vector<train::ParamInfo>& mine = stage_[rank_];
   NEXUS_CHECK(full.size() == full_floats_ && stage.size() == floats(mine),
@@ -133,26 +134,6 @@ void PipelineTraining::gather(std::span<const float> stage, std::span<float> ful
     }
     base += counts[static_cast<size_t>(s)];
   }
-}
-
-Status PipelineTraining::cut_state(train::Optimizer& full, train::Optimizer& stage) const {
-  std::vector<train::StateBuffer> f = full.state(), s = stage.state();
-  NEXUS_RETURN_IF_ERROR(
-      check_elementwise_state(f, s, full_floats_, floats(stage_[rank_]), "pipeline parallel"));
-  for (size_t i = 0; i < f.size(); ++i) cut(f[i].data, s[i].data);
-  stage.set_steps(full.steps());
-  return Status::ok();
-}
-
-Status PipelineTraining::gather_state(train::Optimizer& stage, train::Optimizer* full) {
-  std::vector<train::StateBuffer> s = stage.state();
-  std::vector<train::StateBuffer> f = full ? full->state() : s;
-  const size_t mine = floats(stage_[rank_]);
-  NEXUS_RETURN_IF_ERROR(
-      check_elementwise_state(f, s, full ? full_floats_ : mine, mine, "pipeline parallel"));
-  for (size_t i = 0; i < s.size(); ++i) gather(s[i].data, full ? f[i].data : std::span<float>());
-  if (full) full->set_steps(stage.steps());
-  return Status::ok();
 }
 
 double PipelineTraining::mean(double local) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "dist/state_check.h"
 #include "models/tensor_parallel.h"
 
 namespace nexus::dist {
@@ -86,26 +85,6 @@ void TensorParallelTraining::gather(std::span<const float> slice, std::span<floa
                  tp_split(full_, f.name, static_cast<int>(r), comm_.size()),
                  full.data() + f.offset);
     }
-}
-
-Status TensorParallelTraining::cut_state(train::Optimizer& full, train::Optimizer& slice) const {
-  std::vector<train::StateBuffer> f = full.state(), s = slice.state();
-  NEXUS_RETURN_IF_ERROR(
-      check_elementwise_state(f, s, full_floats_, slice_floats_, "tensor parallel"));
-  for (size_t i = 0; i < f.size(); ++i) cut(f[i].data, s[i].data);
-  slice.set_steps(full.steps());
-  return Status::ok();
-}
-
-Status TensorParallelTraining::gather_state(train::Optimizer& slice, train::Optimizer* full) {
-  std::vector<train::StateBuffer> s = slice.state();
-  // Every rank checks its own side (the same kinds everywhere), so all of them go on or none.
-  std::vector<train::StateBuffer> f = full ? full->state() : s;
-  NEXUS_RETURN_IF_ERROR(check_elementwise_state(f, s, full ? full_floats_ : slice_floats_,
-                                                slice_floats_, "tensor parallel"));
-  for (size_t i = 0; i < s.size(); ++i) gather(s[i].data, full ? f[i].data : std::span<float>());
-  if (full) full->set_steps(slice.steps());
-  return Status::ok();
 }
 
 void TensorParallelTraining::finish(std::span<float> grads) {

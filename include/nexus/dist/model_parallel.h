@@ -25,10 +25,14 @@ class ModelParallel : public train::GradientExchange {
   // other ranks).
   virtual void cut(std::span<const float> full, std::span<float> part) const = 0;
   virtual void gather(std::span<const float> part, std::span<float> full) = 0;
-  // The same for every state buffer of two optimizers of one kind (`full` null on the ranks but
-  // 0 when gathering), with the step count; element-wise f32 state only (AdamW, SGD).
-  virtual Status cut_state(train::Optimizer& full, train::Optimizer& part) const = 0;
-  virtual Status gather_state(train::Optimizer& part, train::Optimizer* full) = 0;
+  // Floats of the full layout and of this rank's part.
+  virtual size_t full_floats() const = 0;
+  virtual size_t part_floats() const = 0;
+  // cut and gather for every state buffer of two optimizers of one kind (`full` null on the ranks
+  // but 0 when gathering), with the step count; element-wise f32 state only (AdamW, SGD), else an
+  // error naming the buffer.
+  Status cut_state(train::Optimizer& full, train::Optimizer& part) const;
+  Status gather_state(train::Optimizer& part, train::Optimizer* full);
   // "tensor parallel", "pipeline parallel".
   virtual const char* kind() const = 0;
 };

@@ -51,8 +51,8 @@ class PipelineTraining final : public ModelParallel {
   // the other ranks). As many floats per rank as its stage holds.
   void cut(std::span<const float> full, std::span<float> stage) const override;
   void gather(std::span<const float> stage, std::span<float> full) override;
-  Status cut_state(train::Optimizer& full, train::Optimizer& stage) const override;
-  Status gather_state(train::Optimizer& stage, train::Optimizer* full) override;
+  size_t full_floats() const override { return full_floats_; }
+  size_t part_floats() const override;
 
   int world() const override { return 1; }  // every stage sees every micro-batch
   void ready(std::span<float>, size_t, size_t) override {}

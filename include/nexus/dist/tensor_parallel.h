@@ -37,20 +37,14 @@ class TensorParallelTraining final : public ModelParallel {
   void configure(train::TrainOptions* o) override { o->tp = &group_; }
   std::span<const train::ParamInfo> part_tensors() const override { return slice_; }
   const char* kind() const override { return "tensor parallel"; }
-  size_t slice_floats() const { return slice_floats_; }
-  size_t full_floats() const { return full_floats_; }
+  size_t full_floats() const override { return full_floats_; }
+  size_t part_floats() const override { return slice_floats_; }
 
   // This rank's slice of a full-layout array (parameters, or an element-wise optimizer buffer),
   // and the way back: every rank's slices into the full layout on rank 0 (collective; `full` is
   // empty on the other ranks).
   void cut(std::span<const float> full, std::span<float> slice) const override;
   void gather(std::span<const float> slice, std::span<float> full) override;
-  // The same for every state buffer of two optimizers of one kind (the full one over
-  // full_tensors, the slice's over slice_tensors; `full` null on ranks other than 0 when
-  // gathering), with the step count; element-wise f32 state only (AdamW, SGD), else an error
-  // naming the buffer.
-  Status cut_state(train::Optimizer& full, train::Optimizer& slice) const override;
-  Status gather_state(train::Optimizer& slice, train::Optimizer* full) override;
 
   int world() const override { return 1; }  // the ranks share every batch
   void ready(std::span<float>, size_t, size_t) override {}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/gemm_f32.h"
+#include "backends/cpu/memory_impl.h"
 
 namespace nexus::cpu {
 namespace {
@@ -46,24 +47,10 @@ void back_read(const float* f, const float* m, const float* z, const float* dr, 
   }
 }
 
-template <class Fn>
-void over_heads(const MemoryArgs& a, ThreadPool* pool, Fn fn) {
-  const int64_t n = a.b * a.kv_heads;
-  if (pool != nullptr && n > 1)
-    pool->parallel_for(
-        n,
-        [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) fn(i / a.kv_heads, i % a.kv_heads);
-        },
-        1);
-  else
-    for (int64_t i = 0; i < n; ++i) fn(i / a.kv_heads, i % a.kv_heads);
-}
-
 void memory_run(const MemoryArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  over_heads(a, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     std::vector<float> mem(static_cast<size_t>(mf), 0.0f), f(d), r(d), upd(static_cast<size_t>(mf));
     float* st = a.state ? a.state + (s * a.kv_heads + g) * mf : nullptr;
     if (st) std::copy(st, st + mf, mem.begin());
@@ -105,7 +92,7 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
   const MemoryArgs& a = b.fwd;
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  over_heads(a, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     // dmem: d loss / d the memory after the segment being undone (M then z); zero after the last.
     std::vector<float> dmem(static_cast<size_t>(mf), 0.0f), dprev(static_cast<size_t>(mf));
     std::vector<float> f(d), num(d), dnum(d), df(d);
@@ -198,7 +185,7 @@ void dots(const float* f, const float* z, int64_t rows, int64_t d, float* den) {
 void memory_gemm_run(const MemoryArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  over_heads(a, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * std::max<int64_t>(group, 1);
     std::vector<float> mem(static_cast<size_t>(mf), 0.0f), f(rows * d), num(rows * d), den(rows),
         v(a.segment * d);
@@ -241,7 +228,7 @@ void memory_backward_gemm_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
   const MemoryArgs& a = b.fwd;
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  over_heads(a, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * std::max<int64_t>(group, 1);
     std::vector<float> dmem(static_cast<size_t>(mf), 0.0f), dprev(static_cast<size_t>(mf));
     std::vector<float> f(rows * d), num(rows * d), den(rows), e(rows * d), de(rows * d),

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/memory.h"
+#include "backends/cpu/memory_impl.h"
 
 namespace nexus::cpu {
 namespace {
@@ -26,20 +27,6 @@ void unit_backward(const float* xh, float n, const float* dxh, int64_t d, float*
   for (int64_t i = 0; i < d; ++i) dx[i] = (dxh[i] - xh[i] * dot) / n;
 }
 
-template <class Fn>
-void each_head(int64_t b, int64_t kv, ThreadPool* pool, Fn fn) {
-  const int64_t n = b * kv;
-  if (pool != nullptr && n > 1)
-    pool->parallel_for(
-        n,
-        [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) fn(i / kv, i % kv);
-        },
-        1);
-  else
-    for (int64_t i = 0; i < n; ++i) fn(i / kv, i % kv);
-}
-
 // G = 2 K^T (K M - V) over a segment's unit keys kh [len][d] and values; R = K M - V kept.
 void gradient(const float* kh, const float* const* v, int64_t len, const float* m, int64_t d,
               float* r, float* g) {
@@ -55,10 +42,43 @@ void gradient(const float* kh, const float* const* v, int64_t len, const float* 
   }
 }
 
+// Back through S_new = eta S - theta G and M_new = (1 - alpha) M + S_new, element by element,
+// with G = g_scale * grad: from dm (d/dM_new) and ds (d/dS_new, replaced by d/dS), writes dmo
+// (the update's part of d/dM) and dg = g_scale * d/dG, and adds d eta, d theta, d alpha to part.
+void step_backward(const float* m, const float* sm, const float* grad, float g_scale, float eta,
+                   float theta, float alpha, int64_t n, const float* dm, float* ds, float* dmo,
+                   float* dg, double* part) {
+  double deta = 0, dtheta = 0, dalpha = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const float dst = ds[e] + dm[e];
+    dalpha -= static_cast<double>(dm[e]) * m[e];
+    dmo[e] = (1.0f - alpha) * dm[e];
+    deta += static_cast<double>(dst) * sm[e];
+    dtheta -= static_cast<double>(dst) * (g_scale * grad[e]);
+    ds[e] = eta * dst;
+    dg[e] = -g_scale * theta * dst;
+  }
+  part[0] += deta;
+  part[1] += dtheta;
+  part[2] += dalpha;
+}
+
+// Each (sequence, head)'s rate gradients (d eta, d theta, d alpha) added to the args' in order.
+void add_rate_grads(const std::vector<double>& parts, const TitansBackwardArgs& b) {
+  const int64_t kv = b.fwd.kv_heads;
+  for (int64_t s = 0; s < b.fwd.b; ++s)
+    for (int64_t g = 0; g < kv; ++g) {
+      const double* part = parts.data() + (s * kv + g) * 3;
+      b.deta[g] += static_cast<float>(part[0]);
+      b.dtheta[g] += static_cast<float>(part[1]);
+      b.dalpha[g] += static_cast<float>(part[2]);
+    }
+}
+
 void titans_run(const TitansArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     std::vector<float> mem(static_cast<size_t>(tf), 0.0f), u(d), kh(a.segment * d),
         r(a.segment * d), grad(d * d);
     std::vector<const float*> vrows(static_cast<size_t>(a.segment));
@@ -100,8 +120,8 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   // Each (sequence, head)'s d eta, d theta, d alpha, summed in order below.
   std::vector<double> parts(static_cast<size_t>(a.b * a.kv_heads * 3), 0.0);
-  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
-    std::vector<float> dm(d * d, 0.0f), ds(d * d, 0.0f), dmo(d * d), dst(d * d), dg(d * d);
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+    std::vector<float> dm(d * d, 0.0f), ds(d * d, 0.0f), dmo(d * d), dg(d * d);
     std::vector<float> kh(a.segment * d), kn(a.segment), r(a.segment * d), grad(d * d), dr(d),
         dkh(d), u(d), du(d);
     std::vector<const float*> vrows(static_cast<size_t>(a.segment));
@@ -118,19 +138,9 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       }
       gradient(kh.data(), vrows.data(), len, m, d, r.data(), grad.data());
       // M_new = (1 - alpha) M + S_new, S_new = eta S - theta G.
-      double dalpha = 0, deta = 0, dtheta = 0;
-      for (int64_t x = 0; x < d * d; ++x) {
-        dst[x] = ds[x] + dm[x];
-        dalpha -= static_cast<double>(dm[x]) * m[x];
-        dmo[x] = (1.0f - alpha) * dm[x];
-        deta += static_cast<double>(dst[x]) * sm[x];
-        dtheta -= static_cast<double>(dst[x]) * grad[x];
-        ds[x] = eta * dst[x];
-        dg[x] = -theta * dst[x];
-      }
-      part[0] += deta;
-      part[1] += dtheta;
-      part[2] += dalpha;
+      // (gradient() keeps G with its 2.)
+      step_backward(m, sm, grad.data(), 1.0f, eta, theta, alpha, d * d, dm.data(), ds.data(),
+                    dmo.data(), dg.data(), part);
       // G = 2 sum_t k_t^T r_t, r_t = k_t M - v_t.
       for (int64_t t = 0; t < len; ++t) {
         const float* k = kh.data() + t * d;
@@ -175,13 +185,7 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       dm.swap(dmo);
     }
   });
-  for (int64_t s = 0; s < a.b; ++s)
-    for (int64_t g = 0; g < a.kv_heads; ++g) {
-      const double* part = parts.data() + (s * a.kv_heads + g) * 3;
-      b.deta[g] += static_cast<float>(part[0]);
-      b.dtheta[g] += static_cast<float>(part[1]);
-      b.dalpha[g] += static_cast<float>(part[2]);
-    }
+  add_rate_grads(parts, b);
 }
 
 // The "gemm" variants: a segment's unit queries and keys as matrices, the reads Q M, the
@@ -201,7 +205,7 @@ void unit_rows(const float* x, int64_t ld, int64_t i0, int64_t i1, int64_t h0, i
 void titans_gemm_run(const TitansArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
-  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * group;
     std::vector<float> mem(static_cast<size_t>(tf), 0.0f), x(rows * d), y(rows * d), n(rows),
         grad(d * d);
@@ -240,7 +244,7 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   std::vector<double> parts(static_cast<size_t>(a.b * a.kv_heads * 3), 0.0);
-  each_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
+  for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * group;
     std::vector<float> dm(d * d, 0.0f), ds(d * d, 0.0f), dmo(d * d), dg(d * d), grad(d * d);
     std::vector<float> x(rows * d), n(rows), r(rows * d), dr(rows * d), dx(rows * d);
@@ -256,19 +260,9 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       for (int64_t t = 0; t < len; ++t)
         for (int64_t c = 0; c < d; ++c) r[t * d + c] -= a.v[(i0 + t) * kw + g * d + c];
       gemm_f32(true, false, d, d, len, x.data(), d, r.data(), d, false, grad.data(), d);
-      double dalpha = 0, deta = 0, dtheta = 0;
-      for (int64_t e = 0; e < d * d; ++e) {
-        const float dst = ds[e] + dm[e], gr = 2.0f * grad[e];
-        dalpha -= static_cast<double>(dm[e]) * m[e];
-        dmo[e] = (1.0f - alpha) * dm[e];
-        deta += static_cast<double>(dst) * sm[e];
-        dtheta -= static_cast<double>(dst) * gr;
-        ds[e] = eta * dst;
-        dg[e] = -2.0f * theta * dst;  // d G, times the 2 of G = 2 K^T R
-      }
-      part[0] += deta;
-      part[1] += dtheta;
-      part[2] += dalpha;
+      // grad is K^T R: G is twice it, and dg carries the 2 into dR = K dg and R dg^T.
+      step_backward(m, sm, grad.data(), 2.0f, eta, theta, alpha, d * d, dm.data(), ds.data(),
+                    dmo.data(), dg.data(), part);
       gemm_f32(false, false, len, d, d, x.data(), d, dg.data(), d, false, dr.data(), d);  // dR
       gemm_f32(false, true, len, d, d, r.data(), d, dg.data(), d, false, dx.data(), d);   // R dG^T
       gemm_f32(false, true, len, d, d, dr.data(), d, m, d, true, dx.data(), d);          // + dR M^T
@@ -292,13 +286,7 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       dm.swap(dmo);
     }
   });
-  for (int64_t s = 0; s < a.b; ++s)
-    for (int64_t g = 0; g < a.kv_heads; ++g) {
-      const double* part = parts.data() + (s * a.kv_heads + g) * 3;
-      b.deta[g] += static_cast<float>(part[0]);
-      b.dtheta[g] += static_cast<float>(part[1]);
-      b.dalpha[g] += static_cast<float>(part[2]);
-    }
+  add_rate_grads(parts, b);
 }
 
 const KernelVariant<TitansArgs> kTitans[] = {{"gemm", gemm_f32_active, titans_gemm_run},
