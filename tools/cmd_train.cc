@@ -548,10 +548,8 @@ int train_command(int argc, char** argv, const char* cmd) {
   if (f.tp > 1 || f.pp > 1) {
     const std::string flag = f.tp > 1 ? "--tp" : "--pp";
     const int n = std::max(f.tp, f.pp);
-    if (world != n)
-      return usage(flag + " " + std::to_string(n) + " needs exactly " + std::to_string(n) +
-                   " ranks (mpirun -np " + std::to_string(n) + "), this job has " +
-                   std::to_string(world));
+    if (Status st = dist::check_model_parallel_ranks(flag, n, world); !st)
+      return usage(st.message());
     if (zero > 0 || app.count("--comm-dtype"))
       return usage(flag + ": " + (f.tp > 1 ? "tensor" : "pipeline") +
                    " parallel uses every rank for one model, so there is no data parallel to "

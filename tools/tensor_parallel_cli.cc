@@ -23,7 +23,7 @@ Result<TpRun> start_tensor_parallel(int tp) {
     return Status::error("started by mpirun with " + std::to_string(r.comm->size()) +
                          " ranks: give --tp " + std::to_string(r.comm->size()) +
                          " (tensor parallel), or run one process");
-  NEXUS_RETURN_IF_ERROR(dist::check_tp_ranks(tp, r.comm->size()));
+  NEXUS_RETURN_IF_ERROR(dist::check_model_parallel_ranks("--tp", tp, r.comm->size()));
   r.group = std::make_unique<dist::CommTensorParallel>(*r.comm);
   return r;
 }

@@ -166,13 +166,12 @@ void PipelineTraining::sum_tied(train::TrainModel& model) {
   const train::ParamInfo* tied = nullptr;
   for (const train::ParamInfo& t : stage_[rank_])
     if (t.name == "token_embd.weight") tied = &t;
-  std::vector<float> zeros;
   std::span<float> g;
   if (tied) {
     g = model.grads().subspan(tied->offset, static_cast<size_t>(tied->numel));
-  } else {  // a middle stage adds nothing
-    zeros.assign(static_cast<size_t>(full_.n_vocab * full_.dim), 0.0f);
-    g = zeros;
+  } else {  // a middle stage adds nothing (zeros kept for the run: the sum writes into them)
+    tied_zeros_.assign(static_cast<size_t>(full_.n_vocab * full_.dim), 0.0f);
+    g = tied_zeros_;
   }
   comm_.all_reduce_sum(g);
 }

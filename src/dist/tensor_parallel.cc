@@ -13,13 +13,13 @@ void CommTensorParallel::all_reduce_sum(float* x, int64_t n) {
   comm_.all_reduce_sum(std::span<float>(x, static_cast<size_t>(n)));
 }
 
-Status check_tp_ranks(int tp, int world) {
-  if (tp < 1) return Status::error("--tp must be >= 1");
-  if (tp == 1) return Status::ok();
-  if (!mpi_built()) return Status::error("--tp: " + mpi_missing_hint());
-  if (world != tp)
-    return Status::error("--tp " + std::to_string(tp) + " needs exactly " + std::to_string(tp) +
-                         " ranks (mpirun -np " + std::to_string(tp) + "), this job has " +
+Status check_model_parallel_ranks(const std::string& flag, int n, int world) {
+  if (n < 1) return Status::error(flag + " must be >= 1");
+  if (n == 1) return Status::ok();
+  if (!mpi_built()) return Status::error(flag + ": " + mpi_missing_hint());
+  if (world != n)
+    return Status::error(flag + " " + std::to_string(n) + " needs exactly " + std::to_string(n) +
+                         " ranks (mpirun -np " + std::to_string(n) + "), this job has " +
                          std::to_string(world));
   return Status::ok();
 }

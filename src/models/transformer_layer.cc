@@ -142,13 +142,17 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 struct LtmCall {
   const ModelConfig& c;
   const float *eta_logit, *theta_logit, *alpha_logit;
-  std::vector<float> rates;  // sigmoids: eta, theta, alpha (Titans)
+  // Titans' sigmoids: eta, theta, alpha per kv head, in a per-thread buffer (a call per layer
+  // and token at decode: no allocation once warm; one call is live at a time on a thread).
+  float* rates = nullptr;
 
   LtmCall(const ModelConfig& cfg, const float* eta, const float* theta, const float* alpha)
       : c(cfg), eta_logit(eta), theta_logit(theta), alpha_logit(alpha) {
     if (c.memory_kind != MemoryKind::kTitans) return;
     const int64_t kv = c.n_kv_heads;
-    rates.resize(static_cast<size_t>(3 * kv));
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(3 * kv));
+    rates = buf.data();
     for (int64_t g = 0; g < kv; ++g) {
       rates[g] = sigmoid(eta[g]);
       rates[kv + g] = sigmoid(theta[g]);
@@ -158,8 +162,20 @@ struct LtmCall {
   TitansArgs titans(const float* q, const float* k, const float* v, float* y, float* saved,
                     float* state, int64_t b, int64_t t, bool write) const {
     const int64_t kv = c.n_kv_heads;
-    TitansArgs a{q,         k,     v, y, rates.data(),     rates.data() + kv, rates.data() + 2 * kv,
-                 saved,     state, b, t, c.memory_segment, c.n_heads,         kv,
+    TitansArgs a{q,
+                 k,
+                 v,
+                 y,
+                 rates,
+                 rates + kv,
+                 rates + 2 * kv,
+                 saved,
+                 state,
+                 b,
+                 t,
+                 c.memory_segment,
+                 c.n_heads,
+                 kv,
                  c.head_dim};
     a.write = write;
     return a;

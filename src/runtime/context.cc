@@ -140,14 +140,17 @@ class ContextImpl {
   std::vector<int32_t> next_pos;
   // Runs the forward over rows `rows` of `batch` (nexus-ltm: one segment's tokens of each
   // sequence), their logits into `out` at the wanted rows' places among all the batch's.
-  Status run_rows(const Batch& batch, const std::vector<int64_t>& rows, std::vector<float>* out,
+  // out_index[i]: batch row i's place among the wanted rows, or -1.
+  Status run_rows(const Batch& batch, const std::vector<int64_t>& rows,
+                  const std::vector<int64_t>& out_index, std::vector<float>* out,
                   Context::Output what);
   std::vector<int32_t> sub_token, sub_pos, sub_seq, sub_out;
   std::vector<float> sub_logits;
 };
 
 Status ContextImpl::run_rows(const Batch& batch, const std::vector<int64_t>& rows,
-                             std::vector<float>* out, Context::Output what) {
+                             const std::vector<int64_t>& out_index, std::vector<float>* out,
+                             Context::Output what) {
   const ModelConfig& c = model.config();
   const int32_t seg = static_cast<int32_t>(c.memory_segment);
   const int64_t width = what == Context::Output::kHidden ? c.dim : c.n_vocab;
@@ -164,10 +167,9 @@ Status ContextImpl::run_rows(const Batch& batch, const std::vector<int64_t>& row
     sub_pos.push_back(batch.pos[i] % seg);
     sub_seq.push_back(batch.seq[i]);
     end[batch.seq[i]] = batch.pos[i] % seg + 1;
-    const auto w = std::find(out_rows.begin(), out_rows.end(), static_cast<int32_t>(i));
-    if (w != out_rows.end()) {
+    if (out_index[i] >= 0) {
       sub_out.push_back(static_cast<int32_t>(j));
-      out_at.push_back(w - out_rows.begin());
+      out_at.push_back(out_index[i]);
     }
   }
   for (int s = 0; s < opts.n_seq; ++s)
@@ -304,8 +306,11 @@ Status Context::decode(const Batch& batch, std::vector<float>* logits, Output wh
       if (rounds.size() <= r) rounds.resize(r + 1);
       rounds[r].push_back(i);
     }
+    std::vector<int64_t> out_index(static_cast<size_t>(n), -1);
+    for (size_t k = 0; k < im.out_rows.size(); ++k)
+      out_index[im.out_rows[k]] = static_cast<int64_t>(k);
     for (const std::vector<int64_t>& rows : rounds)
-      if (Status st = im.run_rows(batch, rows, logits, what); !st) {
+      if (Status st = im.run_rows(batch, rows, out_index, logits, what); !st) {
         for (int64_t i = 0; i < n; ++i) im.ltm_pos[batch.seq[i]] = -1;  // part-way through
         return st;
       }

@@ -79,6 +79,7 @@ class PipelineTraining final : public ModelParallel {
   size_t full_floats_ = 0;
   std::vector<std::vector<train::ParamInfo>> stage_;  // by stage
   std::vector<std::vector<size_t>> index_;            // by stage: each tensor's full index
+  std::vector<float> tied_zeros_;                     // a middle stage's share of sum_tied
 };
 
 }  // namespace nexus::dist

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "nexus/dist/communicator.h"
 #include "nexus/model.h"
@@ -21,7 +22,8 @@ class CommTensorParallel final : public TensorParallel {
   Communicator& comm_;
 };
 
-// "--tp N": N >= 1; N > 1 needs a build with MPI and exactly N ranks (errors name the fix).
-Status check_tp_ranks(int tp, int world);
+// "--tp N" or "--pp N" (`flag`): N >= 1; N > 1 needs a build with MPI and exactly N ranks
+// (errors name the fix).
+Status check_model_parallel_ranks(const std::string& flag, int n, int world);
 
 }  // namespace nexus::dist

@@ -51,7 +51,10 @@ void memory_run(const MemoryArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
-    std::vector<float> mem(static_cast<size_t>(mf), 0.0f), f(d), r(d), upd(static_cast<size_t>(mf));
+    // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
+    // writes the memory a token at a time).
+    thread_local std::vector<float> mem, f, r, upd;
+    sized(mem, mf, true), sized(f, d), sized(r, d), sized(upd, mf);
     float* st = a.state ? a.state + (s * a.kv_heads + g) * mf : nullptr;
     if (st) std::copy(st, st + mf, mem.begin());
     float *m = mem.data(), *z = m + d * d;
@@ -187,8 +190,11 @@ void memory_gemm_run(const MemoryArgs& a, ThreadPool* pool) {
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * std::max<int64_t>(group, 1);
-    std::vector<float> mem(static_cast<size_t>(mf), 0.0f), f(rows * d), num(rows * d), den(rows),
-        v(a.segment * d);
+    // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
+    // writes the memory a token at a time).
+    thread_local std::vector<float> mem, f, num, den, v;
+    sized(mem, mf, true), sized(f, rows * d), sized(num, rows * d), sized(den, rows),
+        sized(v, a.segment * d);
     float* st = a.state ? a.state + (s * a.kv_heads + g) * mf : nullptr;
     if (st) std::copy(st, st + mf, mem.begin());
     float *m = mem.data(), *z = m + d * d;

@@ -2,7 +2,9 @@
 // (sequence, key/value head) pairs, each run on one thread of the pool.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "nexus/core/thread_pool.h"
 
@@ -21,6 +23,13 @@ void for_each_memory_head(int64_t b, int64_t kv, ThreadPool* pool, Fn fn) {
         1);
   else
     for (int64_t i = 0; i < n; ++i) fn(i / kv, i % kv);
+}
+
+// v holds exactly n floats (zeros when `zero`); keeps its capacity, so a per-thread buffer is
+// allocated once.
+inline void sized(std::vector<float>& v, int64_t n, bool zero = false) {
+  v.resize(static_cast<size_t>(n));
+  if (zero) std::fill(v.begin(), v.end(), 0.0f);
 }
 
 }  // namespace nexus::cpu

@@ -79,9 +79,13 @@ void titans_run(const TitansArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
-    std::vector<float> mem(static_cast<size_t>(tf), 0.0f), u(d), kh(a.segment * d),
-        r(a.segment * d), grad(d * d);
-    std::vector<const float*> vrows(static_cast<size_t>(a.segment));
+    // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
+    // writes the memory a token at a time).
+    thread_local std::vector<float> mem, u, kh, r, grad;
+    thread_local std::vector<const float*> vrows;
+    sized(mem, tf, true), sized(u, d), sized(kh, a.segment * d), sized(r, a.segment * d),
+        sized(grad, d * d);
+    vrows.resize(static_cast<size_t>(a.segment));
     float* st = a.state ? a.state + (s * a.kv_heads + g) * tf : nullptr;
     if (st) std::copy(st, st + tf, mem.begin());
     float *m = mem.data(), *sm = m + d * d;
@@ -207,8 +211,11 @@ void titans_gemm_run(const TitansArgs& a, ThreadPool* pool) {
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     const int64_t rows = a.segment * group;
-    std::vector<float> mem(static_cast<size_t>(tf), 0.0f), x(rows * d), y(rows * d), n(rows),
-        grad(d * d);
+    // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
+    // writes the memory a token at a time).
+    thread_local std::vector<float> mem, x, y, n, grad;
+    sized(mem, tf, true), sized(x, rows * d), sized(y, rows * d), sized(n, rows),
+        sized(grad, d * d);
     float* st = a.state ? a.state + (s * a.kv_heads + g) * tf : nullptr;
     if (st) std::copy(st, st + tf, mem.begin());
     float *m = mem.data(), *sm = m + d * d;
