@@ -175,13 +175,7 @@ int run_main(int argc, char** argv) {
   const GenerateStats& s = stats.value();
   if (tp.size() > 1) {
     // Each rank's weights and KV cache: its slice.
-    std::vector<double> rss(tp.size(), 0.0);
-    rss[tp.comm->rank()] = static_cast<double>(peak_rss_bytes());
-    tp.comm->all_reduce_sum(rss);
-    std::string per_rank;
-    for (double b : rss)
-      per_rank += (per_rank.empty() ? "" : ", ") +
-                  std::to_string(static_cast<int64_t>(b / 1048576.0)) + " MiB";
+    const std::string per_rank = dist::peak_rss_by_rank(*tp.comm);
     if (leader)
       std::fprintf(stderr, "\ntensor parallel over %d ranks (%s, %s); peak RSS by rank: %s",
                    tp.size(), tp.comm->name(), tp.comm->transport().c_str(), per_rank.c_str());

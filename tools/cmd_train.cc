@@ -864,12 +864,7 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
 
   if (world > 1) {
     // Each rank's peak memory of the training itself (before the export below).
-    std::vector<double> rss(world, 0.0);
-    rss[rank] = static_cast<double>(peak_rss_bytes());
-    comm.all_reduce_sum(rss);
-    std::string per_rank;
-    for (double b : rss)
-      per_rank += (per_rank.empty() ? "" : ", ") + format_bytes(static_cast<uint64_t>(b));
+    const std::string per_rank = dist::peak_rss_by_rank(comm);
     if (leader)
       std::fprintf(stderr,
                    "train: %s: %.2f s inside MPI, %.2f s waited for it (%s); peak RSS by "

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
+
+#include "nexus/core/allocator.h"
+#include "nexus/core/format_bytes.h"
 
 namespace nexus::dist {
 
@@ -74,6 +78,15 @@ Result<std::unique_ptr<Communicator>> make_communicator() {
 #else
   return Status::error("[dist] started by mpirun, but " + mpi_missing_hint());
 #endif
+}
+
+std::string peak_rss_by_rank(Communicator& comm) {
+  std::vector<double> rss(static_cast<size_t>(comm.size()), 0.0);
+  rss[static_cast<size_t>(comm.rank())] = static_cast<double>(peak_rss_bytes());
+  comm.all_reduce_sum(rss);
+  std::string out;
+  for (double b : rss) out += (out.empty() ? "" : ", ") + format_bytes(static_cast<uint64_t>(b));
+  return out;
 }
 
 }  // namespace nexus::dist

@@ -69,6 +69,9 @@ class Communicator {
   virtual double blocked_seconds() const = 0;
 };
 
+// Every rank's peak resident memory, "1.89 GiB, 1.89 GiB" in rank order (collective).
+std::string peak_rss_by_rank(Communicator& comm);
+
 // One process: every collective is the identity.
 std::unique_ptr<Communicator> make_local_communicator();
 
