@@ -37,10 +37,18 @@ int info_main(int argc, char** argv) {
                                  "attention.layer_norm_epsilon",
                                  "attention.sliding_window",
                                  "memory.kind",
-                                 "memory.segment_length"};
+                                 "memory.segment_length",
+                                 "memory.slots"};
   for (const char* k : kHyper)
-    if (const GgufValue* v = g.find(arch + "." + k))
-      std::printf("  %-34s %s\n", k, v->to_string().c_str());
+    if (const GgufValue* v = g.find(arch + "." + k)) {
+      std::string text = v->to_string();
+      // Short per-layer integer arrays (memory.slots, a hybrid's head counts) in full.
+      if (const std::vector<int64_t>* a = g.get_int_array(arch + "." + k); a && a->size() <= 64) {
+        text.clear();
+        for (int64_t x : *a) text += (text.empty() ? "" : " ") + std::to_string(x);
+      }
+      std::printf("  %-34s %s\n", k, text.c_str());
+    }
   if (auto m = g.get_string("tokenizer.ggml.model")) {
     const auto* toks = g.get_string_array("tokenizer.ggml.tokens");
     std::printf("tokenizer:     %s, %zu tokens", m->c_str(), toks ? toks->size() : 0);

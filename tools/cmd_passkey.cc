@@ -1,5 +1,6 @@
 // `nexus passkey`: synthetic passkey retrieval (RULER's single-needle style). `make` writes
-// training text: samples of about --length tokens, each a five-digit key stated once at a random
+// training text, one sample a line (train --loss-after "The pass key is" trains on the answers):
+// samples of at most --length tokens, each a five-digit key stated once at a random
 // depth inside filler sentences and asked for at the end, with its answer. `eval` asks a model
 // for the keys of fresh samples (greedy) and reports the accuracy, the context's cache and memory
 // bytes and the prompt speed.
@@ -35,7 +36,8 @@ struct Sample {
   std::string key;     // five digits
 };
 
-// A sample of about `length` tokens (counted with `tok`) with its key at a random depth.
+// A sample of at most `length` tokens with its answer (counted with `tok`), as close to it as
+// whole filler sentences come, with its key at a random depth.
 Sample make_sample(const Tokenizer& tok, int64_t length, std::mt19937_64& rng) {
   std::uniform_int_distribution<int> digits(10000, 99999), pick(0, std::size(kFiller) - 1);
   Sample s;
@@ -45,12 +47,14 @@ Sample make_sample(const Tokenizer& tok, int64_t length, std::mt19937_64& rng) {
   const auto count = [&](const std::string& t) {
     return static_cast<int64_t>(tok.encode(t, false).size());
   };
-  const int64_t fixed = count(kIntro) + count(needle) + count(kQuestion);
+  int64_t have = count(kIntro) + count(needle) + count(kQuestion) + count(" " + s.key + ".") + 1;
   std::vector<std::string> filler;
-  int64_t have = fixed;
-  while (have < length) {
-    filler.emplace_back(kFiller[pick(rng)]);
-    have += count(filler.back());
+  for (;;) {
+    const char* next = kFiller[pick(rng)];
+    const int64_t n = count(next);
+    if (have + n > length) break;
+    filler.emplace_back(next);
+    have += n;
   }
   std::uniform_int_distribution<size_t> depth(0, filler.size());
   const size_t at = depth(rng);
@@ -63,8 +67,8 @@ Sample make_sample(const Tokenizer& tok, int64_t length, std::mt19937_64& rng) {
   return s;
 }
 
-int make_main(const std::string& tok_path, const std::string& out, int64_t length, int64_t count,
-              uint64_t seed) {
+int make_main(const std::string& tok_path, const std::string& out, int64_t min_length,
+              int64_t length, int64_t count, uint64_t seed) {
   auto tok = Tokenizer::load(tok_path);
   if (!tok) return fail("passkey", tok.status().message());
   std::mt19937_64 rng(seed);
@@ -72,8 +76,9 @@ int make_main(const std::string& tok_path, const std::string& out, int64_t lengt
   {
     std::ofstream f(tmp, std::ios::binary);
     if (!f) return fail("passkey", "cannot write '" + tmp + "'");
+    std::uniform_int_distribution<int64_t> lengths(min_length, length);
     for (int64_t i = 0; i < count; ++i) {
-      const Sample s = make_sample(**tok, length, rng);
+      const Sample s = make_sample(**tok, lengths(rng), rng);
       f << s.prompt << " " << s.key << ".\n";
     }
     if (!f.flush()) return fail("passkey", "cannot write '" + tmp + "'");
@@ -81,8 +86,9 @@ int make_main(const std::string& tok_path, const std::string& out, int64_t lengt
   std::error_code ec;
   std::filesystem::rename(tmp, out, ec);
   if (ec) return fail("passkey", "cannot write '" + out + "': " + ec.message());
-  std::fprintf(stderr, "passkey: %lld samples of about %lld tokens in %s\n",
-               static_cast<long long>(count), static_cast<long long>(length), out.c_str());
+  std::fprintf(stderr, "passkey: %lld samples of %lld to %lld tokens in %s\n",
+               static_cast<long long>(count), static_cast<long long>(min_length),
+               static_cast<long long>(length), out.c_str());
   return 0;
 }
 
@@ -134,24 +140,31 @@ int passkey_main(int argc, char** argv) {
                "nexus passkey"};
   app.require_subcommand(1);
   std::string tok_path, out, model_path;
-  int64_t length = 1024, count = 100;
+  int64_t length = 1024, min_length = 0, count = 100;
   uint64_t seed = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   CLI::App* make = app.add_subcommand("make", "write training text of passkey samples");
   make->add_option("--tokenizer", tok_path, "GGUF whose tokenizer counts the tokens")->required();
   make->add_option("-o,--output", out, "text file to write")->required();
+  make->add_option("--min-length", min_length,
+                   "lengths uniform from this to --length, a mix for a length curriculum "
+                   "(default: --length)");
   CLI::App* eval = app.add_subcommand("eval", "the accuracy of a model on fresh samples");
   eval->add_option("-m,--model", model_path, "GGUF model")->required();
   eval->add_option("-t,--threads", threads, "threads")->capture_default_str();
   for (CLI::App* sub : {make, eval}) {
-    sub->add_option("--length", length, "tokens per sample (about)")->capture_default_str();
+    sub->add_option("--length", length, "tokens per sample with its answer (at most)")
+        ->capture_default_str();
     sub->add_option("-n,--count", count, "samples")->capture_default_str();
     sub->add_option("--seed", seed, "seed of the keys, depths and filler")->capture_default_str();
   }
   if (auto code = parse_args(app, argc, argv, "passkey")) return *code;
   if (length < 64 || count < 1 || threads < 1)
     return fail("passkey", "--length must be >= 64, --count and --threads >= 1", kUsageError);
-  if (make->parsed()) return make_main(tok_path, out, length, count, seed);
+  if (make->count("--min-length") == 0) min_length = length;
+  if (min_length < 64 || min_length > length)
+    return fail("passkey", "--min-length must be in [64, --length]", kUsageError);
+  if (make->parsed()) return make_main(tok_path, out, min_length, length, count, seed);
   return eval_main(model_path, length, count, seed, threads);
 }
 

@@ -76,6 +76,8 @@ struct Flags {
   int64_t batch = 4, seq = 64, accum = 1, steps = 100, warmup = 0;
   int64_t eval_interval = 0, eval_batches = 0, ckpt_interval = 0, lr_scale_ref = 0;
   int keep = 2, prefetch = 2;
+  bool documents = false;   // each line of --data a sample
+  std::string loss_after;   // train only on what follows it in each sample
   bool keep_zeros = false;  // pruned models: zero weights stay zero
   bool quiet = false;       // ranks other than 0 print no progress
   std::string teacher;      // knowledge distillation (nexus distill)
@@ -182,6 +184,11 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
                  "continue a checkpoint (a file, or a directory: its latest)");
   app.add_option("--tokenizer", f.tokenizer, "GGUF whose tokenizer the model uses (--shape)");
   app.add_option("--data", f.data, "token file (nexus tokenize-data) or UTF-8 text");
+  app.add_flag("--documents", f.documents,
+               "each line of text --data (each BOS-led run of a token file) is a sample: windows "
+               "start at a sample and stop at its end");
+  app.add_option("--loss-after", f.loss_after,
+                 "train only on what follows the last TEXT in each sample (implies --documents)");
   app.add_option("--val", f.val, "validation data (default: DATA's .val.bin sibling if present)");
   app.add_option("--eval-interval", f.eval_interval, "validate every N steps (0: at the end only)")
       ->capture_default_str();
@@ -614,16 +621,26 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
   else if (!r.resumed && tp.pp == 1 && std::filesystem::exists(train::val_path_for(s.data_path)) &&
            train::is_token_file(s.data_path))
     s.val_path = train::val_path_for(s.data_path);
-  auto data = train::open_training_data(s.data_path, *r.tokenizer);
-  if (!data) return fail(cmd, data.status().message());
+  if (f.documents) s.documents = true;
+  if (app.count("--loss-after")) {
+    if (f.loss_after.empty()) return usage("--loss-after needs a non-empty TEXT");
+    s.loss_after = f.loss_after;
+    s.documents = true;
+  }
+  auto made_data =
+      train::open_training_data(s.data_path, *r.tokenizer, {s.documents, s.loss_after});
+  if (!made_data) return fail(cmd, made_data.status().message());
+  const std::optional<Documents> documents = std::move(made_data.value().documents);
+  Result<TokenFile> data = std::move(made_data.value().file);
   const int64_t n_vocab = m.config().n_vocab;
   if (Status st = train::check_vocabulary(data.value(), *r.tokenizer, n_vocab, s.data_path); !st)
     return fail(cmd, st.message());
   s.tokenizer_fingerprint = data.value().header().tokenizer_hash;
   std::optional<TokenFile> val;
   if (!s.val_path.empty()) {
-    auto v = train::open_training_data(s.val_path, *r.tokenizer);
-    if (!v) return fail(cmd, v.status().message());
+    auto opened = train::open_training_data(s.val_path, *r.tokenizer);
+    if (!opened) return fail(cmd, opened.status().message());
+    Result<TokenFile> v = std::move(opened.value().file);
     if (Status st = train::check_vocabulary(v.value(), *r.tokenizer, n_vocab, s.val_path); !st)
       return fail(cmd, st.message());
     if (Status st =
@@ -632,12 +649,16 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
       return fail(cmd, st.message());
     val = std::move(v).value();
   }
-  if (Status st =
-          DataLoader::check(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq));
+  if (Status st = DataLoader::check(data.value(), static_cast<int>(s.batch),
+                                    static_cast<int>(s.seq), documents ? &*documents : nullptr);
       !st)
     return fail(cmd, st.message());
   DataLoader loader(data.value(), static_cast<int>(s.batch), static_cast<int>(s.seq), s.seed,
-                    f.prefetch, tp.on() ? 0 : rank, dp_world);
+                    f.prefetch, tp.on() ? 0 : rank, dp_world, documents ? &*documents : nullptr);
+  if (documents && leader)
+    std::fprintf(stderr, "%s: %zu samples%s%s%s\n", cmd, documents->size(),
+                 s.loss_after.empty() ? "" : ", training on what follows '", s.loss_after.c_str(),
+                 s.loss_after.empty() ? "" : "'");
   std::optional<SequentialBatches> val_batches;
   if (val) val_batches.emplace(*val, static_cast<int>(s.batch), static_cast<int>(s.seq));
   // The token files are open and checked: the tokenizer's tables are not needed again
@@ -709,6 +730,12 @@ int train_ranks(CLI::App& app, Flags& f, profile::SessionOptions& prof, const ch
     std::filesystem::create_directories(f.ckpt_dir, ec);
     if (!std::filesystem::is_directory(f.ckpt_dir))
       return fail(cmd, "cannot create --checkpoint-dir '" + f.ckpt_dir + "'");
+    // A new run would prune another run's checkpoints as if they were its own.
+    if (const std::vector<std::string> old = train::list_checkpoints(f.ckpt_dir);
+        !r.resumed && !old.empty())
+      return usage("--checkpoint-dir '" + f.ckpt_dir + "' holds another run's checkpoints (" +
+                   old.back() + "); continue it with --resume '" + f.ckpt_dir +
+                   "' or give an empty directory");
   }
 
   // Every op, the GEMMs included, is threaded by the model's pool (OpenBLAS on one thread).

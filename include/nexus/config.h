@@ -46,6 +46,13 @@ struct ModelConfig {
   // segment attends to itself and reads the memory of the segments before it); 0 elsewhere.
   int64_t memory_segment = 0;
   MemoryKind memory_kind = MemoryKind::kInfini;
+  // nexus-ltm slot reduction (nexus memory-reduce, inference only): the memory's slots per layer,
+  // each addressed through blk.N.memory_proj; empty: head_dim slots everywhere.
+  std::vector<int64_t> memory_slots;
+  // Layer l's memory slots, 0 for the full head_dim.
+  int64_t memory_slots_at(int64_t l) const {
+    return memory_slots.empty() ? 0 : memory_slots[static_cast<size_t>(l)];
+  }
 
   // Every layer is state-space (mamba, mamba2).
   bool ssm() const { return arch == Arch::kMamba || arch == Arch::kMamba2; }

@@ -43,6 +43,7 @@ struct LayerWeights {
   Tensor wqkv, bqkv;               // fused projection (gpt2)
   Tensor bq, bk, bv, bo;
   Tensor q_norm, k_norm;           // qwen3 per-head RMSNorm
+  Tensor memory_proj;              // nexus-ltm slot reduction: [kv_heads][head_dim][slots] (f32)
   Tensor memory_gate;              // nexus-ltm: per query head, sigmoid mixes memory and attention
   Tensor memory_eta, memory_theta, memory_alpha;  // nexus-ltm titans: per kv head, logits of the
                                                   // momentum, step and forgetting rates

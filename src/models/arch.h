@@ -3,6 +3,7 @@
 // type's (models/layer.h).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,9 @@ struct LayerSlot {
   std::vector<int64_t> shape;
   bool required;
   LayerKind kind = LayerKind::kAll;
+  // Set where the shape differs by layer: layer l's shape, in place of `shape`.
+  std::function<std::vector<int64_t>(int64_t)> shape_at;
+  std::vector<int64_t> shape_of(int64_t l) const { return shape_at ? shape_at(l) : shape; }
 };
 
 // Whether layer l of c has the slot's tensor.

@@ -14,27 +14,31 @@
 
 namespace nexus {
 
-// Floats of one key/value head's memory for the config's kind.
-inline int64_t ltm_head_floats(const ModelConfig& c) {
-  return c.memory_kind == MemoryKind::kTitans ? titans_floats(c.head_dim)
-                                              : memory_floats(c.head_dim);
+// Floats of one key/value head's memory at layer l for the config's kind (and slots).
+inline int64_t ltm_head_floats(const ModelConfig& c, int64_t l) {
+  const int64_t slots = c.memory_slots_at(l);
+  return c.memory_kind == MemoryKind::kTitans ? titans_floats(c.head_dim, slots)
+                                              : memory_floats(c.head_dim, slots);
 }
 
 class LtmState {
  public:
-  LtmState(int64_t layers, int n_seq, int64_t kv_heads, int64_t head_dim, int64_t segment,
-           int64_t head_floats)
-      : kv_width_(kv_heads * head_dim),
-        memory_(kv_heads * head_floats),
-        per_layer_(memory_ + 2 * segment * kv_width_),
-        per_seq_(layers * per_layer_),
-        data_(static_cast<size_t>(per_seq_ * n_seq), 0.0f) {}
+  explicit LtmState(const ModelConfig& c, int n_seq)
+      : kv_width_(c.n_kv_heads * c.head_dim), segment_floats_(c.memory_segment * kv_width_) {
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      layer_.push_back(per_seq_);
+      memory_.push_back(c.n_kv_heads * ltm_head_floats(c, l));
+      per_seq_ += memory_.back() + 2 * segment_floats_;
+    }
+    data_.assign(static_cast<size_t>(per_seq_ * n_seq), 0.0f);
+  }
 
-  // [kv_heads][ltm_head_floats].
+  // [kv_heads][ltm_head_floats(layer)].
   float* memory(int64_t layer, int seq) { return at(layer, seq); }
+  int64_t memory_floats(int64_t layer) const { return memory_[static_cast<size_t>(layer)]; }
   // [segment][kv_heads * head_dim], by position within the segment.
-  float* keys(int64_t layer, int seq) { return at(layer, seq) + memory_; }
-  float* values(int64_t layer, int seq) { return keys(layer, seq) + (per_layer_ - memory_) / 2; }
+  float* keys(int64_t layer, int seq) { return at(layer, seq) + memory_floats(layer); }
+  float* values(int64_t layer, int seq) { return keys(layer, seq) + segment_floats_; }
   void reset(int seq) {
     std::fill(data_.begin() + seq * per_seq_, data_.begin() + (seq + 1) * per_seq_, 0.0f);
   }
@@ -51,9 +55,12 @@ class LtmState {
   int64_t kv_width() const { return kv_width_; }
 
  private:
-  float* at(int64_t layer, int seq) { return data_.data() + seq * per_seq_ + layer * per_layer_; }
+  float* at(int64_t layer, int seq) {
+    return data_.data() + seq * per_seq_ + layer_[static_cast<size_t>(layer)];
+  }
 
-  int64_t kv_width_, memory_, per_layer_, per_seq_;
+  int64_t kv_width_, segment_floats_, per_seq_ = 0;
+  std::vector<int64_t> layer_, memory_;  // per layer: offset in a sequence's state, memory floats
   std::vector<float> data_;
 };
 

@@ -19,8 +19,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r;
 }
 
-Status bind(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape,
-            bool required, Tensor* out) {
+Status bind_tensor(const GgufFile& f, const std::string& name, const std::vector<int64_t>& shape,
+                   bool required, Tensor* out) {
   const GgufTensorInfo* ti = f.find_tensor(name);
   if (ti == nullptr) {
     if (required) return Status::error(f.path() + ": missing tensor '" + name + "'");
@@ -151,8 +151,8 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   ModelWeights& w = m->weights_;
   // The untied output is optional here (absent = tied to the embedding).
   for (const ModelSlot& s : spec->model_slots(c))
-    NEXUS_RETURN_IF_ERROR(
-        bind(f, s.name, s.shape, s.required && s.field != &ModelWeights::output, &(w.*(s.field))));
+    NEXUS_RETURN_IF_ERROR(bind_tensor(
+        f, s.name, s.shape, s.required && s.field != &ModelWeights::output, &(w.*(s.field))));
   // Listed among the profiler's largest live buffers (mapped, so not in the counted bytes).
   profile::track_buffer(w.tok_embd.data(), m->weight_bytes(), MemCategory::kWeights,
                         "weights (mapped) " + p);
@@ -164,8 +164,8 @@ Result<std::unique_ptr<Model>> Model::build(std::shared_ptr<const GgufFile> file
   for (int64_t l = 0; l < c.n_layers; ++l)
     for (const LayerSlot& s : slots)
       if (slot_in_layer(s, c, l))
-        NEXUS_RETURN_IF_ERROR(bind(f, layer_tensor_name(s.name, l), s.shape, s.required,
-                                   &(w.layers[l].*(s.field))));
+        NEXUS_RETURN_IF_ERROR(bind_tensor(f, layer_tensor_name(s.name, l), s.shape_of(l),
+                                          s.required, &(w.layers[l].*(s.field))));
   W8A8Plan w8a8;
   if (Status st = w8a8_plan(f, &w8a8); !st) return st;
   if (tp != nullptr && tp->size() > 1) {

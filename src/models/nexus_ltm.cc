@@ -22,12 +22,40 @@ Status read_ltm_config(const GgufFile& f, ModelConfig* c) {
     return Status::error(f.path() + ": " + c->arch_name + ".memory.kind is '" + kind +
                          "', expected 'infini' or 'titans'");
   c->memory_kind = kind == "titans" ? MemoryKind::kTitans : MemoryKind::kInfini;
+  // Slot reduction (nexus memory-reduce): slots per layer, each addressed through an F32
+  // projection blk.N.memory_proj [kv_heads][head_dim][slots].
+  if (const std::vector<int64_t>* slots = f.get_int_array(c->arch_name + ".memory.slots")) {
+    if (static_cast<int64_t>(slots->size()) != c->n_layers)
+      return Status::error(f.path() + ": " + c->arch_name + ".memory.slots has " +
+                           std::to_string(slots->size()) + " entries for " +
+                           std::to_string(c->n_layers) + " layers");
+    for (size_t l = 0; l < slots->size(); ++l) {
+      const int64_t n = (*slots)[l];
+      if (n < 1 || n > c->head_dim)
+        return Status::error(f.path() + ": " + c->arch_name + ".memory.slots[" + std::to_string(l) +
+                             "] = " + std::to_string(n) + " is outside 1.." +
+                             std::to_string(c->head_dim));
+      const std::string name = "blk." + std::to_string(l) + ".memory_proj";
+      const GgufTensorInfo* t = f.find_tensor(name);
+      if (t != nullptr && t->dtype != DType::kF32)
+        return Status::error(f.path() + ": tensor '" + name + "' must be F32, is " +
+                             std::string(dtype_name(t->dtype)));
+    }
+    c->memory_slots = *slots;
+  }
   return Status::ok();
 }
 
 std::vector<LayerSlot> ltm_slots(const ModelConfig& c) {
   std::vector<LayerSlot> s = llama_layer_slots(c);
   s.push_back({&LayerWeights::memory_gate, "blk.%d.memory_gate", {c.n_heads}, true});
+  if (!c.memory_slots.empty()) {
+    LayerSlot proj{&LayerWeights::memory_proj, "blk.%d.memory_proj", {}, true};
+    proj.shape_at = [kv = c.n_kv_heads, d = c.head_dim, slots = c.memory_slots](int64_t l) {
+      return std::vector<int64_t>{kv, d, slots[static_cast<size_t>(l)]};
+    };
+    s.push_back(std::move(proj));
+  }
   if (c.memory_kind == MemoryKind::kTitans) {
     s.push_back({&LayerWeights::memory_eta, "blk.%d.memory_eta", {c.n_kv_heads}, true});
     s.push_back({&LayerWeights::memory_theta, "blk.%d.memory_theta", {c.n_kv_heads}, true});
@@ -43,6 +71,8 @@ void write_ltm_config(const ModelConfig& c, Metadata* out) {
   out->emplace_back(
       "nexus-ltm.memory.kind",
       gguf_str(std::string(c.memory_kind == MemoryKind::kTitans ? "titans" : "infini")));
+  if (!c.memory_slots.empty())
+    out->emplace_back("nexus-ltm.memory.slots", gguf_i32_array(c.memory_slots));
 }
 
 }  // namespace

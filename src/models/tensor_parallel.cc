@@ -15,6 +15,9 @@ Status check_tensor_parallel(const ModelConfig& c, int size) {
   if (c.has_recurrent())
     return Status::error("tensor parallel splits attention heads and the feed-forward width; " +
                          c.arch_name + " has state-space layers, which it does not split");
+  if (c.memory_segment)
+    return Status::error("tensor parallel does not split " + c.arch_name +
+                         "'s long-term memory and its per-head gates");
   const auto divides = [&](const char* what, int64_t n) -> Status {
     if (n % size == 0) return Status::ok();
     return Status::error("tensor parallel over " + std::to_string(size) + " ranks: " + what + " (" +

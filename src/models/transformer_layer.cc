@@ -145,9 +145,17 @@ struct LtmCall {
   // Titans' sigmoids: eta, theta, alpha per kv head, in a per-thread buffer (a call per layer
   // and token at decode: no allocation once warm; one call is live at a time on a thread).
   float* rates = nullptr;
+  const float* proj = nullptr;  // slot reduction (inference): this layer's projection and slots
+  int64_t slots = 0;
 
-  LtmCall(const ModelConfig& cfg, const float* eta, const float* theta, const float* alpha)
-      : c(cfg), eta_logit(eta), theta_logit(theta), alpha_logit(alpha) {
+  LtmCall(const ModelConfig& cfg, const float* eta, const float* theta, const float* alpha,
+          const float* slot_proj = nullptr, int64_t n_slots = 0)
+      : c(cfg),
+        eta_logit(eta),
+        theta_logit(theta),
+        alpha_logit(alpha),
+        proj(slot_proj),
+        slots(n_slots) {
     if (c.memory_kind != MemoryKind::kTitans) return;
     const int64_t kv = c.n_kv_heads;
     thread_local std::vector<float> buf;
@@ -178,6 +186,8 @@ struct LtmCall {
                  kv,
                  c.head_dim};
     a.write = write;
+    a.proj = proj;
+    a.slots = slots;
     return a;
   }
   MemoryArgs infini(const float* q, const float* k, const float* v, float* y, float* saved,
@@ -185,6 +195,8 @@ struct LtmCall {
     MemoryArgs a{q,         k, v, y, saved, state, b, t, c.memory_segment, c.n_heads, c.n_kv_heads,
                  c.head_dim};
     a.write = write;
+    a.proj = proj;
+    a.slots = slots;
     return a;
   }
   void forward(const float* q, const float* k, const float* v, float* y, float* saved, float* state,
@@ -253,7 +265,9 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
   const int64_t seg = c.memory_segment;
   const LtmCall mem(c, w.memory_eta.empty() ? nullptr : w.memory_eta.data_as<const float>(),
                     w.memory_theta.empty() ? nullptr : w.memory_theta.data_as<const float>(),
-                    w.memory_alpha.empty() ? nullptr : w.memory_alpha.data_as<const float>());
+                    w.memory_alpha.empty() ? nullptr : w.memory_alpha.data_as<const float>(),
+                    w.memory_proj.empty() ? nullptr : w.memory_proj.data_as<const float>(),
+                    c.memory_slots_at(l));
   // Runs of one sequence's tokens read its memory as it was before their segment.
   for (int64_t i0 = 0; i0 < n;) {
     int64_t i1 = i0 + 1;
@@ -375,7 +389,8 @@ class TransformerLayer final : public LayerType {
         {"ymem", c.memory_segment ? n * qw : 0, Saved::kInput},
         {"mem",
          c.memory_segment
-             ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * ltm_head_floats(c)
+             // (training has no slot reduction: layer 0's size is every layer's)
+             ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * ltm_head_floats(c, 0)
              : 0,
          Saved::kStat},
     };

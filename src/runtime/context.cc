@@ -97,8 +97,7 @@ class ContextImpl {
       ssm_pos.assign(o.n_seq, 0);
     }
     if (c.memory_segment) {
-      ltm.emplace(c.n_layers, o.n_seq, c.n_kv_heads, c.head_dim, c.memory_segment,
-                  ltm_head_floats(c));
+      ltm.emplace(c, o.n_seq);
       st.ltm = &*ltm;
       ltm_pos.assign(o.n_seq, 0);
     }
@@ -515,7 +514,15 @@ std::span<const float> Context::long_term_memory(int seq, int64_t layer) const {
   ContextImpl& im = *impl_;
   const ModelConfig& c = im.model.config();
   if (!im.ltm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers) return {};
-  return {im.ltm->memory(layer, seq), static_cast<size_t>(c.n_kv_heads * ltm_head_floats(c))};
+  return {im.ltm->memory(layer, seq), static_cast<size_t>(im.ltm->memory_floats(layer))};
+}
+
+std::span<const float> Context::long_term_segment_keys(int seq, int64_t layer) const {
+  ContextImpl& im = *impl_;
+  const ModelConfig& c = im.model.config();
+  if (!im.ltm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers) return {};
+  return {im.ltm->keys(layer, seq),
+          static_cast<size_t>(c.memory_segment * c.n_kv_heads * c.head_dim)};
 }
 
 int32_t Context::seq_len(int seq) const {

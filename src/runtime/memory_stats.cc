@@ -16,31 +16,33 @@ std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
   const ModelConfig& c = ctx.model().config();
   std::vector<LayerMemoryStats> out;
   if (c.memory_segment == 0) return out;
-  const int64_t d = c.head_dim, mf = ltm_head_floats(c);
+  const int64_t d = c.head_dim;
   const bool titans = c.memory_kind == MemoryKind::kTitans;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::span<const float> mem = ctx.long_term_memory(seq, l);
+    const int64_t rows = memory_rows(d, c.memory_slots_at(l)), mf = ltm_head_floats(c, l);
     LayerMemoryStats s;
     s.layer = l;
+    s.slots = rows;
     for (int64_t g = 0; g < c.n_kv_heads; ++g) {
       const float* m = mem.data() + g * mf;
       // A slot's mass: Infini's normaliser entry, or the squared norm of Titans' memory row.
-      std::vector<float> z(m + d * d, m + d * d + d);
+      std::vector<float> z(m + rows * d, m + rows * d + rows);
       if (titans)
-        for (int64_t a = 0; a < d; ++a) {
+        for (int64_t a = 0; a < rows; ++a) {
           float r = 0;
           for (int64_t c2 = 0; c2 < d; ++c2) r += m[a * d + c2] * m[a * d + c2];
           z[static_cast<size_t>(a)] = r;
         }
       double total = 0, sq = 0;
       for (float v : z) total += v;
-      for (int64_t i = 0; i < d * d; ++i) sq += static_cast<double>(m[i]) * m[i];
+      for (int64_t i = 0; i < rows * d; ++i) sq += static_cast<double>(m[i]) * m[i];
       std::sort(z.begin(), z.end(), std::greater<>());
       double acc = 0;
       int64_t used = 0;
-      while (used < d && acc < 0.9 * total) acc += z[static_cast<size_t>(used++)];
+      while (used < rows && acc < 0.9 * total) acc += z[static_cast<size_t>(used++)];
       s.written += total / static_cast<double>(c.n_kv_heads);
-      s.slots_used += static_cast<double>(used) / static_cast<double>(d * c.n_kv_heads);
+      s.slots_used += static_cast<double>(used) / static_cast<double>(rows * c.n_kv_heads);
       s.norm += std::sqrt(sq) / static_cast<double>(c.n_kv_heads);
     }
     out.push_back(s);
@@ -49,17 +51,18 @@ std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
 }
 
 std::string format_memory_stats(const std::vector<LayerMemoryStats>& stats, const ModelConfig& c) {
-  const int64_t head_dim = c.head_dim, kv_heads = c.n_kv_heads;
+  int64_t floats = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) floats += c.n_kv_heads * ltm_head_floats(c, l);
   std::string r = "long-term memory (" +
                   std::string(c.memory_kind == MemoryKind::kTitans ? "titans" : "infini") +
-                  "): " + std::to_string(kv_heads) + " heads x " + std::to_string(head_dim) +
-                  " slots of " + std::to_string(head_dim) + " values a layer (" +
-                  std::to_string(kv_heads * ltm_head_floats(c) * 4) +
-                  " bytes)\n  layer  written  slots holding 90%  norm\n";
-  char line[96];
+                  "): " + std::to_string(c.n_kv_heads) + " heads a layer, slots of " +
+                  std::to_string(c.head_dim) + " values (" + std::to_string(floats * 4) +
+                  " bytes in all)\n  layer  slots  written  slots holding 90%  norm\n";
+  char line[112];
   for (const LayerMemoryStats& s : stats) {
-    std::snprintf(line, sizeof line, "  %5lld  %7.1f  %17.0f%%  %.3g\n",
-                  static_cast<long long>(s.layer), s.written, 100.0 * s.slots_used, s.norm);
+    std::snprintf(line, sizeof line, "  %5lld  %5lld  %7.1f  %17.0f%%  %.3g\n",
+                  static_cast<long long>(s.layer), static_cast<long long>(s.slots), s.written,
+                  100.0 * s.slots_used, s.norm);
     r += line;
   }
   return r;

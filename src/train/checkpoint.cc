@@ -102,6 +102,8 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   u("seed", s.seed);
   str("data", s.data_path);
   str("val", s.val_path);
+  u("documents", s.documents ? 1 : 0);
+  str("loss_after", s.loss_after);
   u("tokenizer_fingerprint", s.tokenizer_fingerprint);
   u("step", p.step);
   u("tokens", p.tokens);
@@ -348,6 +350,11 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   s.seed = u("seed");
   s.data_path = str("data");
   s.val_path = str("val");
+  // Absent from checkpoints written before document windows existed: a stream.
+  if (f.find(K + "documents")) {
+    s.documents = u("documents") != 0;
+    s.loss_after = str("loss_after");
+  }
   s.tokenizer_fingerprint = u("tokenizer_fingerprint");
   TrainProgress& p = c.progress_;
   p.step = static_cast<int64_t>(u("step"));

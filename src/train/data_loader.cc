@@ -17,10 +17,25 @@ uint64_t bounded(uint64_t x, uint64_t range) {
 
 }  // namespace
 
-Status DataLoader::check(const TokenFile& file, int batch, int seq_len) {
+Status DataLoader::check(const TokenFile& file, int batch, int seq_len,
+                         const Documents* documents) {
   if (batch < 1 || seq_len < 1)
     return Status::error("[data] batch and seq_len must be positive, got batch " +
                          std::to_string(batch) + ", seq_len " + std::to_string(seq_len));
+  if (documents) {
+    if (documents->size() == 0)
+      return Status::error("[data] '" + file.path() + "' holds no document of 2 or more tokens");
+    for (size_t d = 0; d < documents->size(); ++d) {
+      // Target i predicts token begin + i + 1; the window holds targets i < seq_len.
+      const uint64_t first = documents->loss_from[d], begin = documents->begin[d];
+      if (first > begin + static_cast<uint64_t>(seq_len))
+        return Status::error("[data] '" + file.path() + "': document " + std::to_string(d + 1) +
+                             " trains on tokens from its token " + std::to_string(first - begin) +
+                             " on, past a window of seq_len " + std::to_string(seq_len) +
+                             "; raise --seq or shorten the documents");
+    }
+    return Status::ok();
+  }
   if (static_cast<uint64_t>(seq_len) + 1 > file.size())
     return Status::error(
         "[data] '" + file.path() + "' holds " + std::to_string(file.size()) +
@@ -29,15 +44,16 @@ Status DataLoader::check(const TokenFile& file, int batch, int seq_len) {
 }
 
 DataLoader::DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch,
-                       int rank, int world)
+                       int rank, int world, const Documents* documents)
     : file_(file),
       batch_(batch),
       seq_len_(seq_len),
       prefetch_(prefetch),
       rank_(rank),
       world_(world),
+      documents_(documents),
       rng_(seed) {
-  if (Status st = check(file, batch, seq_len); !st) throw Error(st.message());
+  if (Status st = check(file, batch, seq_len, documents); !st) throw Error(st.message());
   NEXUS_CHECK(prefetch >= 0, "[data] prefetch must be >= 0, got " + std::to_string(prefetch));
   NEXUS_CHECK(
       world >= 1 && rank >= 0 && rank < world,
@@ -68,6 +84,10 @@ void DataLoader::fill(Slot& slot, uint64_t index) {
   // The global batch's windows are drawn in order; this rank keeps its consecutive share.
   for (int skip = 0; skip < rank_ * batch_; ++skip) rng_.next_u64();
   for (size_t r = 0; r < static_cast<size_t>(batch_); ++r) {
+    if (documents_) {
+      fill_document(slot, r);
+      continue;
+    }
     const uint64_t off = bounded(rng_.next_u64(), range);
     slot.offsets[r] = off;
     file_.copy(off, std::span<int32_t>(slot.inputs).subspan(r * t, t));
@@ -76,6 +96,23 @@ void DataLoader::fill(Slot& slot, uint64_t index) {
   for (int skip = (rank_ + 1) * batch_; skip < world_ * batch_; ++skip) rng_.next_u64();
   slot.rng_after = rng_.state();
   slot.view.index = index;
+}
+
+void DataLoader::fill_document(Slot& slot, size_t row) {
+  const Documents& docs = *documents_;
+  const auto d = static_cast<size_t>(bounded(rng_.next_u64(), docs.size()));
+  const uint64_t begin = docs.begin[d];
+  const auto t = static_cast<size_t>(seq_len_);
+  const auto n = static_cast<size_t>(std::min<uint64_t>(docs.end[d] - begin - 1, t));
+  const std::span<int32_t> in = std::span<int32_t>(slot.inputs).subspan(row * t, t);
+  const std::span<int32_t> tg = std::span<int32_t>(slot.targets).subspan(row * t, t);
+  slot.offsets[row] = begin;
+  file_.copy(begin, in.first(n));
+  file_.copy(begin + 1, tg.first(n));
+  for (size_t i = 0; i < n && begin + 1 + i < docs.loss_from[d]; ++i) tg[i] = -1;
+  // Causal attention keeps the padding from reaching the document's positions.
+  std::fill(in.begin() + static_cast<std::ptrdiff_t>(n), in.end(), in[n - 1]);
+  std::fill(tg.begin() + static_cast<std::ptrdiff_t>(n), tg.end(), -1);
 }
 
 void DataLoader::producer() {

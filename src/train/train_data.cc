@@ -16,8 +16,92 @@ bool is_token_file(const std::string& path) {
   return in.read(magic, 4) && std::string_view(magic, 4) == "NXTK";
 }
 
-Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& tokenizer) {
-  if (is_token_file(path)) return TokenFile::open(path);
+namespace {
+
+// The token offset at which `line`'s tokens after its last `loss_after` start: where its encoding
+// first differs from (or runs past) the encoding of the line up to and including `loss_after`.
+Result<size_t> loss_start(const Tokenizer& tokenizer, std::string_view line,
+                          const std::vector<int32_t>& ids, const std::string& loss_after,
+                          size_t line_no, const std::string& path) {
+  const size_t at = line.rfind(loss_after);
+  if (at == std::string_view::npos)
+    return Status::error("--data " + path + ": line " + std::to_string(line_no) + " holds no '" +
+                         loss_after + "' (--loss-after)");
+  const std::vector<int32_t> head = tokenizer.encode(line.substr(0, at + loss_after.size()), true);
+  size_t k = 0;
+  while (k < head.size() && k < ids.size() && head[k] == ids[k]) ++k;
+  if (k >= ids.size())
+    return Status::error("--data " + path + ": line " + std::to_string(line_no) +
+                         " has nothing after its last '" + loss_after + "' (--loss-after)");
+  return k;
+}
+
+// Each non-empty line encoded alone, with its document bounds.
+Status encode_lines(const std::string& text, const Tokenizer& tokenizer, const DataOptions& o,
+                    const std::string& path, std::vector<int32_t>& ids, Documents& docs) {
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    const std::string_view line(text.data() + pos, nl - pos);
+    pos = nl + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::vector<int32_t> line_ids = tokenizer.encode(line, true);
+    if (line_ids.size() < 2) continue;
+    size_t first = 1;
+    if (!o.loss_after.empty()) {
+      auto k = loss_start(tokenizer, line, line_ids, o.loss_after, line_no, path);
+      if (!k) return k.status();
+      first = k.value();
+    }
+    docs.begin.push_back(ids.size());
+    docs.loss_from.push_back(ids.size() + first);
+    ids.insert(ids.end(), line_ids.begin(), line_ids.end());
+    docs.end.push_back(ids.size());
+  }
+  return Status::ok();
+}
+
+// A token file's documents: the runs that start at a BOS token (and the file's start).
+Documents split_at_bos(const TokenFile& file, int32_t bos) {
+  Documents docs;
+  uint64_t begin = 0;
+  const auto add = [&](uint64_t end) {
+    if (end - begin >= 2) {
+      docs.begin.push_back(begin);
+      docs.end.push_back(end);
+      docs.loss_from.push_back(begin + 1);
+    }
+    begin = end;
+  };
+  for (uint64_t i = 1; i < file.size(); ++i)
+    if (file[i] == bos) add(i);
+  add(file.size());
+  return docs;
+}
+
+}  // namespace
+
+Result<TrainingData> open_training_data(const std::string& path, const Tokenizer& tokenizer,
+                                        const DataOptions& options) {
+  const bool documents = options.documents || !options.loss_after.empty();
+  if (is_token_file(path)) {
+    if (!options.loss_after.empty())
+      return Status::error("--loss-after needs text --data (" + path +
+                           " is a token file, its lines are gone)");
+    auto file = TokenFile::open(path);
+    if (!file) return file.status();
+    TrainingData data{std::move(file).value(), std::nullopt};
+    if (documents) {
+      if (tokenizer.bos_id() < 0)
+        return Status::error(
+            "--documents on a token file splits it at BOS, which the "
+            "tokenizer does not have; give text --data");
+      data.documents = split_at_bos(data.file, tokenizer.bos_id());
+    }
+    return data;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::error("cannot read --data " + path);
   std::stringstream buffer;
@@ -27,7 +111,16 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   const std::string text = std::move(buffer).str();
   // (encode adds BOS, so an empty text would still give a token.)
   if (text.empty()) return Status::error("--data " + path + " holds no text (0 bytes)");
-  const std::vector<int32_t> ids = tokenizer.encode(text, true);
+  std::vector<int32_t> ids;
+  std::optional<Documents> docs;
+  if (documents) {
+    docs.emplace();
+    NEXUS_RETURN_IF_ERROR(encode_lines(text, tokenizer, options, path, ids, *docs));
+    if (docs->size() == 0)
+      return Status::error("--data " + path + " holds no line of 2 or more tokens");
+  } else {
+    ids = tokenizer.encode(text, true);
+  }
   static int counter = 0;
   const std::string tmp =
       (std::filesystem::temp_directory_path() /
@@ -40,8 +133,9 @@ Result<TokenFile> open_training_data(const std::string& path, const Tokenizer& t
   NEXUS_RETURN_IF_ERROR(w.value()->finish());
   auto file = TokenFile::open(tmp);
   std::filesystem::remove(tmp);  // the mapping keeps the data
-  if (file) file.value().rename_for_messages(path);  // not the removed temporary's name
-  return file;
+  if (!file) return file.status();
+  file.value().rename_for_messages(path);  // not the removed temporary's name
+  return TrainingData{std::move(file).value(), std::move(docs)};
 }
 
 std::string val_path_for(const std::string& data_path) {

@@ -98,6 +98,10 @@ Status TrainModel::validate(const ModelConfig& c, int64_t batch, int64_t seq, bo
     return Status::error(w + "nexus-ltm: seq " + std::to_string(seq) +
                          " must be a whole number of memory segments of " +
                          std::to_string(c.memory_segment));
+  if (!c.memory_slots.empty())
+    return Status::error(w +
+                         "nexus-ltm: a slot-reduced memory (nexus memory-reduce) is for "
+                         "inference; train the full model and reduce it again");
   const bool qwen = c.arch == Arch::kQwen2 || c.arch == Arch::kQwen3;
   if (c.rope != (qwen ? RopeStyle::kNeox : RopeStyle::kNormal))
     return Status::error(w + (qwen ? std::string(c.arch == Arch::kQwen2 ? "qwen2" : "qwen3") +

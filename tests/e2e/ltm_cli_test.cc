@@ -1,6 +1,7 @@
 // nexus-ltm from the command line: `nexus train --arch nexus-ltm` trains and exports it, `nexus
 // info` shows its memory keys, `nexus run` generates past the trained length with the memory
-// statistics, and a --seq that is not whole segments is a one-line error.
+// statistics, `nexus memory-reduce` shrinks the memory (and a reduced model is not trained),
+// and a --seq that is not whole segments is a one-line error.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -46,9 +47,42 @@ TEST(LtmCli, TrainsRunsAndReportsItsMemory) {
                      "--memory-stats");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_NE(run.err.find("generated: 200 tokens"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("long-term memory (infini): 1 heads x 16 slots"), std::string::npos)
+  EXPECT_NE(run.err.find("long-term memory (infini): 1 heads a layer, slots of 16 values (2176 "
+                         "bytes in all)"),
+            std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("slots holding 90%"), std::string::npos) << run.err;
+
+  // Slot reduction: half the slots from a calibration text; run reports the smaller memory.
+  const std::string small = (dir / "small.gguf").string();
+  const std::string reduce = "memory-reduce " + quoted(model) + " " + quoted(small) + " -f " +
+                             quoted((dir / "text.txt").string()) + " -t 1";
+  auto red = run_cli(reduce + " --memory-compression-ratio 2");
+  ASSERT_EQ(red.code, 0) << red.output;
+  EXPECT_NE(red.out.find("32 -> 16 slots (memory 2.00x smaller)"), std::string::npos) << red.out;
+  EXPECT_NE(red.err.find("layer  1:   8 of 16 slots"), std::string::npos) << red.err;
+  auto run_small = run_cli("run -m " + quoted(small) +
+                           " -p ROMEO -n 40 --ignore-eos --temp 0 -t 1 --memory-stats");
+  ASSERT_EQ(run_small.code, 0) << run_small.output;
+  EXPECT_NE(run_small.err.find("(1088 bytes in all)"), std::string::npos) << run_small.err;
+  auto info_small = run_cli("info " + quoted(small));
+  EXPECT_NE(info_small.out.find("memory.slots"), std::string::npos) << info_small.out;
+  for (const std::string& wrong :
+       {std::string(" --memory-compression-ratio 0.5"), std::string(" --adaptive"),
+        std::string(" --memory-compression-ratio 2 --memory-energy 0.9"), std::string("")}) {
+    auto r = run_cli(reduce + wrong);
+    EXPECT_EQ(r.code, 2) << wrong << ": " << r.output;
+    EXPECT_NE(r.err.find("memory-reduce: error: "), std::string::npos) << r.err;
+  }
+  auto again = run_cli("memory-reduce " + quoted(small) + " " + quoted(model + ".2") + " -f " +
+                       quoted((dir / "text.txt").string()) + " --memory-energy 0.9");
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(again.err.find("already reduced"), std::string::npos) << again.err;
+  auto train_small =
+      run_cli("train --init " + quoted(small) + " --data " + quoted((dir / "text.txt").string()) +
+              " --seq 32 --steps 1 -o " + quoted(model + ".3"));
+  EXPECT_NE(train_small.code, 0);
+  EXPECT_NE(train_small.err.find("slot-reduced memory"), std::string::npos) << train_small.err;
 
   // Passkey samples: the key stated once, asked for at the end, answered; eval scores a model.
   const std::string pk = (dir / "pk.txt").string();

@@ -162,3 +162,45 @@ TEST(TrainDataCli, ErrorsAreOneClearLine) {
 
 }  // namespace
 }  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// `train --loss-after`: each line a sample, trained on what follows the text; the setting is in
+// the checkpoint, so a resume goes on with it; a line without the text is a one-line error.
+TEST(TrainDataCli, TrainsOnAnswersOnlyAndResumesSo) {
+  const std::string demo = std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-1m.gguf";
+  std::string text;
+  for (int i = 0; i < 40; ++i)
+    text += "Who speaks " + std::to_string(i) + "? ROMEO speaks, and JULIET hears.\n";
+  const std::string data = temp("answers.txt"), ckpt = temp("answers_ckpt");
+  ASSERT_TRUE(write_file_atomic(data, text.data(), text.size()));
+  std::filesystem::remove_all(ckpt);
+  const std::string flags = "train --shape 32,2,2,2,64 --tokenizer " + quoted(demo) + " --data " +
+                            quoted(data) + " --batch 2 -t 1 --checkpoint-dir " + quoted(ckpt);
+  auto r = run_cli(flags + " --seq 32 --steps 2 --loss-after '?'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("40 samples, training on what follows '?'"), std::string::npos) << r.err;
+  r = run_cli("train --resume " + quoted(ckpt) + " --steps 3 -t 1 --checkpoint-dir " +
+              quoted(ckpt));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.err.find("40 samples, training on what follows '?'"), std::string::npos) << r.err;
+  const std::string bad = temp("answers_bad.txt");
+  const std::string bad_text = text + "no question here\n";
+  ASSERT_TRUE(write_file_atomic(bad, bad_text.data(), bad_text.size()));
+  r = run_cli("train --shape 32,2,2,2,64 --tokenizer " + quoted(demo) + " --data " + quoted(bad) +
+              " --seq 32 --steps 1 -t 1 --loss-after '?' -o " + quoted(temp("answers_bad.gguf")));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.err.find("line 41 holds no '?' (--loss-after)"), std::string::npos) << r.err;
+  r = run_cli(flags + " --steps 1 --seq 32 --loss-after '?'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds another run's checkpoints"), std::string::npos) << r.err;
+  r = run_cli(flags + "_2 --steps 1 --seq 4 --loss-after '?'");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("past a window of seq_len 4"), std::string::npos) << r.err;
+  std::filesystem::remove_all(ckpt);
+  std::filesystem::remove_all(ckpt + "_2");
+}
+
+}  // namespace
+}  // namespace nexus

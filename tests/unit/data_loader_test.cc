@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -182,6 +183,69 @@ TEST(DataLoader, RanksTakeConsecutiveSharesOfTheGlobalBatch) {
   DataLoader wrong(f, 3, seq, 1, 0, 0, 2);
   EXPECT_THROW(wrong.restore(st), Error);
   EXPECT_THROW(DataLoader(f, 4, seq, 1, 0, 2, 2), Error);
+}
+
+}  // namespace
+}  // namespace nexus
+
+namespace nexus {
+namespace {
+
+// Documents: each window is one document from its first token, cut at its end with ignored
+// targets after it, and with ignored targets before the document's loss_from.
+TEST(DataLoader, DocumentWindowsStartAtADocumentAndMaskWhatIsNotTrained) {
+  const TokenFile f = make_file("docs.bin", 100);
+  Documents docs;
+  docs.begin = {0, 10, 40};
+  docs.end = {10, 40, 100};
+  docs.loss_from = {1, 25, 41};  // the second trains on tokens 25.. only
+  const int seq = 20;
+  DataLoader l(f, 4, seq, 3, 0, 0, 1, &docs);
+  std::array<int, 3> seen{};
+  for (int k = 0; k < 30; ++k) {
+    const Batch& b = l.next();
+    for (int r = 0; r < b.rows; ++r) {
+      const size_t d =
+          std::find(docs.begin.begin(), docs.begin.end(), b.offsets[r]) - docs.begin.begin();
+      ASSERT_LT(d, 3u) << "window at " << b.offsets[r] << " is not a document's start";
+      ++seen[d];
+      const uint64_t begin = docs.begin[d], n = std::min<uint64_t>(docs.end[d] - begin - 1, seq);
+      for (int i = 0; i < seq; ++i) {
+        const int32_t in = b.inputs[r * seq + i], tg = b.targets[r * seq + i];
+        if (static_cast<uint64_t>(i) < n) {
+          EXPECT_EQ(in, f[begin + i]);
+          EXPECT_EQ(tg, begin + 1 + i < docs.loss_from[d] ? -1 : f[begin + 1 + i]) << d << " " << i;
+        } else {
+          EXPECT_EQ(tg, -1) << "padding after document " << d << " is trained at " << i;
+          EXPECT_EQ(in, f[begin + n - 1]);
+        }
+      }
+    }
+  }
+  for (int c : seen) EXPECT_GT(c, 15);  // 120 windows, about 40 each
+  // The stream is a function of the seed, and state() / restore() continue it.
+  DataLoader a(f, 4, seq, 3, 2, 0, 1, &docs), b(f, 4, seq, 3, 0, 0, 1, &docs);
+  EXPECT_EQ(take(a, 5), take(b, 5));
+  DataLoader c(f, 4, seq, 99, 0, 0, 1, &docs);
+  c.restore(a.state());
+  EXPECT_EQ(take(a, 3), take(c, 3));
+}
+
+TEST(DataLoader, RejectsDocumentsWhoseTrainedTokensLiePastTheWindow) {
+  const TokenFile f = make_file("docs_far.bin", 100);
+  Documents docs;
+  docs.begin = {0, 50};
+  docs.end = {50, 100};
+  docs.loss_from = {1, 80};
+  EXPECT_TRUE(DataLoader::check(f, 2, 30, &docs));
+  const Status st = DataLoader::check(f, 2, 29, &docs);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("document 2 trains on tokens from its token 30 on, past a window of "
+                              "seq_len 29"),
+            std::string::npos)
+      << st.message();
+  const Documents none;
+  EXPECT_FALSE(DataLoader::check(f, 2, 30, &none));
 }
 
 }  // namespace

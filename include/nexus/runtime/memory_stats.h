@@ -13,6 +13,7 @@ namespace nexus {
 
 struct LayerMemoryStats {
   int64_t layer = 0;
+  int64_t slots = 0;  // the slots of each head's memory (head_dim, fewer after memory-reduce)
   // Per head, the mass written: Infini's normaliser (sum of phi(k) over the written keys), or
   // Titans' squared memory norm.
   double written = 0;

@@ -31,6 +31,8 @@ struct TrainSettings {
   OptimizerOptions optimizer;
   uint64_t seed = 1234;  // initialisation and data order
   std::string data_path, val_path;
+  bool documents = false;  // windows are samples (train --documents)
+  std::string loss_after;  // train only on what follows it in each sample (--loss-after)
   uint64_t tokenizer_fingerprint = 0;  // of the vocabulary the data was tokenized with
   Precision precision = Precision::kF32;
   std::optional<LossScaleOptions> loss_scale;  // set: loss scaling (fp16)

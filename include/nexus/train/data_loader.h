@@ -29,6 +29,15 @@ struct Batch {
   std::span<const uint64_t> offsets;  // rows: token offset of each window in the file
 };
 
+// Samples inside a token file, for training on documents rather than on a stream: a window then
+// starts at a document's first token and stops at its end (the rest of the row padded, with
+// ignored targets), and targets before loss_from are ignored too (training on answers only).
+// Offsets are token indices in the file, per document; end - begin >= 2.
+struct Documents {
+  std::vector<uint64_t> begin, end, loss_from;
+  size_t size() const { return begin.size(); }
+};
+
 // Where a random stream stands: restoring it replays exactly the batches that would follow.
 struct DataLoaderState {
   std::array<uint64_t, 4> rng{};  // xoshiro256** state after the last consumed batch
@@ -37,7 +46,8 @@ struct DataLoaderState {
 };
 
 // The random-window stream. Batch k depends only on the seed and k, never on timing: a single
-// RNG draws `batch` window starts per batch, in batch order, uniformly in [0, n - seq_len - 1].
+// RNG draws `batch` window starts per batch, in batch order, uniformly in [0, n - seq_len - 1]
+// (with `documents`: one document per window, uniformly).
 class DataLoader {
  public:
   // Throws nexus::Error when batch < 1, seq_len < 1, prefetch < 0, or seq_len + 1 tokens do not
@@ -47,14 +57,17 @@ class DataLoader {
   // `batch`; batch k of the stream is then the global batch of world * batch windows the single
   // loader (world 1) of that size would draw, rank r taking windows [r * batch, (r + 1) * batch).
   // The state counts the global batch, so a run resumes on any number of ranks that divides it.
+  // `documents` (may be null) must outlive the loader.
   DataLoader(const TokenFile& file, int batch, int seq_len, uint64_t seed, int prefetch = 2,
-             int rank = 0, int world = 1);
+             int rank = 0, int world = 1, const Documents* documents = nullptr);
   ~DataLoader();  // stops and joins the prefetch thread
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
   // The constructor's argument checks, as a Status naming the file and the sizes.
-  static Status check(const TokenFile& file, int batch, int seq_len);
+  // With documents: at least one, and none whose first counted target lies past the window.
+  static Status check(const TokenFile& file, int batch, int seq_len,
+                      const Documents* documents = nullptr);
 
   // The next batch, waiting for the prefetch thread if it is not ready yet. The view stays valid
   // until the following next() or restore(); its buffers are reused (no allocation per batch).
@@ -80,12 +93,14 @@ class DataLoader {
     Batch view;
   };
   void fill(Slot& slot, uint64_t index);  // draws from rng_ (producer side only)
+  void fill_document(Slot& slot, size_t row);
   void producer();
   void start();
   void stop();
 
   TokenFile file_;
   int batch_, seq_len_, prefetch_, rank_, world_;
+  const Documents* documents_;
   std::vector<Slot> ring_;  // prefetch + 1 slots: the one handed out plus those being prefetched
   Xoshiro256 rng_;          // the producer's generator (ahead of the consumer)
   DataLoaderState consumed_;

@@ -31,6 +31,11 @@ struct MemoryArgs {
   float* state;
   int64_t b, t, segment, heads, kv_heads, head_dim;
   bool write = true;  // false: the segments are read only (the memory stays as it was)
+  // Slot reduction (forward only): with `proj` [kv_heads][head_dim][slots] every feature phi(x)
+  // is replaced by proj_g^T phi(x) before it reads or writes, so M_g is [slots x head_dim] and
+  // z_g [slots]. Null: the full head_dim slots.
+  const float* proj = nullptr;
+  int64_t slots = 0;
 };
 
 // The backward from a zero starting memory, through every segment: dq, dk and dv written.
@@ -44,8 +49,12 @@ struct MemoryBackwardArgs {
 
 constexpr float kMemoryEps = 1e-6f;
 
+// The memory's rows (its slots): `slots`, or head_dim when 0.
+inline int64_t memory_rows(int64_t head_dim, int64_t slots) { return slots > 0 ? slots : head_dim; }
 // Floats of one head's memory: M then z.
-inline int64_t memory_floats(int64_t head_dim) { return head_dim * head_dim + head_dim; }
+inline int64_t memory_floats(int64_t head_dim, int64_t slots = 0) {
+  return (head_dim + 1) * memory_rows(head_dim, slots);
+}
 inline int64_t memory_segments(int64_t t, int64_t segment) { return (t + segment - 1) / segment; }
 
 }  // namespace nexus
@@ -72,6 +81,10 @@ struct TitansArgs {
   float* state;  // [b][kv_heads][titans_floats] in and out; null: zeros, not kept
   int64_t b, t, segment, heads, kv_heads, head_dim;
   bool write = true;
+  // Slot reduction (forward only) as for MemoryArgs: unit queries and keys become proj_g^T x^,
+  // M_g and S_g [slots x head_dim].
+  const float* proj = nullptr;
+  int64_t slots = 0;
 };
 
 // The backward from zero memory through every segment: dq, dk, dv written; deta, dtheta and
@@ -89,6 +102,8 @@ struct TitansBackwardArgs {
 
 constexpr float kTitansEps = 1e-6f;
 // Floats of one head's Titans memory: M then S.
-inline int64_t titans_floats(int64_t head_dim) { return 2 * head_dim * head_dim; }
+inline int64_t titans_floats(int64_t head_dim, int64_t slots = 0) {
+  return 2 * head_dim * memory_rows(head_dim, slots);
+}
 
 }  // namespace nexus

@@ -17,11 +17,11 @@ namespace {
 float phi(float x) { return x > 0.0f ? x + 1.0f : std::exp(x); }  // elu(x) + 1
 float dphi(float x) { return x > 0.0f ? 1.0f : std::exp(x); }
 
-// out[c] = sum_a f[a] M[a][c]; returns f . z + eps.
-float read(const float* f, const float* m, const float* z, int64_t d, float* out) {
+// out[c] = sum_a f[a] M[a][c] over M's `rows` rows of d; returns f . z + eps.
+float read(const float* f, const float* m, const float* z, int64_t rows, int64_t d, float* out) {
   std::fill(out, out + d, 0.0f);
   float den = kMemoryEps;
-  for (int64_t a = 0; a < d; ++a) {
+  for (int64_t a = 0; a < rows; ++a) {
     const float fa = f[a];
     den += fa * z[a];
     const float* row = m + a * d;
@@ -48,16 +48,17 @@ void back_read(const float* f, const float* m, const float* z, const float* dr, 
 }
 
 void memory_run(const MemoryArgs& a, ThreadPool* pool) {
-  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d);
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, mf = memory_floats(d, a.slots);
+  const int64_t rows = memory_rows(d, a.slots);
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
     // writes the memory a token at a time).
-    thread_local std::vector<float> mem, f, r, upd;
-    sized(mem, mf, true), sized(f, d), sized(r, d), sized(upd, mf);
+    thread_local std::vector<float> mem, f, fp, r, upd;
+    sized(mem, mf, true), sized(f, d), sized(fp, rows), sized(r, d), sized(upd, mf);
     float* st = a.state ? a.state + (s * a.kv_heads + g) * mf : nullptr;
     if (st) std::copy(st, st + mf, mem.begin());
-    float *m = mem.data(), *z = m + d * d;
+    float *m = mem.data(), *z = m + rows * d;
     for (int64_t j = 0; j < segs; ++j) {
       const int64_t i0 = j * a.segment, i1 = std::min(a.t, i0 + a.segment);
       if (a.saved)
@@ -66,8 +67,9 @@ void memory_run(const MemoryArgs& a, ThreadPool* pool) {
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           const float* q = a.q + (s * a.t + i) * qw + h * d;
           for (int64_t x = 0; x < d; ++x) f[x] = phi(q[x]);
+          const float* fe = project_slots(a.proj, rows, g, f.data(), d, fp.data());
           float* y = a.y + (s * a.t + i) * qw + h * d;
-          const float den = read(f.data(), m, z, d, y);
+          const float den = read(fe, m, z, rows, d, y);
           for (int64_t c = 0; c < d; ++c) y[c] /= den;
         }
       // The delta rule: every key reads the memory before the segment.
@@ -77,12 +79,13 @@ void memory_run(const MemoryArgs& a, ThreadPool* pool) {
         const float* k = a.k + (s * a.t + i) * kw + g * d;
         const float* v = a.v + (s * a.t + i) * kw + g * d;
         for (int64_t x = 0; x < d; ++x) f[x] = phi(k[x]);
-        const float den = read(f.data(), m, z, d, r.data());
+        const float* fe = project_slots(a.proj, rows, g, f.data(), d, fp.data());
+        const float den = read(fe, m, z, rows, d, r.data());
         for (int64_t c = 0; c < d; ++c) r[c] = v[c] - r[c] / den;
-        for (int64_t x = 0; x < d; ++x) {
+        for (int64_t x = 0; x < rows; ++x) {
           float* row = upd.data() + x * d;
-          for (int64_t c = 0; c < d; ++c) row[c] += f[x] * r[c];
-          upd[static_cast<size_t>(d * d + x)] += f[x];
+          for (int64_t c = 0; c < d; ++c) row[c] += fe[x] * r[c];
+          upd[static_cast<size_t>(rows * d + x)] += fe[x];
         }
       }
       for (int64_t x = 0; x < mf; ++x) mem[x] += upd[x];
@@ -113,7 +116,7 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
         float* dk = b.dk + (s * a.t + i) * kw + g * d;
         float* dv = b.dv + (s * a.t + i) * kw + g * d;
         for (int64_t x = 0; x < d; ++x) f[x] = phi(k[x]);
-        const float u = read(f.data(), m, z, d, num.data());  // num = r
+        const float u = read(f.data(), m, z, d, d, num.data());  // num = r
         // de = dM_new^T f (dv = de), df = dM_new e + dz_new
         for (int64_t c = 0; c < d; ++c) dv[c] = 0.0f;
         for (int64_t x = 0; x < d; ++x) {
@@ -142,7 +145,7 @@ void memory_backward_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
           const float* dy = b.dy + (s * a.t + i) * qw + h * d;
           float* dq = b.dq + (s * a.t + i) * qw + h * d;
           for (int64_t x = 0; x < d; ++x) f[x] = phi(q[x]);
-          const float den = read(f.data(), m, z, d, num.data());
+          const float den = read(f.data(), m, z, d, d, num.data());
           float ds = 0.0f;
           for (int64_t c = 0; c < d; ++c) {
             dnum[c] = dy[c] / den;
@@ -309,7 +312,9 @@ void memory_backward_gemm_run(const MemoryBackwardArgs& b, ThreadPool* pool) {
   });
 }
 
-const KernelVariant<MemoryArgs> kMemory[] = {{"gemm", gemm_f32_active, memory_gemm_run},
+// Slot reduction runs on the reference (a reduced memory is for inference, mostly a token a time).
+bool full_slots(const MemoryArgs& a) { return a.proj == nullptr; }
+const KernelVariant<MemoryArgs> kMemory[] = {{"gemm", gemm_f32_active, memory_gemm_run, full_slots},
                                              {"scalar", always_available, memory_run}};
 const KernelVariant<MemoryBackwardArgs> kMemoryBackward[] = {
     {"gemm", gemm_f32_active, memory_backward_gemm_run},

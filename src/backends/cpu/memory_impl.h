@@ -33,3 +33,19 @@ inline void sized(std::vector<float>& v, int64_t n, bool zero = false) {
 }
 
 }  // namespace nexus::cpu
+
+namespace nexus::cpu {
+
+// Slot reduction: out[a] = sum_x proj[x][a] f[x] for a < slots, with proj this head's
+// [head_dim][slots]; returns out, or f itself when there is no projection.
+inline const float* project_slots(const float* proj, int64_t slots, int64_t g, const float* f,
+                                  int64_t d, float* out) {
+  if (proj == nullptr) return f;
+  const float* p = proj + g * d * slots;
+  std::fill(out, out + slots, 0.0f);
+  for (int64_t x = 0; x < d; ++x)
+    for (int64_t a = 0; a < slots; ++a) out[a] += p[x * slots + a] * f[x];
+  return out;
+}
+
+}  // namespace nexus::cpu

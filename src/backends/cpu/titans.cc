@@ -27,17 +27,18 @@ void unit_backward(const float* xh, float n, const float* dxh, int64_t d, float*
   for (int64_t i = 0; i < d; ++i) dx[i] = (dxh[i] - xh[i] * dot) / n;
 }
 
-// G = 2 K^T (K M - V) over a segment's unit keys kh [len][d] and values; R = K M - V kept.
-void gradient(const float* kh, const float* const* v, int64_t len, const float* m, int64_t d,
-              float* r, float* g) {
-  std::fill(g, g + d * d, 0.0f);
+// G = 2 K^T (K M - V) over a segment's unit keys kh [len][rows] and values, M [rows][d];
+// R = K M - V kept.
+void gradient(const float* kh, const float* const* v, int64_t len, const float* m, int64_t rows,
+              int64_t d, float* r, float* g) {
+  std::fill(g, g + rows * d, 0.0f);
   for (int64_t t = 0; t < len; ++t) {
-    const float* k = kh + t * d;
+    const float* k = kh + t * rows;
     float* rt = r + t * d;
     for (int64_t c = 0; c < d; ++c) rt[c] = -v[t][c];
-    for (int64_t a = 0; a < d; ++a)
+    for (int64_t a = 0; a < rows; ++a)
       for (int64_t c = 0; c < d; ++c) rt[c] += k[a] * m[a * d + c];
-    for (int64_t a = 0; a < d; ++a)
+    for (int64_t a = 0; a < rows; ++a)
       for (int64_t c = 0; c < d; ++c) g[a * d + c] += 2.0f * k[a] * rt[c];
   }
 }
@@ -76,19 +77,20 @@ void add_rate_grads(const std::vector<double>& parts, const TitansBackwardArgs& 
 }
 
 void titans_run(const TitansArgs& a, ThreadPool* pool) {
-  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d, a.slots);
+  const int64_t rows = memory_rows(d, a.slots), md = rows * d;
   const int64_t qw = a.heads * d, kw = a.kv_heads * d, segs = memory_segments(a.t, a.segment);
   for_each_memory_head(a.b, a.kv_heads, pool, [&](int64_t s, int64_t g) {
     // Per-thread buffers, sized again each call (no allocation once warm: decode reads and
     // writes the memory a token at a time).
-    thread_local std::vector<float> mem, u, kh, r, grad;
+    thread_local std::vector<float> mem, u, up, kh, r, grad;
     thread_local std::vector<const float*> vrows;
-    sized(mem, tf, true), sized(u, d), sized(kh, a.segment * d), sized(r, a.segment * d),
-        sized(grad, d * d);
+    sized(mem, tf, true), sized(u, d), sized(up, rows), sized(kh, a.segment * rows),
+        sized(r, a.segment * d), sized(grad, md);
     vrows.resize(static_cast<size_t>(a.segment));
     float* st = a.state ? a.state + (s * a.kv_heads + g) * tf : nullptr;
     if (st) std::copy(st, st + tf, mem.begin());
-    float *m = mem.data(), *sm = m + d * d;
+    float *m = mem.data(), *sm = m + md;
     for (int64_t j = 0; j < segs; ++j) {
       const int64_t i0 = s * a.t + j * a.segment, i1 = s * a.t + std::min(a.t, (j + 1) * a.segment);
       if (a.saved)
@@ -96,20 +98,23 @@ void titans_run(const TitansArgs& a, ThreadPool* pool) {
       for (int64_t i = i0; a.q && i < i1; ++i)
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           unit(a.q + i * qw + h * d, d, u.data());
+          const float* ue = project_slots(a.proj, rows, g, u.data(), d, up.data());
           float* y = a.y + i * qw + h * d;
           std::fill(y, y + d, 0.0f);
-          for (int64_t x = 0; x < d; ++x)
-            for (int64_t c = 0; c < d; ++c) y[c] += u[x] * m[x * d + c];
+          for (int64_t x = 0; x < rows; ++x)
+            for (int64_t c = 0; c < d; ++c) y[c] += ue[x] * m[x * d + c];
         }
       if (!a.write) continue;
       const int64_t len = i1 - i0;
       for (int64_t t = 0; t < len; ++t) {
-        unit(a.k + (i0 + t) * kw + g * d, d, kh.data() + t * d);
+        unit(a.k + (i0 + t) * kw + g * d, d, u.data());
+        const float* ke = project_slots(a.proj, rows, g, u.data(), d, up.data());
+        std::copy(ke, ke + rows, kh.data() + t * rows);
         vrows[t] = a.v + (i0 + t) * kw + g * d;
       }
-      gradient(kh.data(), vrows.data(), len, m, d, r.data(), grad.data());
+      gradient(kh.data(), vrows.data(), len, m, rows, d, r.data(), grad.data());
       const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
-      for (int64_t x = 0; x < d * d; ++x) {
+      for (int64_t x = 0; x < md; ++x) {
         sm[x] = eta * sm[x] - theta * grad[x];
         m[x] = (1.0f - alpha) * m[x] + sm[x];
       }
@@ -140,7 +145,7 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
         kn[t] = unit(a.k + (i0 + t) * kw + g * d, d, kh.data() + t * d);
         vrows[t] = a.v + (i0 + t) * kw + g * d;
       }
-      gradient(kh.data(), vrows.data(), len, m, d, r.data(), grad.data());
+      gradient(kh.data(), vrows.data(), len, m, d, d, r.data(), grad.data());
       // M_new = (1 - alpha) M + S_new, S_new = eta S - theta G.
       // (gradient() keeps G with its 2.)
       step_backward(m, sm, grad.data(), 1.0f, eta, theta, alpha, d * d, dm.data(), ds.data(),
@@ -296,7 +301,9 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
   add_rate_grads(parts, b);
 }
 
-const KernelVariant<TitansArgs> kTitans[] = {{"gemm", gemm_f32_active, titans_gemm_run},
+// Slot reduction runs on the reference (a reduced memory is for inference, mostly a token a time).
+bool full_slots(const TitansArgs& a) { return a.proj == nullptr; }
+const KernelVariant<TitansArgs> kTitans[] = {{"gemm", gemm_f32_active, titans_gemm_run, full_slots},
                                              {"scalar", always_available, titans_run}};
 const KernelVariant<TitansBackwardArgs> kTitansBackward[] = {
     {"gemm", gemm_f32_active, titans_backward_gemm_run},
