@@ -65,6 +65,7 @@ struct Flags {
   std::string attention_layers;
   int64_t ssm_state = 0;
   int64_t memory_segment = 0;  // nexus-ltm
+  int64_t sliding_window = 0;  // --shape: attention to the last W tokens
   std::string memory_kind;
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
@@ -150,6 +151,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
          "architecture of --shape: llama | qwen2 | qwen3 | gpt2 | mamba | mamba2 | granitehybrid | "
          "nexus-ltm (mamba*: heads, kv_heads and ffn are the scan's heads, groups and inner width)")
       ->capture_default_str();
+  app.add_option("--sliding-window", f.sliding_window,
+                 "llama, qwen2, qwen3 --shape: each token attends to the last W tokens (Mistral's "
+                 "sliding window; 0: all)");
   app.add_option("--memory-segment", f.memory_segment,
                  "nexus-ltm: tokens per segment (each attends to itself and reads the memory of "
                  "the ones before; --seq must be a multiple; default 64)");
@@ -460,6 +464,14 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
       if (cfg.value().arch != Arch::kLtm || f.memory_segment < 0)
         return Status::error("--memory-segment takes a positive size and --arch nexus-ltm");
       cfg.value().memory_segment = f.memory_segment;
+    }
+    if (f.sliding_window != 0) {
+      const Arch a = cfg.value().arch;
+      if (f.sliding_window < 0 || (a != Arch::kLlama && a != Arch::kQwen2 && a != Arch::kQwen3))
+        return Status::error(
+            "--sliding-window takes a positive size and --arch llama, qwen2 "
+            "or qwen3");
+      cfg.value().sliding_window = f.sliding_window;
     }
     if (!f.memory_kind.empty()) {
       if (cfg.value().arch != Arch::kLtm ||

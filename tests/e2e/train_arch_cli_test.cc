@@ -230,5 +230,22 @@ TEST(FindBatchSizeArchCli, CheckpointingFitsALargerBatch) {
   EXPECT_GT(gpt2, 0);
 }
 
+// --sliding-window with --shape: the window is exported, and run reads it back; other
+// architectures and negative sizes are one-line errors.
+TEST_F(TrainArchCli, SlidingWindowTrainsAndIsExported) {
+  CliResult a = run_cli(train("--sliding-window 4 --steps 5 -o " + quoted(dir_ + "/w.gguf")));
+  ASSERT_EQ(a.code, 0) << a.output;
+  CliResult info = run_cli("info " + quoted(dir_ + "/w.gguf"));
+  EXPECT_NE(info.out.find("attention.sliding_window           4"), std::string::npos) << info.out;
+  CliResult run = run_cli("run -m " + quoted(dir_ + "/w.gguf") + " -p 'the cat' -n 6 --temp 0");
+  EXPECT_EQ(run.code, 0) << run.output;
+  for (const std::string& bad :
+       {std::string("--arch gpt2 --sliding-window 4"), std::string("--sliding-window -2")}) {
+    CliResult r = run_cli(train(bad + " --steps 1 -o " + quoted(dir_ + "/x.gguf")));
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("--sliding-window takes a positive size"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace nexus::test

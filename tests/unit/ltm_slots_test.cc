@@ -14,17 +14,12 @@
 #include "nexus/model.h"
 #include "nexus/train/train_model.h"
 #include "ops/memory.h"
+#include "test_random.h"
 
 namespace nexus {
 namespace {
 
-std::vector<float> randn(size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::randn;
 
 // [kv][d][r] with orthonormal columns per head (Gram-Schmidt on random vectors).
 std::vector<float> random_projection(int64_t kv, int64_t d, int64_t r, unsigned seed) {
