@@ -53,6 +53,8 @@ int serve_main(int argc, char** argv) {
   app.add_option("--state-interval", o.engine.state_interval,
                  "recurrent models: positions between state snapshots (a multiple of --kv-block)")
       ->capture_default_str();
+  app.add_option("--index", o.index_path,
+                 "vector index (nexus index build, with this model) served at POST /v1/search");
   app.add_option("--draft", o.draft_path,
                  "draft model for speculative decoding (same vocabulary; the output is the same)");
   app.add_option("--draft-max", o.engine.draft_max, "draft tokens proposed per step")

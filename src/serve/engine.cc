@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "nexus/runtime/embedding.h"
 #include "nexus/runtime/generator.h"
 #include "runtime/lookup.h"
 #include "runtime/stop.h"
@@ -369,36 +370,7 @@ struct Engine::Impl {
         it = std::find(slot_used.begin(), slot_used.end(), false);
       }
       const int slot = static_cast<int>(it - slot_used.begin());
-      const int64_t dim = model.config().dim;
-      std::vector<double> sum(static_cast<size_t>(dim), 0.0);
-      std::vector<float> hidden;
-      Status st = Status::ok();
-      Batch batch;
-      const int64_t n = static_cast<int64_t>(job->tokens.size());
-      for (int64_t i = 0; i < n && st; i += opts.max_batch_tokens) {
-        batch.clear();
-        const int64_t end = std::min(n, i + opts.max_batch_tokens);
-        for (int64_t j = i; j < end; ++j) batch.add(job->tokens[j], static_cast<int32_t>(j), slot, true);
-        st = ctx->decode(batch, &hidden, Context::Output::kHidden);
-        if (!st) break;
-        for (int64_t r = 0; r < end - i; ++r)
-          for (int64_t d = 0; d < dim; ++d) sum[d] += hidden[r * dim + d];
-      }
-      ctx->clear_seq(slot);
-      if (!st) {
-        job->done.set_value(st);
-        continue;
-      }
-      double norm = 0.0;
-      for (double& v : sum) {
-        v /= static_cast<double>(n);
-        norm += v * v;
-      }
-      norm = std::sqrt(norm);
-      std::vector<float> out(static_cast<size_t>(dim));
-      for (int64_t d = 0; d < dim; ++d)
-        out[d] = static_cast<float>(norm > 0 ? sum[d] / norm : 0.0);
-      job->done.set_value(std::move(out));
+      job->done.set_value(embed_tokens(*ctx, slot, job->tokens, opts.max_batch_tokens));
     }
   }
 

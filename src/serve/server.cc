@@ -6,16 +6,18 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "nexus/io/gguf.h"
 #include "nexus/model.h"
+#include "nexus/runtime/vector_index.h"
 #include "nexus/tokenizer.h"
 #include "serve/api.h"
 #include "serve/jinja.h"
@@ -80,6 +82,8 @@ struct Server::Impl {
   std::unique_ptr<Model> model, draft;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;
+  std::optional<VectorIndex> index;  // --index: POST /v1/search
+  std::unique_ptr<ThreadPool> search_pool;
   ChatFormat chat_format = ChatFormat::kChatML;
   std::shared_ptr<const jinja::Template> chat_template;  // null: the built-in chat_format
   std::string bos_text, eos_text;
@@ -108,8 +112,19 @@ struct Server::Impl {
           opts.engine.draft_model = draft.get();
         }
       }
+      if (st && !opts.index_path.empty()) {
+        auto ix = VectorIndex::load(opts.index_path);
+        const std::string label = index_model_label(opts.model_path, (*m)->config().dim);
+        if (!ix)
+          st = ix.status();
+        else if (ix->model() != label)
+          st = Status::error(opts.index_path + " was built with " + ix->model() + ", not " + label +
+                             "; serve the model that built it");
+        else
+          index = std::move(ix).value(), search_pool = std::make_unique<ThreadPool>(2);
+      }
       if (!st) {
-        // the draft failed to load
+        // the draft or the index failed to load
       } else if (!t) {
         st = Status::error(opts.model_path + ": " + t.status().message());
       } else {
@@ -472,6 +487,49 @@ struct Server::Impl {
            {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
   }
 
+  // The index's top_k documents for each query (its embedding as /v1/embeddings computes it).
+  void handle_search(const httplib::Request& req, httplib::Response& res) {
+    check_ready();
+    if (!index)
+      throw ApiError(404, "this server has no vector index (start it with --index FILE)",
+                     "not_found_error", "index_not_found");
+    const json body = parse_body(req.body);
+    json query = body.contains("query") ? body["query"] : json();
+    if (!query.is_string() && !(query.is_array() && !query.empty()))
+      throw ApiError(400, "'query' must be a string or a non-empty array of strings");
+    if (query.is_string()) query = json::array({query});
+    int64_t k = 5;
+    if (auto it = body.find("top_k"); it != body.end() && !it->is_null()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1000)
+        throw ApiError(400, "'top_k' must be an integer from 1 to 1000");
+      k = it->get<int64_t>();
+    }
+    std::vector<float> q;
+    int64_t tokens = 0;
+    for (const json& text : query) {
+      if (!text.is_string()) throw ApiError(400, "'query' must hold strings");
+      std::vector<int32_t> ids = encode_prompt(text.get<std::string>(), true);
+      tokens += static_cast<int64_t>(ids.size());
+      Result<std::vector<float>> e = engine->embed(std::move(ids));
+      if (!e) throw ApiError(400, e.status().message());
+      q.insert(q.end(), e->begin(), e->end());
+    }
+    const auto nq = static_cast<int64_t>(query.size());
+    const auto hits = index->search(q, nq, k, search_pool.get());
+    json data = json::array();
+    for (int64_t i = 0; i < nq; ++i) {
+      json results = json::array();
+      for (const VectorIndex::Hit& h : hits[i])
+        results.push_back({{"id", h.id}, {"score", h.score}});
+      data.push_back({{"object", "search_result"}, {"index", i}, {"results", std::move(results)}});
+    }
+    reply(res, 200,
+          {{"object", "list"},
+           {"data", data},
+           {"model", opts.model_alias},
+           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+  }
+
   void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
     check_ready();
     const json body = parse_body(req.body);
@@ -521,6 +579,7 @@ struct Server::Impl {
     http.Post("/v1/chat/completions",
               guarded([this](auto& q, auto& r) { handle_generate(q, r, true); }));
     http.Post("/v1/embeddings", guarded([this](auto& q, auto& r) { handle_embeddings(q, r); }));
+    http.Post("/v1/search", guarded([this](auto& q, auto& r) { handle_search(q, r); }));
     http.Post("/tokenize", guarded([this](auto& q, auto& r) { handle_tokenize(q, r); }));
     http.Post("/detokenize", guarded([this](auto& q, auto& r) { handle_detokenize(q, r); }));
     http.Get("/v1/models", guarded([this](auto&, auto& r) {

@@ -3,12 +3,12 @@
 // their statuses, authentication, disconnects, and /metrics checked by promtool.
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,7 +16,9 @@
 #include "nexus/context.h"
 #include "nexus/io/gguf.h"
 #include "nexus/model.h"
+#include "nexus/runtime/embedding.h"
 #include "nexus/runtime/generator.h"
+#include "nexus/runtime/vector_index.h"
 #include "nexus/serve/server.h"
 #include "nexus/tokenizer.h"
 #include "test_paths.h"
@@ -374,6 +376,83 @@ TEST(ServeHttp, HealthSays503AndLoadingFailsWhenTheModelIsMissing) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(c.Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 503);
+}
+
+}  // namespace
+}  // namespace nexus::serve
+
+namespace nexus::serve {
+namespace {
+
+// POST /v1/search: the index's best documents for the query, embedded as /v1/embeddings does;
+// the same hits as the index searched in process; errors with their statuses; an index built with
+// another model stops the server from loading.
+TEST(ServeHttp, SearchAnswersFromTheVectorIndex) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  const std::vector<std::string> texts = {
+      "Once upon a time there was a little cat.", "The dog ran to the park to play with a ball.",
+      "Lily liked to eat red apples with her mom.", "The sun was big and bright in the sky."};
+  auto m = Model::load(test::shared_path(kModel));
+  ASSERT_TRUE(m);
+  auto t = Tokenizer::from_gguf((*m)->gguf());
+  ContextOptions co;
+  co.n_ctx = 256;
+  auto ctx = Context::create(**m, co);
+  std::vector<float> vecs;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto e = embed_tokens(**ctx, 0, (*t)->encode(texts[i], true), 64);
+    ASSERT_TRUE(e);
+    vecs.insert(vecs.end(), e->begin(), e->end());
+    ids.push_back("doc" + std::to_string(i));
+  }
+  const int64_t dim = (*m)->config().dim;
+  const std::string path = ::testing::TempDir() + "/serve_index.nxvi";
+  auto ix = VectorIndex::build(ids, vecs, dim, DType::kF32,
+                               index_model_label(test::shared_path(kModel), dim));
+  ASSERT_TRUE(ix);
+  ASSERT_TRUE(ix->save(path));
+  ServerOptions o;
+  o.index_path = path;
+  auto s = start(o);
+  auto c = client(*s);
+  const json r = post(c, "/v1/search", {{"query", texts[2]}, {"top_k", 3}}, 200);
+  ASSERT_EQ(r["data"].size(), 1u);
+  const json& hits = r["data"][0]["results"];
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(hits[0]["id"], "doc2");
+  EXPECT_NEAR(hits[0]["score"].get<double>(), 1.0, 1e-4);
+  const auto want = ix->search(std::span<const float>(vecs).subspan(2 * dim, dim), 1, 3);
+  for (size_t j = 0; j < 3; ++j) {
+    EXPECT_EQ(hits[j]["id"], want[0][j].id);
+    EXPECT_NEAR(hits[j]["score"].get<double>(), want[0][j].score, 1e-4);
+  }
+  const json two = post(c, "/v1/search", {{"query", {texts[0], texts[3]}}}, 200);
+  ASSERT_EQ(two["data"].size(), 2u);
+  EXPECT_EQ(two["data"][1]["results"][0]["id"], "doc3");
+  EXPECT_EQ(two["data"][0]["results"].size(), 4u);  // top_k 5, four documents
+  post(c, "/v1/search", {{"top_k", 3}}, 400);
+  post(c, "/v1/search", {{"query", "x"}, {"top_k", 0}}, 400);
+  post(c, "/v1/search", {{"query", json::array()}}, 400);
+  s->shutdown(std::chrono::milliseconds(1000));
+
+  auto plain = start();
+  auto pc = client(*plain);
+  const json none = post(pc, "/v1/search", {{"query", "x"}}, 404);
+  EXPECT_NE(none["error"]["message"].get<std::string>().find("--index"), std::string::npos);
+  plain->shutdown(std::chrono::milliseconds(1000));
+
+  auto other = VectorIndex::build(ids, vecs, dim, DType::kF32, "another.gguf:64");
+  ASSERT_TRUE(other->save(path));
+  o.model_path = test::shared_path(kModel);
+  o.port = 0;
+  Server wrong(o);
+  ASSERT_TRUE(wrong.start());
+  const Status st = wrong.wait_loaded();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("was built with another.gguf:64"), std::string::npos) << st.message();
+  wrong.shutdown(std::chrono::milliseconds(100));
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ struct ServerOptions {
   std::string model_path;
   std::string model_alias;        // the name clients use (default: the file's stem)
   std::string draft_path;         // a draft model for speculative decoding (same vocabulary)
+  std::string index_path;         // a vector index (nexus index build) for POST /v1/search
   EngineOptions engine;
   size_t max_body = 8u << 20;     // larger bodies get 413
   // Connections served at once (httplib runs one thread per open connection; a client keeping
