@@ -8,8 +8,10 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/isa.h"
 #include "nexus/core/thread_pool.h"
+#include "nexus/dtype.h"
 
 namespace nexus::cpu {
 namespace {
@@ -39,16 +41,8 @@ float row_value(const TopKArgs& a, int64_t r, int64_t c) {
   switch (a.type) {
     case DType::kF32:
       return static_cast<const float*>(a.rows)[r * a.dim + c];
-    case DType::kF16: {
-      // IEEE half to float, by hand (the reference has no F16C).
-      const uint16_t h = static_cast<const uint16_t*>(a.rows)[r * a.dim + c];
-      const int e = (h >> 10) & 31, m = h & 1023;
-      const float v = e == 0    ? std::ldexp(static_cast<float>(m), -24)
-                      : e == 31 ? (m ? std::numeric_limits<float>::quiet_NaN()
-                                     : std::numeric_limits<float>::infinity())
-                                : std::ldexp(static_cast<float>(m | 1024), e - 25);
-      return (h & 0x8000) ? -v : v;
-    }
+    case DType::kF16:
+      return f16_to_f32(static_cast<const uint16_t*>(a.rows)[r * a.dim + c]);
     default:  // kI8 (the front-end allows no other type)
       return static_cast<float>(static_cast<const int8_t*>(a.rows)[r * a.dim + c]);
   }
@@ -63,6 +57,25 @@ void dots_scalar(const TopKArgs& a, int64_t q0, int64_t q1, int64_t r0, int64_t 
       out[(q - q0) * (r1 - r0) + (r - r0)] = s;
     }
 }
+
+// Many queries: a block's scores as one product Q R^T on our f32 GEMM (f16 and int8 rows widened
+// into a per-thread block first), compute-bound where the dot kernel is bound by its loads.
+void dots_gemm(const TopKArgs& a, int64_t q0, int64_t q1, int64_t r0, int64_t r1, float* out) {
+  const int64_t nr = r1 - r0, d = a.dim;
+  const float* rows = static_cast<const float*>(a.rows) + r0 * d;
+  if (a.type != DType::kF32) {
+    thread_local std::vector<float> wide;
+    wide.resize(static_cast<size_t>(nr * d));
+    for (int64_t r = r0; r < r1; ++r) {
+      const float scale = a.type == DType::kI8 ? a.scales[r] : 1.0f;
+      for (int64_t c = 0; c < d; ++c) wide[(r - r0) * d + c] = row_value(a, r, c) * scale;
+    }
+    rows = wide.data();
+  }
+  gemm_f32(false, true, q1 - q0, nr, d, a.queries + q0 * d, d, rows, d, false, out, nr);
+}
+
+bool many_queries(const TopKArgs& a) { return a.nq >= 8; }
 
 using Dots = void (*)(const TopKArgs&, int64_t, int64_t, int64_t, int64_t, float*);
 
@@ -110,8 +123,10 @@ void topk_run(const TopKArgs& a, ThreadPool* pool) {
   }
 }
 
-const KernelVariant<TopKArgs> kTopK[] = {{"avx2", avx2_active, topk_run<topk_dots_avx2>},
-                                         {"scalar", always_available, topk_run<dots_scalar>}};
+const KernelVariant<TopKArgs> kTopK[] = {
+    {"gemm", gemm_f32_active, topk_run<dots_gemm>, many_queries},
+    {"avx2", avx2_active, topk_run<topk_dots_avx2>},
+    {"scalar", always_available, topk_run<dots_scalar>}};
 
 }  // namespace
 

@@ -6,9 +6,10 @@
 
 namespace nexus::cpu {
 
-// "avx2" (four queries share each loaded stretch of a row) and "scalar" (the reference). Both
-// split the rows into fixed chunks over the pool and merge the chunks' top-k in order, so results
-// do not depend on the thread count.
+// "gemm" (8 or more queries: each block of rows scored as one product on our f32 GEMM), "avx2"
+// (four queries share each loaded stretch of a row) and "scalar" (the reference). All split the
+// rows into fixed chunks over the pool and merge the chunks' top-k in order, so results do not
+// depend on the thread count.
 KernelVariants<TopKArgs> topk_kernels();
 
 // Inner products of queries [q0, q1) with rows [r0, r1), written out[(q - q0) * (r1 - r0) + r - r0]
