@@ -21,6 +21,7 @@
 
 #include "nexus/core/thread_pool.h"
 #include "nexus/runtime/vector_index.h"
+#include "plot/svg_chart.h"
 
 namespace {
 
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   std::string ns = "10000,100000,1000000", dims = "384,1024";
   int64_t nq = 100, k = 10, single = 20, hnsw_max = 100000;
   int threads = 2, reps = 3;
+  std::string svg;
   app.add_option("--n", ns, "row counts, comma-separated")->capture_default_str();
   app.add_option("--dim", dims, "dimensions, comma-separated")->capture_default_str();
   app.add_option("--nq", nq, "queries in a batch")->capture_default_str();
@@ -82,7 +84,15 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed repetitions (best kept)")->capture_default_str();
   app.add_option("--hnsw-max", hnsw_max, "largest n given an HNSW index (its build is slow)")
       ->capture_default_str();
+  app.add_option("--svg", svg, "also draw the batch queries/s as a bar chart here");
   CLI11_PARSE(app, argc, argv);
+  nexus::BarChart chart;
+  chart.title = "Exact top-" + std::to_string(k) + " search, batches of " + std::to_string(nq) +
+                " queries, " + std::to_string(threads) + " threads";
+  chart.x_label = "rows x dimension";
+  chart.y_label = "queries/s";
+  chart.series = {"faiss IndexFlatIP", "nexus f32", "nexus f16", "nexus int8"};
+  chart.value_digits = 0;
   omp_set_num_threads(threads);
   nexus::ThreadPool pool(threads);
   std::printf("%9s %5s  %-13s %12s %12s %9s\n", "n", "dim", "engine", "batch q/s", "single q/s",
@@ -110,6 +120,8 @@ int main(int argc, char** argv) {
       std::printf("%9lld %5lld  %-13s %12.0f %12.0f %9s\n", static_cast<long long>(n),
                   static_cast<long long>(dim), "faiss flat", nq / f_batch, single / f_single,
                   "1 (ref)");
+      nexus::BarGroup group{
+          std::to_string(n / 1000) + "K x " + std::to_string(dim), {nq / f_batch}, {}};
       for (nexus::DType type : {nexus::DType::kF32, nexus::DType::kF16, nexus::DType::kI8}) {
         auto ix = nexus::VectorIndex::build(ids, rows, dim, type, "bench");
         if (!ix) {
@@ -129,7 +141,9 @@ int main(int argc, char** argv) {
         std::printf("%9lld %5lld  %-13s %12.0f %12.0f %9.4f\n", static_cast<long long>(n),
                     static_cast<long long>(dim), name.c_str(), nq / b, single / s1,
                     recall(got, exact));
+        group.values.push_back(nq / b);
       }
+      chart.groups.push_back(std::move(group));
 #ifdef NEXUS_HAVE_HNSWLIB
       if (n <= hnsw_max) {
         hnswlib::InnerProductSpace space(static_cast<size_t>(dim));
@@ -154,6 +168,11 @@ int main(int argc, char** argv) {
             recall(got, exact), build);
       }
 #endif
+    }
+  if (!svg.empty())
+    if (nexus::Status st = nexus::write_bar_chart_svg(chart, svg); !st) {
+      std::fprintf(stderr, "%s\n", st.message().c_str());
+      return 1;
     }
   return 0;
 }
