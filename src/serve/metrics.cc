@@ -7,9 +7,9 @@
 namespace nexus::serve {
 namespace {
 
-const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/models",
-                               "/tokenize",       "/detokenize",          "/health",
-                               "/metrics"};
+const char* const kRoutes[] = {
+    "/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/search", "/v1/models",
+    "/tokenize",       "/detokenize",          "/health",        "/metrics"};
 
 std::string num(double v) {
   char buf[64];
