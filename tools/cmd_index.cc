@@ -20,10 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string model_label(const std::string& path, const Model& m) {
-  return index_model_label(path, m.config().dim);
-}
-
 struct Embedder {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tok;
@@ -100,7 +96,7 @@ int build_main(const std::string& model_path, const std::string& input, const st
   if (ids.empty()) return fail("index", input + " holds no documents");
   const int64_t dim = e->model->config().dim;
   auto ix =
-      VectorIndex::build(std::move(ids), vectors, dim, *type, model_label(model_path, *e->model));
+      VectorIndex::build(std::move(ids), vectors, dim, *type, index_model_label(model_path, dim));
   if (!ix) return fail("index", ix.status().message());
   if (Status st = ix->save(out); !st) return fail("index", st.message());
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -115,13 +111,10 @@ int build_main(const std::string& model_path, const std::string& input, const st
 
 int search_main(const std::string& model_path, const std::string& index_path,
                 const std::vector<std::string>& queries, int64_t k, int64_t n_ctx, int threads) {
-  auto ix = VectorIndex::load(index_path);
-  if (!ix) return fail("index", ix.status().message());
   auto e = Embedder::open(model_path, n_ctx, threads);
   if (!e) return fail("index", e.status().message());
-  if (const std::string label = model_label(model_path, *e->model); label != ix->model())
-    return fail("index", index_path + " was built with " + ix->model() + ", not " + label +
-                             "; query with the same model");
+  auto ix = VectorIndex::load_for_model(index_path, model_path, e->model->config().dim);
+  if (!ix) return fail("index", ix.status().message());
   std::vector<float> q;
   for (const std::string& text : queries) {
     auto v = e->embed(text);

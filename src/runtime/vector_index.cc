@@ -168,6 +168,16 @@ Result<VectorIndex> VectorIndex::load(const std::string& path) {
   return ix;
 }
 
+Result<VectorIndex> VectorIndex::load_for_model(const std::string& path,
+                                                const std::string& model_path, int64_t dim) {
+  auto ix = load(path);
+  if (!ix) return ix;
+  if (const std::string label = index_model_label(model_path, dim); ix->model() != label)
+    return Status::error(path + " was built with " + ix->model() + ", not " + label +
+                         "; use the model that built it");
+  return ix;
+}
+
 std::vector<std::vector<VectorIndex::Hit>> VectorIndex::search(std::span<const float> queries,
                                                                int64_t nq, int64_t k,
                                                                ThreadPool* pool) const {

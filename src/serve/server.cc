@@ -113,15 +113,13 @@ struct Server::Impl {
         }
       }
       if (st && !opts.index_path.empty()) {
-        auto ix = VectorIndex::load(opts.index_path);
-        const std::string label = index_model_label(opts.model_path, (*m)->config().dim);
-        if (!ix)
+        auto ix = VectorIndex::load_for_model(opts.index_path, opts.model_path, (*m)->config().dim);
+        if (!ix) {
           st = ix.status();
-        else if (ix->model() != label)
-          st = Status::error(opts.index_path + " was built with " + ix->model() + ", not " + label +
-                             "; serve the model that built it");
-        else
-          index = std::move(ix).value(), search_pool = std::make_unique<ThreadPool>(2);
+        } else {
+          index = std::move(ix).value();
+          search_pool = std::make_unique<ThreadPool>(std::max(1, opts.engine.n_threads));
+        }
       }
       if (!st) {
         // the draft or the index failed to load

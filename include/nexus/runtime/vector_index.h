@@ -33,6 +33,10 @@ class VectorIndex {
                                    int64_t dim, DType type, std::string model);
   // Errors name the file and what is wrong with it (magic, version, sizes, truncation).
   static Result<VectorIndex> load(const std::string& path);
+  // load(), and an error naming both models unless the index was built with the model at
+  // `model_path` (index_model_label of it and its width `dim`).
+  static Result<VectorIndex> load_for_model(const std::string& path, const std::string& model_path,
+                                            int64_t dim);
   Status save(const std::string& path) const;  // atomic
 
   // The k best rows for each of nq queries (normalised here), best first (fewer when the index
