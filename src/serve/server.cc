@@ -306,7 +306,7 @@ struct Server::Impl {
     std::vector<Choice> choices = submit_all(prompts, s);
     const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
-    if (s.stream) return stream(res, std::move(choices), s, id, created, chat);
+    if (s.stream) return stream(req, res, std::move(choices), s, id, created, chat);
 
     int64_t prompt_tokens = 0, completion_tokens = 0;
     json out_choices = json::array();
@@ -349,18 +349,19 @@ struct Server::Impl {
 
   // Server-sent events as OpenAI's clients parse them: "data: {chunk}\n\n" per event, the role
   // first (chat), finish_reason in each choice's last chunk, the usage chunk when asked for, then
-  // "data: [DONE]". A client that goes away cancels every choice.
-  void stream(httplib::Response& res, std::vector<Choice> choices, const Sampling& s,
-              const std::string& id, int64_t created, bool chat) {
+  // "data: [DONE]". A client that goes away cancels every choice. HTTP/1.0 has no chunked
+  // encoding: such a client (nginx's proxy_http_version 1.0 among them) gets the stream delimited
+  // by the connection's close, so a stream cut short shows as an end without "[DONE]".
+  void stream(const httplib::Request& req, httplib::Response& res, std::vector<Choice> choices,
+              const Sampling& s, const std::string& id, int64_t created, bool chat) {
     auto shared = std::make_shared<std::vector<Choice>>(std::move(choices));
     const int n_per_prompt = s.n;
     const bool include_usage = s.include_usage;
     const bool want_lp = s.top_logprobs >= 0;
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, shared, id, created, chat, include_usage, n_per_prompt, want_lp](size_t,
-                                                                       httplib::DataSink& sink) {
+    auto provider =
+        [this, shared, id, created, chat, include_usage, n_per_prompt, want_lp](
+            size_t, httplib::DataSink& sink) {
           auto send = [&](const json& chunk) {
             const std::string line = "data: " + dump(chunk) + "\n\n";
             return sink.write(line.data(), line.size());
@@ -438,11 +439,16 @@ struct Server::Impl {
           if (!sink.write(done.data(), done.size())) return false;
           sink.done();
           return true;
-        },
-        [shared](bool) {
-          for (Choice& c : *shared)
-            if (!c.done) c.stream->cancel();
-        });
+        };
+    auto releaser = [shared](bool) {
+      for (Choice& c : *shared)
+        if (!c.done) c.stream->cancel();
+    };
+    if (req.version == "HTTP/1.0")
+      res.set_content_provider("text/event-stream", std::move(provider), std::move(releaser));
+    else
+      res.set_chunked_content_provider("text/event-stream", std::move(provider),
+                                       std::move(releaser));
   }
 
   // Pooled, L2-normalised hidden states of each input (Engine::embed).

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e/loopback.h"
 #include "nexus/context.h"
 #include "nexus/io/gguf.h"
 #include "nexus/model.h"
@@ -276,6 +277,40 @@ TEST(ServeHttp, AClientThatLeavesMidStreamCancelsItsSequence) {
       << metrics;
   EXPECT_NE(metrics.find("nexus_running_sequences 0"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("nexus_kv_blocks_used 0"), std::string::npos) << metrics;
+}
+
+// HTTP/1.0 has no chunked encoding: the stream goes out as is and ends when the server closes the
+// connection (how nginx with proxy_http_version 1.0 tells a finished stream from a cut one).
+TEST(ServeHttp, AnHttp10StreamIsDelimitedByTheConnectionsClose) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  auto s = start();
+  const int fd = test::connect_loopback(s->port(), 30000);
+  ASSERT_GE(fd, 0);
+  const std::string body =
+      json{{"prompt", "Once"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}}.dump();
+  const std::string request =
+      "POST /v1/completions HTTP/1.0\r\nHost: x\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  close(fd);
+  EXPECT_EQ(n, 0) << "the server did not close the connection";
+  const size_t head_end = got.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << got;
+  const std::string head = got.substr(0, head_end);
+  EXPECT_NE(head.find("200 OK"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Transfer-Encoding"), std::string::npos) << head;
+  const std::vector<std::string> data = sse_data(got.substr(head_end + 4));
+  ASSERT_GE(data.size(), 3u) << got;
+  EXPECT_EQ(data.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < data.size(); ++i)
+    text += json::parse(data[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, expected_text("Once", 8));
 }
 
 TEST(ServeHttp, MetricsPassPromtool) {
