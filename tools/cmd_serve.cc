@@ -18,6 +18,8 @@ int serve_main(int argc, char** argv) {
   serve::ServerOptions o;
   std::string kv_memory = "0", kv_type = "f16";
   double grace = 10.0;
+  std::string cache_url, cache_size = "64MiB";
+  double cache_ttl = 600, cache_timeout_ms = 100;
   o.engine.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("-m,--model", o.model_path, "GGUF model file")->required();
   app.add_option("--alias", o.model_alias, "model name clients use (default: the file's stem)");
@@ -67,6 +69,16 @@ int serve_main(int argc, char** argv) {
   app.add_option("--http-threads", o.http_threads,
                  "connections served at once (0: 64 + 2 * max-seqs)")
       ->capture_default_str();
+  app.add_option("--cache", cache_url,
+                 "cache repeatable responses: 'memory', or redis://[:PASSWORD@]HOST[:PORT][/DB] "
+                 "for an in-process tier in front of a shared redis-server");
+  app.add_option("--cache-size", cache_size, "bytes of the in-process cache tier (0: Redis only)")
+      ->capture_default_str();
+  app.add_option("--cache-ttl", cache_ttl, "seconds a cached response lives")
+      ->capture_default_str();
+  app.add_option("--cache-timeout", cache_timeout_ms,
+                 "milliseconds a Redis connect or command may take before the cache is bypassed")
+      ->capture_default_str();
   app.add_option("--shutdown-grace", grace, "seconds in-flight requests get at SIGTERM")
       ->capture_default_str();
   if (auto code = parse_args(app, argc, argv, "serve")) return *code;
@@ -82,6 +94,23 @@ int serve_main(int argc, char** argv) {
   o.engine.kv_type = *kv;
   if (o.port < 0 || o.port > 65535) return fail("serve", "--port must be in [0, 65535]", kUsageError);
   if (grace < 0) return fail("serve", "--shutdown-grace must be >= 0", kUsageError);
+  if (!cache_url.empty()) {
+    serve::CacheOptions c;
+    c.url = cache_url;
+    Result<uint64_t> bytes = train::parse_byte_size(cache_size);
+    if (!bytes)
+      return fail("serve", "--cache-size must be a size like 64MiB: " + bytes.status().message(),
+                  kUsageError);
+    c.memory_bytes = static_cast<size_t>(*bytes);
+    if (!(cache_ttl > 0)) return fail("serve", "--cache-ttl must be > 0", kUsageError);
+    if (!(cache_timeout_ms >= 1)) return fail("serve", "--cache-timeout must be >= 1", kUsageError);
+    c.ttl = std::chrono::milliseconds(static_cast<int64_t>(cache_ttl * 1000));
+    c.redis_timeout = std::chrono::milliseconds(static_cast<int64_t>(cache_timeout_ms));
+    // A bad URL or size is a usage error now, not a failed load later.
+    if (auto check = serve::ResponseCache::create(c); !check)
+      return fail("serve", "--cache: " + check.status().message(), kUsageError);
+    o.cache = c;
+  }
 
   // SIGTERM and SIGINT are taken by sigwait below, on this thread only.
   sigset_t signals;

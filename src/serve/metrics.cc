@@ -53,12 +53,67 @@ std::map<std::pair<std::string, int>, uint64_t> RequestCounters::snapshot() cons
   return counts_;
 }
 
-std::string prometheus_text(const EngineStats* e, const RequestCounters& requests) {
+namespace {
+
+void cache_text(std::string& out, const CacheStats& c) {
+  family(out, "nexus_cache_hits_total", "counter",
+         "Response cache hits, by the tier that answered.");
+  out += "nexus_cache_hits_total{tier=\"memory\"} " + std::to_string(c.memory_hits) + "\n";
+  if (c.redis)
+    out += "nexus_cache_hits_total{tier=\"redis\"} " + std::to_string(c.redis_hits) + "\n";
+  struct Scalar {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Scalar scalars[] = {
+      {"nexus_cache_misses_total", "counter", "Cacheable requests no tier could answer.",
+       static_cast<double>(c.misses)},
+      {"nexus_cache_stores_total", "counter", "Responses stored in the cache.",
+       static_cast<double>(c.stores)},
+      {"nexus_cache_evictions_total", "counter",
+       "Entries the in-process tier dropped to stay within its size.",
+       static_cast<double>(c.evictions)},
+      {"nexus_cache_expired_total", "counter",
+       "Entries found past their TTL in the in-process tier.", static_cast<double>(c.expired)},
+      {"nexus_cache_memory_entries", "gauge", "Entries in the in-process tier.",
+       static_cast<double>(c.memory_entries)},
+      {"nexus_cache_memory_bytes", "gauge", "Bytes the in-process tier counts against its size.",
+       static_cast<double>(c.memory_bytes)},
+  };
+  for (const Scalar& m : scalars) {
+    family(out, m.name, m.type, m.help);
+    sample(out, m.name, m.value);
+  }
+  if (!c.redis) return;
+  const Scalar redis[] = {
+      {"nexus_cache_redis_up", "gauge", "1 while the last Redis command succeeded.",
+       c.redis_up ? 1.0 : 0.0},
+      {"nexus_cache_redis_errors_total", "counter",
+       "Redis lookups and stores that failed (the cache was bypassed).",
+       static_cast<double>(c.redis_errors)},
+      {"nexus_cache_redis_commands_total", "counter", "Redis commands sent.",
+       static_cast<double>(c.redis_calls)},
+      {"nexus_cache_redis_seconds_total", "counter", "Time spent in Redis round trips.",
+       c.redis_seconds},
+  };
+  for (const Scalar& m : redis) {
+    family(out, m.name, m.type, m.help);
+    sample(out, m.name, m.value);
+  }
+}
+
+}  // namespace
+
+std::string prometheus_text(const EngineStats* e, const RequestCounters& requests,
+                            const CacheStats* cache) {
   std::string out;
   family(out, "nexus_requests_total", "counter", "HTTP requests answered, by route and status.");
   for (const auto& [key, n] : requests.snapshot())
     out += "nexus_requests_total{route=\"" + key.first + "\",status=\"" +
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
+  if (cache != nullptr) cache_text(out, *cache);
   if (e == nullptr) return out;
   struct Scalar {
     const char* name;

@@ -1,5 +1,6 @@
 // /metrics in the Prometheus text exposition format (version 0.0.4): HTTP requests by route and
-// status, and the engine's tokens, queue, sequences, KV blocks, preemptions and latency histograms.
+// status, the response cache's hits and misses, and the engine's tokens, queue, sequences, KV
+// blocks, preemptions and latency histograms.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "nexus/serve/cache.h"
 #include "nexus/serve/engine.h"
 
 namespace nexus::serve {
@@ -23,7 +25,9 @@ class RequestCounters {
   std::map<std::pair<std::string, int>, uint64_t> counts_;
 };
 
-// The exposition text; `engine` null while the model loads (only the request counters then).
-std::string prometheus_text(const EngineStats* engine, const RequestCounters& requests);
+// The exposition text; `engine` null while the model loads (only the request counters then),
+// `cache` null when the server has no response cache.
+std::string prometheus_text(const EngineStats* engine, const RequestCounters& requests,
+                            const CacheStats* cache = nullptr);
 
 }  // namespace nexus::serve

@@ -84,6 +84,8 @@ struct Server::Impl {
   std::unique_ptr<Engine> engine;
   std::optional<VectorIndex> index;  // --index: POST /v1/search
   std::unique_ptr<ThreadPool> search_pool;
+  std::unique_ptr<ResponseCache> cache;
+  std::string cache_scope;  // the model's (and index's) SHA-256, in front of every key
   ChatFormat chat_format = ChatFormat::kChatML;
   std::shared_ptr<const jinja::Template> chat_template;  // null: the built-in chat_format
   std::string bos_text, eos_text;
@@ -146,6 +148,7 @@ struct Server::Impl {
           }
           if (tok->bos_id() >= 0) bos_text = tok->token_text(tok->bos_id());
           if (tok->eos_id() >= 0) eos_text = tok->token_text(tok->eos_id());
+          if (opts.cache) st = open_cache();
         }
       }
     }
@@ -156,6 +159,50 @@ struct Server::Impl {
       state.compare_exchange_strong(expected, st ? State::kReady : State::kFailed);
     }
     loaded_cv.notify_all();
+  }
+
+  // The cache, keyed under the digests of the files that decide the answers: replicas that
+  // serve the same files share entries through Redis, and a changed model never meets old ones.
+  Status open_cache() {
+    Result<std::unique_ptr<ResponseCache>> c = ResponseCache::create(*opts.cache);
+    if (!c) return c.status();
+    Result<std::string> digest = file_sha256_hex(opts.model_path);
+    if (!digest) return digest.status();
+    cache_scope = *digest;
+    if (!opts.index_path.empty()) {
+      Result<std::string> ix = file_sha256_hex(opts.index_path);
+      if (!ix) return ix.status();
+      cache_scope += ":" + *ix;
+    }
+    cache = std::move(c).value();
+    return Status::ok();
+  }
+
+  // The request's key: the route and every field of the body but `user` (which cannot change the
+  // answer). nlohmann's objects keep their keys sorted, so the dump is canonical.
+  std::string cache_key(const std::string& route, json body) const {
+    body.erase("user");
+    return sha256_hex(cache_scope + "\n" + route + "\n" + dump(body));
+  }
+
+  // A cached answer when there is one (X-Nexus-Cache: memory or redis), with a fresh id and time
+  // for completions; false after marking the response a miss.
+  bool reply_cached(const std::string& key, httplib::Response& res) {
+    CacheTier tier;
+    std::optional<std::string> hit = cache->get(key, &tier);
+    if (!hit) {
+      res.set_header("X-Nexus-Cache", "miss");
+      return false;
+    }
+    json body = json::parse(*hit, nullptr, false);
+    if (body.is_discarded()) return false;
+    if (body.contains("created")) {
+      body["id"] = new_id(body["object"] == "chat.completion" ? "chatcmpl-" : "cmpl-");
+      body["created"] = static_cast<int64_t>(std::time(nullptr));
+    }
+    res.set_header("X-Nexus-Cache", tier == CacheTier::kMemory ? "memory" : "redis");
+    reply(res, 200, body);
+    return true;
   }
 
   // 503 unless the model is ready and the server is not stopping.
@@ -275,6 +322,18 @@ struct Server::Impl {
       throw ApiError(404, "the model '" + s.model + "' does not exist (this server has '" +
                               opts.model_alias + "')",
                      "not_found_error", "model_not_found");
+    // Greedy or seeded answers repeat; streams are not kept.
+    std::string key;
+    if (cache) {
+      const bool repeatable =
+          s.sampler.temperature <= 0.0f || (body.contains("seed") && !body["seed"].is_null());
+      if (!repeatable || s.stream) {
+        res.set_header("X-Nexus-Cache", "bypass");
+      } else {
+        key = cache_key(chat ? "chat" : "completions", body);
+        if (reply_cached(key, res)) return;
+      }
+    }
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
       const std::vector<ChatMessage> messages = parse_messages(body);
@@ -338,13 +397,14 @@ struct Server::Impl {
         choice["text"] = c.text;
       out_choices.push_back(choice);
     }
-    reply(res, 200,
-          {{"id", id},
-           {"object", chat ? "chat.completion" : "text_completion"},
-           {"created", created},
-           {"model", opts.model_alias},
-           {"choices", out_choices},
-           {"usage", usage(prompt_tokens, completion_tokens)}});
+    const json out = {{"id", id},
+                      {"object", chat ? "chat.completion" : "text_completion"},
+                      {"created", created},
+                      {"model", opts.model_alias},
+                      {"choices", out_choices},
+                      {"usage", usage(prompt_tokens, completion_tokens)}};
+    if (!key.empty()) cache->put(key, dump(out));
+    reply(res, 200, out);
   }
 
   // Server-sent events as OpenAI's clients parse them: "data: {chunk}\n\n" per event, the role
@@ -472,6 +532,8 @@ struct Server::Impl {
         throw ApiError(400, "'encoding_format' must be \"float\" or \"base64\"");
       format = it->get<std::string>();
     }
+    const std::string key = cache ? cache_key("embeddings", body) : "";
+    if (cache && reply_cached(key, res)) return;
     json data = json::array();
     int64_t tokens = 0;
     size_t ti = 0, ii = 0;
@@ -484,11 +546,12 @@ struct Server::Impl {
                                     : json(*e);
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(vec)}});
     }
-    reply(res, 200,
-          {{"object", "list"},
-           {"data", data},
-           {"model", opts.model_alias},
-           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+    const json out = {{"object", "list"},
+                      {"data", data},
+                      {"model", opts.model_alias},
+                      {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+    if (cache) cache->put(key, dump(out));
+    reply(res, 200, out);
   }
 
   // The index's top_k documents for each query (its embedding as /v1/embeddings computes it).
@@ -508,6 +571,8 @@ struct Server::Impl {
         throw ApiError(400, "'top_k' must be an integer from 1 to 1000");
       k = it->get<int64_t>();
     }
+    const std::string key = cache ? cache_key("search", body) : "";
+    if (cache && reply_cached(key, res)) return;
     std::vector<float> q;
     int64_t tokens = 0;
     for (const json& text : query) {
@@ -527,11 +592,12 @@ struct Server::Impl {
         results.push_back({{"id", h.id}, {"score", h.score}});
       data.push_back({{"object", "search_result"}, {"index", i}, {"results", std::move(results)}});
     }
-    reply(res, 200,
-          {{"object", "list"},
-           {"data", data},
-           {"model", opts.model_alias},
-           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+    const json out = {{"object", "list"},
+                      {"data", data},
+                      {"model", opts.model_alias},
+                      {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+    if (cache) cache->put(key, dump(out));
+    reply(res, 200, out);
   }
 
   void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
@@ -607,7 +673,10 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       EngineStats st;
       if (engine) st = engine->stats();
-      res.set_content(prometheus_text(engine ? &st : nullptr, counters), "text/plain; version=0.0.4");
+      CacheStats cs;
+      if (cache) cs = cache->stats();
+      res.set_content(prometheus_text(engine ? &st : nullptr, counters, cache ? &cs : nullptr),
+                      "text/plain; version=0.0.4");
     });
     // Authentication before routing: every route but /health and /metrics.
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

@@ -24,6 +24,13 @@ TEST(ServeCli, BadFlagsAreUsageErrors) {
   EXPECT_NE(r.err.find("--kv-memory must be a size"), std::string::npos) << r.err;
   r = run_cli("serve -m x.gguf --port 70000");
   EXPECT_EQ(r.code, 2) << r.output;
+  r = run_cli("serve -m x.gguf --cache http://localhost:6379");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.err.find("'http://localhost:6379' is not a redis://"), std::string::npos) << r.err;
+  r = run_cli("serve -m x.gguf --cache memory --cache-size 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  r = run_cli("serve -m x.gguf --cache memory --cache-ttl 0");
+  EXPECT_EQ(r.code, 2) << r.output;
   r = run_cli("serve -m /nonexistent.gguf --port 0");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;

@@ -313,6 +313,74 @@ TEST(ServeHttp, AnHttp10StreamIsDelimitedByTheConnectionsClose) {
   EXPECT_EQ(text, expected_text("Once", 8));
 }
 
+// With --cache memory: a greedy completion asked twice is computed once (the second answer is the
+// first's, under a new id), sampling without a seed is not kept, embeddings are, and /metrics
+// counts it all.
+TEST(ServeHttp, TheCacheAnswersRepeatableRequestsOnce) {
+  NEXUS_REQUIRE_SHARED(kModel);
+  ServerOptions o;
+  o.cache = CacheOptions{};
+  auto s = start(o);
+  auto c = client(*s);
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"temperature", 0}};
+  auto first = c.Post("/v1/completions", body.dump(), "application/json");
+  auto second = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->get_header_value("X-Nexus-Cache"), "miss");
+  EXPECT_EQ(second->get_header_value("X-Nexus-Cache"), "memory");
+  json a = json::parse(first->body), b = json::parse(second->body);
+  EXPECT_EQ(a["choices"][0]["text"], expected_text("Once upon a time", 16));
+  EXPECT_NE(a["id"], b["id"]);
+  a.erase("id");
+  b.erase("id");
+  a.erase("created");
+  b.erase("created");
+  EXPECT_EQ(a, b);
+  // Another field (max_tokens) is another key; `user` is not part of the key.
+  json longer = body;
+  longer["max_tokens"] = 17;
+  EXPECT_EQ(c.Post("/v1/completions", longer.dump(), "application/json")
+                ->get_header_value("X-Nexus-Cache"),
+            "miss");
+  json tagged = body;
+  tagged["user"] = "someone";
+  EXPECT_EQ(c.Post("/v1/completions", tagged.dump(), "application/json")
+                ->get_header_value("X-Nexus-Cache"),
+            "memory");
+  // Sampling without a seed, and streams, are not kept; a seed makes sampling repeatable.
+  json sampled = body;
+  sampled["temperature"] = 0.8;
+  EXPECT_EQ(c.Post("/v1/completions", sampled.dump(), "application/json")
+                ->get_header_value("X-Nexus-Cache"),
+            "bypass");
+  json streamed = body;
+  streamed["stream"] = true;
+  EXPECT_EQ(c.Post("/v1/completions", streamed.dump(), "application/json")
+                ->get_header_value("X-Nexus-Cache"),
+            "bypass");
+  sampled["seed"] = 7;
+  auto s1 = c.Post("/v1/completions", sampled.dump(), "application/json");
+  auto s2 = c.Post("/v1/completions", sampled.dump(), "application/json");
+  EXPECT_EQ(s1->get_header_value("X-Nexus-Cache"), "miss");
+  EXPECT_EQ(s2->get_header_value("X-Nexus-Cache"), "memory");
+  EXPECT_EQ(json::parse(s1->body)["choices"], json::parse(s2->body)["choices"]);
+  // Embeddings; a bad request is answered (400) before the cache is asked, and never kept.
+  const json emb = {{"input", "Once upon a time"}};
+  auto e1 = c.Post("/v1/embeddings", emb.dump(), "application/json");
+  auto e2 = c.Post("/v1/embeddings", emb.dump(), "application/json");
+  EXPECT_EQ(e1->get_header_value("X-Nexus-Cache"), "miss");
+  EXPECT_EQ(e2->get_header_value("X-Nexus-Cache"), "memory");
+  EXPECT_EQ(e1->body, e2->body);
+  post(c, "/v1/completions", {{"prompt", "x"}, {"temperature", 0}, {"max_tokens", -5}}, 400);
+  post(c, "/v1/completions", {{"prompt", "x"}, {"temperature", 0}, {"max_tokens", -5}}, 400);
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("nexus_cache_hits_total{tier=\"memory\"} 4"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("nexus_cache_misses_total 4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("nexus_cache_stores_total 4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("nexus_cache_memory_entries 4"), std::string::npos) << metrics;
+}
+
 TEST(ServeHttp, MetricsPassPromtool) {
   NEXUS_REQUIRE_SHARED(kModel);
   if (std::system("command -v promtool > /dev/null 2>&1") != 0)

@@ -23,12 +23,14 @@ TEST(GrafanaDashboard, PanelsQueryMetricsTheServerExports) {
   ASSERT_TRUE(d["panels"].is_array());
   ASSERT_GE(d["panels"].size(), 6u);
 
-  // The names /metrics exports, from an engine with every figure set.
+  // The names /metrics exports, from an engine with every figure set and a Redis-backed cache.
   EngineStats st;
   st.kv_blocks_total = 8;
   RequestCounters rc;
   rc.add("/v1/search", 200);
-  const std::string text = prometheus_text(&st, rc);
+  CacheStats cache;
+  cache.redis = true;
+  const std::string text = prometheus_text(&st, rc, &cache);
   std::set<std::string> exported;
   const std::regex type_line(R"(# TYPE (nexus_[a-z_]+) ([a-z]+))");
   for (std::sregex_iterator it(text.begin(), text.end(), type_line), end; it != end; ++it) {

@@ -1,14 +1,18 @@
 // `nexus serve`: an OpenAI-compatible HTTP server over the serving engine (serve/engine.h).
 // Routes: POST /v1/completions, /v1/chat/completions (both with SSE streaming), GET /v1/models,
 // POST /tokenize and /detokenize (llama-server's shapes), GET /health (503 while the model loads)
-// and GET /metrics (Prometheus text format). HTTP is cpp-httplib's (Debian's libcpp-httplib-dev).
+// and GET /metrics (Prometheus text format). With a cache, answers carry X-Nexus-Cache: memory,
+// redis or miss (bypass: a request the cache does not keep). HTTP is cpp-httplib's (Debian's
+// libcpp-httplib-dev).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "nexus/serve/cache.h"
 #include "nexus/serve/engine.h"
 #include "nexus/status.h"
 
@@ -23,6 +27,9 @@ struct ServerOptions {
   std::string draft_path;         // a draft model for speculative decoding (same vocabulary)
   std::string index_path;         // a vector index (nexus index build) for POST /v1/search
   EngineOptions engine;
+  // Caches responses that do not change from one call to the next: completions with temperature
+  // 0 or a seed (not streamed), embeddings and searches. Absent: no cache.
+  std::optional<CacheOptions> cache;
   size_t max_body = 8u << 20;     // larger bodies get 413
   // Connections served at once (httplib runs one thread per open connection; a client keeping
   // its connection holds one). 0: 64 + 2 * max_seqs.
