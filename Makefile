@@ -18,7 +18,7 @@ all: build
 DEB_PACKAGES := build-essential cmake ninja-build libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libopenblas-dev pkg-config clang libclang-rt-14-dev \
   libcpp-httplib-dev prometheus openmpi-bin libopenmpi-dev libfaiss-dev libhnswlib-dev \
-  libhiredis-dev libssl-dev redis-server nginx-light libnginx-mod-http-js
+  libhiredis-dev libssl-dev redis-server nginx-light libnginx-mod-http-js python3 curl
 # Not root: through sudo when there is one, else an error that lists the packages to install.
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
