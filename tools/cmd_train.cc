@@ -67,6 +67,7 @@ struct Flags {
   int64_t memory_segment = 0;  // nexus-ltm
   int64_t sliding_window = 0;  // --shape: attention to the last W tokens
   std::string memory_kind;
+  std::string memory_rope;
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
@@ -160,6 +161,9 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--memory-kind", f.memory_kind,
                  "nexus-ltm: infini (compressive memory) | titans (linear memory, gradient steps "
                  "with momentum and forgetting)");
+  app.add_option("--memory-rope", f.memory_rope,
+                 "nexus-ltm: the memory reads q and k before RoPE (content only) or after it "
+                 "(rotated by their position in the segment; the default)");
   app.add_option("--ssm-state", f.ssm_state,
                  "mamba, mamba2, granitehybrid: the scan's state size per channel (default 16 for "
                  "mamba, 64 otherwise)");
@@ -331,6 +335,7 @@ Result<Run> resume_run(const Flags& f, const CLI::App& app, int world, TpTrain& 
                            "--arch",
                            "--memory-segment",
                            "--memory-kind",
+                           "--memory-rope",
                            "--tokenizer",
                            "--batch",
                            "--seq",
@@ -479,6 +484,11 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
         return Status::error("--memory-kind takes infini or titans, with --arch nexus-ltm");
       cfg.value().memory_kind =
           f.memory_kind == "titans" ? MemoryKind::kTitans : MemoryKind::kInfini;
+    }
+    if (!f.memory_rope.empty()) {
+      if (cfg.value().arch != Arch::kLtm || (f.memory_rope != "before" && f.memory_rope != "after"))
+        return Status::error("--memory-rope takes before or after, with --arch nexus-ltm");
+      cfg.value().memory_before_rope = f.memory_rope == "before";
     }
     if (f.ssm_state != 0) {
       if (!cfg.value().has_recurrent() || f.ssm_state < 0)

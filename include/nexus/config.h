@@ -46,6 +46,9 @@ struct ModelConfig {
   // segment attends to itself and reads the memory of the segments before it); 0 elsewhere.
   int64_t memory_segment = 0;
   MemoryKind memory_kind = MemoryKind::kInfini;
+  // nexus-ltm: the memory reads and writes q and k before RoPE (content only, the same wherever
+  // a token sits in its segment) rather than after it (the segment's positions rotate them).
+  bool memory_before_rope = false;
   // nexus-ltm slot reduction (nexus memory-reduce, inference only): the memory's slots per layer,
   // each addressed through blk.N.memory_proj; empty: head_dim slots everywhere.
   std::vector<int64_t> memory_slots;

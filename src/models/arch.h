@@ -26,7 +26,7 @@ struct LayerSlot {
   bool required;
   LayerKind kind = LayerKind::kAll;
   // Set where the shape differs by layer: layer l's shape, in place of `shape`.
-  std::function<std::vector<int64_t>(int64_t)> shape_at;
+  std::function<std::vector<int64_t>(int64_t)> shape_at = nullptr;
   std::vector<int64_t> shape_of(int64_t l) const { return shape_at ? shape_at(l) : shape; }
 };
 

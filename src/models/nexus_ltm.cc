@@ -22,6 +22,11 @@ Status read_ltm_config(const GgufFile& f, ModelConfig* c) {
     return Status::error(f.path() + ": " + c->arch_name + ".memory.kind is '" + kind +
                          "', expected 'infini' or 'titans'");
   c->memory_kind = kind == "titans" ? MemoryKind::kTitans : MemoryKind::kInfini;
+  const std::string rope = f.get_string(c->arch_name + ".memory.rope").value_or("after");
+  if (rope != "before" && rope != "after")
+    return Status::error(f.path() + ": " + c->arch_name + ".memory.rope is '" + rope +
+                         "', expected 'before' or 'after'");
+  c->memory_before_rope = rope == "before";
   // Slot reduction (nexus memory-reduce): slots per layer, each addressed through an F32
   // projection blk.N.memory_proj [kv_heads][head_dim][slots].
   if (const std::vector<int64_t>* slots = f.get_int_array(c->arch_name + ".memory.slots")) {
@@ -71,6 +76,8 @@ void write_ltm_config(const ModelConfig& c, Metadata* out) {
   out->emplace_back(
       "nexus-ltm.memory.kind",
       gguf_str(std::string(c.memory_kind == MemoryKind::kTitans ? "titans" : "infini")));
+  out->emplace_back("nexus-ltm.memory.rope",
+                    gguf_str(std::string(c.memory_before_rope ? "before" : "after")));
   if (!c.memory_slots.empty())
     out->emplace_back("nexus-ltm.memory.slots", gguf_i32_array(c.memory_slots));
 }

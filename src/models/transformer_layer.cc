@@ -19,8 +19,9 @@ namespace {
 // The saved activations, in layout order. `mean*` are LayerNorm's (gpt2), `g` the SwiGLU gate;
 // `u` is the up projection (gpt2: the GELU input), `hact` the FFN activation; qp/kp are qwen3's q
 // and k before their per-head RMSNorm and rq/rk its 1/rms per head row.
-// nexus-ltm: adot is the segment's own attention, ymem the memory's read (atty their gated mix)
-// and mem the memory before each segment.
+// nexus-ltm: adot is the segment's own attention, ymem the memory's read (atty their gated mix),
+// mem the memory before each segment, and qm/km the q and k before RoPE when the memory reads
+// those.
 enum Act {
   kMid,
   kLn1,
@@ -43,7 +44,9 @@ enum Act {
   kHact,
   kAdot,
   kYmem,
-  kMem
+  kMem,
+  kQm,
+  kKm
 };
 // The backward scratch: the FFN activation's gradient, llama's up gradient (its gate gradient and
 // gpt2's up gradient reuse hact), the attention output's gradient, q/k/v's, and qwen3's q and k
@@ -256,9 +259,10 @@ void sum_partial(float* y, int64_t count, TensorParallel* tp) {
   if (tp != nullptr) tp->all_reduce_sum(y, count);
 }
 
-// nexus-ltm: the batch's reads of each sequence's memory mixed into its segment attention in
-// st.att, then its keys and values kept in the sequence's segment, which is written into the
-// memory when its last token comes (training's segments, a token at a time).
+// nexus-ltm: the batch's reads of each sequence's memory into st.mem (mixed into the attention by
+// infer_gated), then its keys and values kept in the sequence's segment, which is written into the
+// memory when its last token comes (training's segments, a token at a time). Called with st.q and
+// st.k before or after RoPE, as the model's memory reads them.
 void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
   NEXUS_CHECK(st.ltm != nullptr && st.mem != nullptr, "[nexus-ltm] no memory state in the context");
   const int64_t n = st.n, d = c.head_dim, qw = c.n_heads * d, kvw = c.n_kv_heads * d;
@@ -276,7 +280,6 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
                 st.ltm->memory(l, st.seq[i0]), 1, i1 - i0, /*write=*/false, st.pool);
     i0 = i1;
   }
-  gate_mix(st.att, st.mem, st.att, w.memory_gate.data_as<const float>(), n, c.n_heads, d);
   for (int64_t i = 0; i < n; ++i) {
     const int s = st.seq[i];
     const int32_t p = st.pos[i];
@@ -301,13 +304,18 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
     rms_norm(st.q, vec(w.q_norm), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
     rms_norm(st.k, vec(w.k_norm), c.norm_eps, st.k, n * c.n_kv_heads, c.head_dim);
   }
+  if (c.memory_segment && c.memory_before_rope) ltm_memory_infer(c, w, l, st);
   if (c.rope != RopeStyle::kNone) {  // granitehybrid may have no positional encoding
     rope_apply(st.q, n, c.n_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
     rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
   }
   store_kv(l, st);
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
-  if (c.memory_segment) ltm_memory_infer(c, w, l, st);
+  if (c.memory_segment) {
+    if (!c.memory_before_rope) ltm_memory_infer(c, w, l, st);
+    gate_mix(st.att, st.mem, st.att, w.memory_gate.data_as<const float>(), n, c.n_heads,
+             c.head_dim);
+  }
   linear(w.wo, lead_bias(w.bo, tp), st.att, n, st.h, st, "attn_output");
   sum_partial(st.h, n * c.dim, tp);
   add_inplace(st.x, st.h, n * c.dim);
@@ -393,6 +401,8 @@ class TransformerLayer final : public LayerType {
              ? b * memory_segments(t, c.memory_segment) * c.n_kv_heads * ltm_head_floats(c, 0)
              : 0,
          Saved::kStat},
+        {"qm", c.memory_before_rope ? n * qw : 0, Saved::kInput},
+        {"km", c.memory_before_rope ? n * kvw : 0, Saved::kInput},
     };
   }
 
@@ -439,6 +449,13 @@ class TransformerLayer final : public LayerType {
       rmsnorm_forward(a[kK], a[kRk], a[kKp], w.k_norm, n * c.n_kv_heads, c.head_dim, c.norm_eps,
                       pool);
     }
+    const bool mem_plain = c.memory_segment && c.memory_before_rope;
+    if (mem_plain) {  // the memory's q and k, before RoPE turns them
+      std::memcpy(a[kQm], a[kQ], n * qw * sizeof(float));
+      std::memcpy(a[kKm], a[kK], n * kvw * sizeof(float));
+      p.keep(kQm, n * qw);
+      p.keep(kKm, n * kvw);
+    }
     if (c.rope != RopeStyle::kNone) {  // (nexus-ltm: positions within the segment)
       rope_rotate(a[kQ], n, as.t, c.n_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, false,
                   pool);
@@ -453,7 +470,8 @@ class TransformerLayer final : public LayerType {
       // their gated mix.
       attention_forward(a[kAdot], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
       LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
-          .forward(a[kQ], a[kK], a[kV], a[kYmem], a[kMem], nullptr, p.b, p.t, true, pool);
+          .forward(mem_plain ? a[kQm] : a[kQ], mem_plain ? a[kKm] : a[kK], a[kV], a[kYmem], a[kMem],
+                   nullptr, p.b, p.t, true, pool);
       p.keep(kAtt, as.b * c.n_heads * as.t * as.t);
       p.keep(kAdot, n * qw);
       p.keep(kYmem, n * qw);
@@ -546,11 +564,15 @@ class TransformerLayer final : public LayerType {
       }
       attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
                          p.attn_scratch, pool);
+      const bool plain = c.memory_before_rope;
       LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
-          .backward(a[kQ], a[kK], a[kV], a[kMem], p.b, p.t, s[kDymem], s[kDqm], s[kDkm], s[kDvm],
-                    gw.memory_eta, gw.memory_theta, gw.memory_alpha, pool);
-      add_inplace(s[kDq], s[kDqm], n * qw);
-      add_inplace(s[kDk], s[kDkm], n * kvw);
+          .backward(plain ? a[kQm] : a[kQ], plain ? a[kKm] : a[kK], a[kV], a[kMem], p.b, p.t,
+                    s[kDymem], s[kDqm], s[kDkm], s[kDvm], gw.memory_eta, gw.memory_theta,
+                    gw.memory_alpha, pool);
+      if (!plain) {  // (before RoPE: added once the rotation is undone, below)
+        add_inplace(s[kDq], s[kDqm], n * qw);
+        add_inplace(s[kDk], s[kDkm], n * kvw);
+      }
       add_inplace(s[kDv], s[kDvm], n * kvw);
     } else {
       attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
@@ -561,6 +583,10 @@ class TransformerLayer final : public LayerType {
                   pool);
       rope_rotate(s[kDk], n, as.t, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, p.rope_cs, true,
                   pool);
+    }
+    if (c.memory_segment && c.memory_before_rope) {
+      add_inplace(s[kDq], s[kDqm], n * qw);
+      add_inplace(s[kDk], s[kDkm], n * kvw);
     }
     float *dq = s[kDq], *dk = s[kDk];
     if (w.q_norm != nullptr) {  // qwen3: back through the per-head norms of q and k

@@ -56,7 +56,9 @@ TEST(DataParallel, ZeroOneShardsTileTheParameters) {
       FakeRanks comm(rank, world);
       DataParallel dp(comm, t, 381, {1, CommDType::kF32, 1 << 20});
       EXPECT_EQ(dp.shard_begin(), covered) << world << " " << rank;
-      if (rank + 1 < world) EXPECT_EQ(dp.shard_end() % 16, 0u);
+      if (rank + 1 < world) {
+        EXPECT_EQ(dp.shard_end() % 16, 0u);
+      }
       covered = dp.shard_end();
       const auto counts = dp.shard_counts();
       EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), size_t{0}), 381u);

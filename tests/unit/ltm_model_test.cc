@@ -19,7 +19,7 @@
 namespace nexus::train {
 namespace {
 
-ModelConfig ltm_config(MemoryKind kind = MemoryKind::kInfini) {
+ModelConfig ltm_config(MemoryKind kind = MemoryKind::kInfini, bool before_rope = false) {
   ModelConfig c;
   c.arch = Arch::kLtm;
   c.arch_name = "nexus-ltm";
@@ -34,6 +34,7 @@ ModelConfig ltm_config(MemoryKind kind = MemoryKind::kInfini) {
   c.n_ctx_train = 64;
   c.memory_segment = 4;
   c.memory_kind = kind;
+  c.memory_before_rope = before_rope;
   return c;
 }
 
@@ -49,9 +50,9 @@ Data data(int64_t n, int seed = 0) {
   return d;
 }
 
-std::unique_ptr<TrainModel> model(const TrainOptions& o = {},
-                                  MemoryKind kind = MemoryKind::kInfini) {
-  auto m = TrainModel::create(ltm_config(kind), 2, 12, {0.4f, 3, true}, o);
+std::unique_ptr<TrainModel> model(const TrainOptions& o = {}, MemoryKind kind = MemoryKind::kInfini,
+                                  bool before_rope = false) {
+  auto m = TrainModel::create(ltm_config(kind, before_rope), 2, 12, {0.4f, 3, true}, o);
   EXPECT_TRUE(m) << m.status().message();
   // A gate away from the even mix, so that both paths and the gate's gradient are exercised.
   // Titans' rates where they move the loss enough for finite differences in f32: momentum 0.5,
@@ -67,10 +68,20 @@ std::unique_ptr<TrainModel> model(const TrainOptions& o = {},
   return std::move(m).value();
 }
 
-class LtmKinds : public ::testing::TestWithParam<MemoryKind> {};
+// Each memory kind, reading q and k after RoPE (the default) or before it.
+struct LtmVariant {
+  MemoryKind kind;
+  bool before_rope;
+};
+class LtmKinds : public ::testing::TestWithParam<LtmVariant> {
+ protected:
+  std::unique_ptr<TrainModel> model(const TrainOptions& o = {}) const {
+    return train::model(o, GetParam().kind, GetParam().before_rope);
+  }
+};
 
 TEST_P(LtmKinds, GradientsMatchFiniteDifferences) {
-  auto m = model({}, GetParam());
+  auto m = model();
   const Data d = data(24);
   m->zero_grad();
   m->forward(d.tokens, d.targets, 2, 12);
@@ -79,7 +90,7 @@ TEST_P(LtmKinds, GradientsMatchFiniteDifferences) {
   std::vector<std::string> names = {"blk.0.memory_gate", "blk.0.attn_k.weight",
                                     "blk.0.attn_v.weight", "blk.1.attn_q.weight",
                                     "blk.1.memory_gate"};
-  if (GetParam() == MemoryKind::kTitans)
+  if (GetParam().kind == MemoryKind::kTitans)
     for (const char* r : {"blk.0.memory_eta", "blk.0.memory_theta", "blk.1.memory_alpha"})
       names.emplace_back(r);
   for (const std::string& name_s : names) {
@@ -108,7 +119,7 @@ TEST_P(LtmKinds, MemorySavingModesGiveTheDefaultsGradients) {
     TrainOptions o;
     o.recompute_blocks = mode == 1;
     o.selective_recompute = mode == 2;
-    auto m = model(o, GetParam());
+    auto m = model(o);
     m->zero_grad();
     m->forward(d.tokens, d.targets, 2, 12);
     m->backward();
@@ -182,7 +193,7 @@ std::vector<float> infer(const Model& m, const std::vector<int32_t>& tokens, int
 }
 
 TEST_P(LtmKinds, InferenceGivesTrainingsLogitsInAnyPieces) {
-  auto m = model({}, GetParam());
+  auto m = model();
   const Data d = data(24, 3);
   m->forward(d.tokens, d.targets, 2, 12, false);
   const std::vector<float> want = m->logits();
@@ -192,7 +203,8 @@ TEST_P(LtmKinds, InferenceGivesTrainingsLogitsInAnyPieces) {
   std::filesystem::remove(path);
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_EQ(loaded.value()->config().memory_segment, 4);
-  EXPECT_EQ(loaded.value()->config().memory_kind, GetParam());
+  EXPECT_EQ(loaded.value()->config().memory_kind, GetParam().kind);
+  EXPECT_EQ(loaded.value()->config().memory_before_rope, GetParam().before_rope);
   const std::vector<int32_t> first(d.tokens.begin(), d.tokens.begin() + 12);
   for (int64_t piece : {0, 1, 2, 5}) {
     const std::vector<float> got = infer(*loaded.value(), first, piece);
@@ -203,10 +215,14 @@ TEST_P(LtmKinds, InferenceGivesTrainingsLogitsInAnyPieces) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, LtmKinds,
-                         ::testing::Values(MemoryKind::kInfini, MemoryKind::kTitans),
+                         ::testing::Values(LtmVariant{MemoryKind::kInfini, false},
+                                           LtmVariant{MemoryKind::kTitans, false},
+                                           LtmVariant{MemoryKind::kInfini, true},
+                                           LtmVariant{MemoryKind::kTitans, true}),
                          [](const auto& info) {
-                           return std::string(info.param == MemoryKind::kTitans ? "titans"
-                                                                                : "infini");
+                           return std::string(info.param.kind == MemoryKind::kTitans ? "titans"
+                                                                                     : "infini") +
+                                  (info.param.before_rope ? "_before_rope" : "");
                          });
 
 TEST(LtmModel, CacheAndMemoryDoNotGrowWithTheContext) {

@@ -242,7 +242,9 @@ TEST(Trainer, KeepZerosHoldsTheZerosInBothUpdatePaths) {
     for (int s = 0; s < 3; ++s) t.step();
     size_t moved = 0;
     for (size_t i = 0; i < p.size(); ++i) {
-      if (i % 2 == 0) ASSERT_EQ(p[i], 0.0f) << "parameter " << i << " in_backward " << in_backward;
+      if (i % 2 == 0) {
+        ASSERT_EQ(p[i], 0.0f) << "parameter " << i << " in_backward " << in_backward;
+      }
       moved += p[i] != before[i];
     }
     EXPECT_GT(moved, p.size() / 3) << "in_backward " << in_backward;
