@@ -1,11 +1,14 @@
-// CUDA device memory for the device registry: cudaMalloc'd buffers (counted like host memory),
-// copies through cudaMemcpy, and the check that a driver and a device are there.
+// CUDA device memory for the device registry: buffers from a caching pool per device over
+// cudaMalloc (core/caching_pool.h; counted like host memory), copies through cudaMemcpy, and the
+// check that a driver and a device are there.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <mutex>
 #include <string>
 
 #include "backends/cuda/cuda.h"
+#include "core/caching_pool.h"
 #include "core/device_memory.h"
 
 namespace nexus::cuda {
@@ -16,18 +19,42 @@ Status check(cudaError_t e, const char* what) {
   return Status::error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
 }
 
+constexpr int kMaxDevices = 16;
+
+// Device `index`'s pool, made on first use. Never destroyed: at exit the CUDA context may already
+// be gone, and the driver takes the memory back with the process.
+CachingPool* pool(int index) {
+  static std::array<CachingPool*, kMaxDevices> pools{};
+  static std::mutex mu;
+  if (index < 0 || index >= kMaxDevices) return nullptr;
+  std::lock_guard lock(mu);
+  if (pools[index] == nullptr)
+    pools[index] = new CachingPool({[index](size_t n) -> void* {
+                                      void* p = nullptr;
+                                      if (cudaSetDevice(index) != cudaSuccess ||
+                                          cudaMalloc(&p, n) != cudaSuccess) {
+                                        cudaGetLastError();  // clear the sticky OOM error
+                                        return nullptr;
+                                      }
+                                      return p;
+                                    },
+                                    [index](void* p) {
+                                      cudaSetDevice(index);
+                                      cudaFree(p);
+                                    }});
+  return pools[index];
+}
+
 void* dev_alloc(int index, size_t bytes, MemCategory cat) {
-  void* p = nullptr;
-  if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
-    return nullptr;
-  mem_account(DeviceType::kCuda, cat, bytes, true);
+  CachingPool* pl = pool(index);
+  void* p = pl == nullptr ? nullptr : pl->allocate(bytes);
+  if (p != nullptr) mem_account(DeviceType::kCuda, cat, bytes, true);
   return p;
 }
 
 void dev_free(int index, void* p, size_t bytes, MemCategory cat) {
   if (p == nullptr) return;
-  cudaSetDevice(index);
-  cudaFree(p);
+  pool(index)->release(p);
   mem_account(DeviceType::kCuda, cat, bytes, false);
 }
 
