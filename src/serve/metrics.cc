@@ -3,6 +3,7 @@
 #include "serve/metrics.h"
 
 #include <cstdio>
+#include <initializer_list>
 
 namespace nexus::serve {
 namespace {
@@ -23,6 +24,21 @@ void family(std::string& out, const char* name, const char* type, const char* he
 
 void sample(std::string& out, const char* name, double v) {
   out += std::string(name) + " " + num(v) + "\n";
+}
+
+// A family of one unlabelled sample.
+struct Scalar {
+  const char* name;
+  const char* type;
+  const char* help;
+  double value;
+};
+
+void scalars(std::string& out, std::initializer_list<Scalar> list) {
+  for (const Scalar& m : list) {
+    family(out, m.name, m.type, m.help);
+    sample(out, m.name, m.value);
+  }
 }
 
 void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
@@ -61,47 +77,35 @@ void cache_text(std::string& out, const CacheStats& c) {
   out += "nexus_cache_hits_total{tier=\"memory\"} " + std::to_string(c.memory_hits) + "\n";
   if (c.redis)
     out += "nexus_cache_hits_total{tier=\"redis\"} " + std::to_string(c.redis_hits) + "\n";
-  struct Scalar {
-    const char* name;
-    const char* type;
-    const char* help;
-    double value;
-  };
-  const Scalar scalars[] = {
-      {"nexus_cache_misses_total", "counter", "Cacheable requests no tier could answer.",
-       static_cast<double>(c.misses)},
-      {"nexus_cache_stores_total", "counter", "Responses stored in the cache.",
-       static_cast<double>(c.stores)},
-      {"nexus_cache_evictions_total", "counter",
-       "Entries the in-process tier dropped to stay within its size.",
-       static_cast<double>(c.evictions)},
-      {"nexus_cache_expired_total", "counter",
-       "Entries found past their TTL in the in-process tier.", static_cast<double>(c.expired)},
-      {"nexus_cache_memory_entries", "gauge", "Entries in the in-process tier.",
-       static_cast<double>(c.memory_entries)},
-      {"nexus_cache_memory_bytes", "gauge", "Bytes the in-process tier counts against its size.",
-       static_cast<double>(c.memory_bytes)},
-  };
-  for (const Scalar& m : scalars) {
-    family(out, m.name, m.type, m.help);
-    sample(out, m.name, m.value);
-  }
+  scalars(out, {
+                   {"nexus_cache_misses_total", "counter",
+                    "Cacheable requests no tier could answer.", static_cast<double>(c.misses)},
+                   {"nexus_cache_stores_total", "counter", "Responses stored in the cache.",
+                    static_cast<double>(c.stores)},
+                   {"nexus_cache_evictions_total", "counter",
+                    "Entries the in-process tier dropped to stay within its size.",
+                    static_cast<double>(c.evictions)},
+                   {"nexus_cache_expired_total", "counter",
+                    "Entries found past their TTL in the in-process tier.",
+                    static_cast<double>(c.expired)},
+                   {"nexus_cache_memory_entries", "gauge", "Entries in the in-process tier.",
+                    static_cast<double>(c.memory_entries)},
+                   {"nexus_cache_memory_bytes", "gauge",
+                    "Bytes the in-process tier counts against its size.",
+                    static_cast<double>(c.memory_bytes)},
+               });
   if (!c.redis) return;
-  const Scalar redis[] = {
-      {"nexus_cache_redis_up", "gauge", "1 while the last Redis command succeeded.",
-       c.redis_up ? 1.0 : 0.0},
-      {"nexus_cache_redis_errors_total", "counter",
-       "Redis lookups and stores that failed (the cache was bypassed).",
-       static_cast<double>(c.redis_errors)},
-      {"nexus_cache_redis_commands_total", "counter", "Redis commands sent.",
-       static_cast<double>(c.redis_calls)},
-      {"nexus_cache_redis_seconds_total", "counter", "Time spent in Redis round trips.",
-       c.redis_seconds},
-  };
-  for (const Scalar& m : redis) {
-    family(out, m.name, m.type, m.help);
-    sample(out, m.name, m.value);
-  }
+  scalars(out, {
+                   {"nexus_cache_redis_up", "gauge", "1 while the last Redis command succeeded.",
+                    c.redis_up ? 1.0 : 0.0},
+                   {"nexus_cache_redis_errors_total", "counter",
+                    "Redis lookups and stores that failed (the cache was bypassed).",
+                    static_cast<double>(c.redis_errors)},
+                   {"nexus_cache_redis_commands_total", "counter", "Redis commands sent.",
+                    static_cast<double>(c.redis_calls)},
+                   {"nexus_cache_redis_seconds_total", "counter",
+                    "Time spent in Redis round trips.", c.redis_seconds},
+               });
 }
 
 }  // namespace
@@ -115,56 +119,47 @@ std::string prometheus_text(const EngineStats* e, const RequestCounters& request
            std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
   if (cache != nullptr) cache_text(out, *cache);
   if (e == nullptr) return out;
-  struct Scalar {
-    const char* name;
-    const char* type;
-    const char* help;
-    double value;
-  };
-  const Scalar scalars[] = {
-      {"nexus_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
-       static_cast<double>(e->prompt_tokens)},
-      {"nexus_generated_tokens_total", "counter", "Tokens generated.",
-       static_cast<double>(e->generated_tokens)},
-      {"nexus_queue_depth", "gauge", "Requests waiting for a sequence slot.",
-       static_cast<double>(e->queue_depth)},
-      {"nexus_running_sequences", "gauge", "Sequences being generated.",
-       static_cast<double>(e->running)},
-      {"nexus_kv_blocks_used", "gauge", "KV cache blocks held by sequences.",
-       static_cast<double>(e->kv_blocks_used)},
-      {"nexus_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.",
-       static_cast<double>(e->kv_blocks_total)},
-      {"nexus_preemptions_total", "counter",
-       "Sequences preempted (blocks freed, recomputed later) when the KV pool ran out.",
-       static_cast<double>(e->preemptions)},
-      {"nexus_prefix_cache_lookups_total", "counter",
-       "Requests that looked for a cached prefix of their tokens.",
-       static_cast<double>(e->prefix_lookups)},
-      {"nexus_prefix_cache_hits_total", "counter",
-       "Requests that started from a cached prefix's KV blocks.",
-       static_cast<double>(e->prefix_hits)},
-      {"nexus_prefix_cache_tokens_total", "counter",
-       "Prompt tokens taken from cached prefixes instead of computed.",
-       static_cast<double>(e->prefix_tokens)},
-      {"nexus_state_snapshot_restores_total", "counter",
-       "Prefix-cache hits that started from a snapshot of a recurrent state.",
-       static_cast<double>(e->state_restores)},
-      {"nexus_state_snapshot_bytes", "gauge",
-       "Bytes of recurrent-state snapshots held for the prefix cache.",
-       static_cast<double>(e->state_snapshot_bytes)},
-      {"nexus_speculative_drafted_tokens_total", "counter",
-       "Draft tokens verified (prompt lookup or a draft model).",
-       static_cast<double>(e->spec_drafted)},
-      {"nexus_speculative_accepted_tokens_total", "counter",
-       "Draft tokens accepted; their ratio to the drafted ones is the acceptance rate.",
-       static_cast<double>(e->spec_accepted)},
-      {"nexus_engine_steps_total", "counter", "Batched forward passes run.",
-       static_cast<double>(e->steps)},
-  };
-  for (const Scalar& m : scalars) {
-    family(out, m.name, m.type, m.help);
-    sample(out, m.name, m.value);
-  }
+  scalars(out,
+          {
+              {"nexus_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
+               static_cast<double>(e->prompt_tokens)},
+              {"nexus_generated_tokens_total", "counter", "Tokens generated.",
+               static_cast<double>(e->generated_tokens)},
+              {"nexus_queue_depth", "gauge", "Requests waiting for a sequence slot.",
+               static_cast<double>(e->queue_depth)},
+              {"nexus_running_sequences", "gauge", "Sequences being generated.",
+               static_cast<double>(e->running)},
+              {"nexus_kv_blocks_used", "gauge", "KV cache blocks held by sequences.",
+               static_cast<double>(e->kv_blocks_used)},
+              {"nexus_kv_blocks_capacity", "gauge", "KV cache blocks in the pool.",
+               static_cast<double>(e->kv_blocks_total)},
+              {"nexus_preemptions_total", "counter",
+               "Sequences preempted (blocks freed, recomputed later) when the KV pool ran out.",
+               static_cast<double>(e->preemptions)},
+              {"nexus_prefix_cache_lookups_total", "counter",
+               "Requests that looked for a cached prefix of their tokens.",
+               static_cast<double>(e->prefix_lookups)},
+              {"nexus_prefix_cache_hits_total", "counter",
+               "Requests that started from a cached prefix's KV blocks.",
+               static_cast<double>(e->prefix_hits)},
+              {"nexus_prefix_cache_tokens_total", "counter",
+               "Prompt tokens taken from cached prefixes instead of computed.",
+               static_cast<double>(e->prefix_tokens)},
+              {"nexus_state_snapshot_restores_total", "counter",
+               "Prefix-cache hits that started from a snapshot of a recurrent state.",
+               static_cast<double>(e->state_restores)},
+              {"nexus_state_snapshot_bytes", "gauge",
+               "Bytes of recurrent-state snapshots held for the prefix cache.",
+               static_cast<double>(e->state_snapshot_bytes)},
+              {"nexus_speculative_drafted_tokens_total", "counter",
+               "Draft tokens verified (prompt lookup or a draft model).",
+               static_cast<double>(e->spec_drafted)},
+              {"nexus_speculative_accepted_tokens_total", "counter",
+               "Draft tokens accepted; their ratio to the drafted ones is the acceptance rate.",
+               static_cast<double>(e->spec_accepted)},
+              {"nexus_engine_steps_total", "counter", "Batched forward passes run.",
+               static_cast<double>(e->steps)},
+          });
   if (!e->memory.empty()) {
     const struct {
       const char* name;

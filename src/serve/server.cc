@@ -546,8 +546,14 @@ struct Server::Impl {
                                     : json(*e);
       data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(vec)}});
     }
+    reply_list(res, key, std::move(data), tokens);
+  }
+
+  // {"object": "list", "data": ...} with the prompt tokens' usage, kept in the cache under `key`
+  // when there is one.
+  void reply_list(httplib::Response& res, const std::string& key, json data, int64_t tokens) {
     const json out = {{"object", "list"},
-                      {"data", data},
+                      {"data", std::move(data)},
                       {"model", opts.model_alias},
                       {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
     if (cache) cache->put(key, dump(out));
@@ -592,12 +598,7 @@ struct Server::Impl {
         results.push_back({{"id", h.id}, {"score", h.score}});
       data.push_back({{"object", "search_result"}, {"index", i}, {"results", std::move(results)}});
     }
-    const json out = {{"object", "list"},
-                      {"data", data},
-                      {"model", opts.model_alias},
-                      {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
-    if (cache) cache->put(key, dump(out));
-    reply(res, 200, out);
+    reply_list(res, key, std::move(data), tokens);
   }
 
   void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
