@@ -11,8 +11,8 @@
 
 namespace nexus {
 
-// Specialised per op: `static constexpr const char* kName` and `static KernelVariants<Args>
-// cpu()` (and, once the CUDA backend has kernels, `cuda()`).
+// Specialised per op: `static constexpr const char* kName`, `static KernelVariants<Args> cpu()`
+// and, for the ops the CUDA backend has, `cuda()`.
 template <class Args>
 struct OpKernels;
 
@@ -21,6 +21,7 @@ struct OpKernels;
 template <class Args>
 KernelVariants<Args> op_kernels(Device d) {
   if (d.is_cpu()) return OpKernels<Args>::cpu();
+  if constexpr (requires { OpKernels<Args>::cuda(); }) return OpKernels<Args>::cuda();
   return {};
 }
 

@@ -4,6 +4,7 @@
 
 #include "backends/api/norm.h"
 #include "backends/cpu/norm.h"
+#include "backends/cuda/kernels.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/device.h"
 #include "ops/kernels.h"
@@ -14,11 +15,13 @@ template <>
 struct OpKernels<RmsNormArgs> {
   static constexpr const char* kName = "rms_norm";
   static KernelVariants<RmsNormArgs> cpu() { return cpu::rms_norm_kernels(); }
+  static KernelVariants<RmsNormArgs> cuda() { return cuda::rms_norm_kernels(); }
 };
 template <>
 struct OpKernels<RmsNormBackwardArgs> {
   static constexpr const char* kName = "rms_norm_backward";
   static KernelVariants<RmsNormBackwardArgs> cpu() { return cpu::rms_norm_backward_kernels(); }
+  static KernelVariants<RmsNormBackwardArgs> cuda() { return cuda::rms_norm_backward_kernels(); }
 };
 template <>
 struct OpKernels<LayerNormArgs> {

@@ -651,12 +651,12 @@ TEST(OpRegistry, SsmConv) {
 
 // A device whose backend has no kernel for an op: an error naming the op and the device.
 TEST(OpRegistry, DeviceWithoutKernelsIsAClearError) {
-  float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[4];
+  float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, b[4] = {0, 0, 0, 0}, y[4];
   try {
-    rms_norm(RmsNormArgs{x, w, 1e-5f, y, nullptr, 1, 4}, nullptr, Device::cuda(0));
+    layer_norm(LayerNormArgs{x, w, b, 1e-5f, y, nullptr, nullptr, 1, 4}, nullptr, Device::cuda(0));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[rms_norm] no kernel for device cuda:0"),
+    EXPECT_NE(std::string(e.what()).find("[layer_norm] no kernel for device cuda:0"),
               std::string::npos)
         << e.what();
   }

@@ -1,5 +1,6 @@
 // The CUDA backend of a build without nvcc: every request for a CUDA device gets this answer.
 #include "backends/cuda/cuda.h"
+#include "backends/cuda/kernels.h"
 
 namespace nexus::cuda {
 
@@ -9,5 +10,8 @@ Status init() {
   return Status::error(
       "nexus was built without CUDA (no nvcc was found when the build was configured)");
 }
+
+KernelVariants<RmsNormArgs> rms_norm_kernels() { return {}; }
+KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels() { return {}; }
 
 }  // namespace nexus::cuda

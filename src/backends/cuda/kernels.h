@@ -1,0 +1,14 @@
+// The CUDA backend's kernel tables, one per op it has (ops/<family>.h lists them as the op's
+// `cuda()` table). A build without nvcc gets empty tables from stub.cc. The variants run on the
+// default stream and return once the result is there.
+#pragma once
+
+#include "backends/api/kernel.h"
+#include "backends/api/norm.h"
+
+namespace nexus::cuda {
+
+KernelVariants<RmsNormArgs> rms_norm_kernels();
+KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels();
+
+}  // namespace nexus::cuda
