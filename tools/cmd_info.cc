@@ -37,6 +37,7 @@ int info_main(int argc, char** argv) {
                                  "attention.layer_norm_epsilon",
                                  "attention.sliding_window",
                                  "memory.kind",
+                                 "memory.rope",
                                  "memory.segment_length",
                                  "memory.slots"};
   for (const char* k : kHyper)

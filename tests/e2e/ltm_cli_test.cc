@@ -1,12 +1,13 @@
 // nexus-ltm from the command line: `nexus train --arch nexus-ltm` trains and exports it, `nexus
 // info` shows its memory keys, `nexus run` generates past the trained length with the memory
 // statistics, `nexus memory-reduce` shrinks the memory (and a reduced model is not trained),
-// and a --seq that is not whole segments is a one-line error.
+// `--memory-rope before` is written to the file, and bad flags are one-line errors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "e2e/cli_util.h"
 #include "test_paths.h"
@@ -35,12 +36,26 @@ TEST(LtmCli, TrainsRunsAndReportsItsMemory) {
   EXPECT_NE(bad.err.find("seq 40 must be a whole number of memory segments of 16"),
             std::string::npos)
       << bad.err;
+  auto bad_rope = run_cli(flags + " --seq 32 --memory-rope sideways -o " + quoted(model));
+  EXPECT_NE(bad_rope.code, 0);
+  EXPECT_NE(bad_rope.err.find("--memory-rope takes before or after"), std::string::npos)
+      << bad_rope.err;
   auto tr = run_cli(flags + " --seq 32 -o " + quoted(model));
   ASSERT_EQ(tr.code, 0) << tr.output;
   auto info = run_cli("info " + quoted(model));
   ASSERT_EQ(info.code, 0) << info.output;
   EXPECT_NE(info.out.find("nexus-ltm"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("memory.segment_length"), std::string::npos) << info.out;
+  EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(memory\.rope\W+after)"))) << info.out;
+  // The memory on q and k before RoPE: written to the file, and the model runs.
+  const std::string plain = (dir / "ltm_plain.gguf").string();
+  auto tr_plain = run_cli(flags + " --seq 32 --memory-rope before -o " + quoted(plain));
+  ASSERT_EQ(tr_plain.code, 0) << tr_plain.output;
+  auto info_plain = run_cli("info " + quoted(plain));
+  EXPECT_TRUE(std::regex_search(info_plain.out, std::regex(R"(memory\.rope\W+before)")))
+      << info_plain.out;
+  auto run_plain = run_cli("run -m " + quoted(plain) + " -p ROMEO -n 40 --temp 0 -t 1");
+  EXPECT_EQ(run_plain.code, 0) << run_plain.output;
   // 200 tokens from a model trained on 32: the cache holds one segment, the memory the rest.
   auto run = run_cli("run -m " + quoted(model) +
                      " -p ROMEO -n 200 --ignore-eos --temp 0 -t 1 "
