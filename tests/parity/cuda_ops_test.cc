@@ -1,11 +1,13 @@
-// The CUDA backend's ops against the CPU's reference on a device (odd sizes, random inputs); each
-// test skips, naming the reason, where no CUDA device can be used (a build without nvcc, no
-// driver, no GPU). scripts/gpu_check.sh runs them on a machine with one.
+// The CUDA backend's ops (RMSNorm, SwiGLU and GELU, forward and backward) against the CPU's
+// reference on a device (odd sizes, random inputs); each test skips, naming the reason, where no
+// CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs
+// them on a machine with one.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
+#include "ops/activation.h"
 #include "ops/device.h"
 #include "ops/norm.h"
 
@@ -74,6 +76,35 @@ TEST(CudaOps, RmsNormForwardAndBackwardMatchTheCpu) {
     expect_near(download(gr), rstd, 1e-5f, "rstd");
     expect_near(download(gdx), dx, 1e-4f, "dx");
     expect_near(download(gdw), dw, 1e-4f, "dw");
+  }
+}
+
+TEST(CudaOps, ActivationsForwardAndBackwardMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300001}}) {
+    const auto m = static_cast<size_t>(n);
+    const std::vector<float> g = random_floats(m, 11, -8.0f, 8.0f), u = random_floats(m, 12),
+                             d = random_floats(m, 13);
+    std::vector<float> out(m), dg(m), du(m), gout(m), gdx(m);
+    swiglu(SwigluArgs{out.data(), g.data(), u.data(), n});
+    swiglu_backward(SwigluBackwardArgs{dg.data(), du.data(), d.data(), g.data(), u.data(), n});
+    gelu(GeluArgs{gout.data(), g.data(), n});
+    gelu_backward(GeluBackwardArgs{gdx.data(), d.data(), g.data(), n});
+    Tensor tg = upload(g), tu = upload(u), td = upload(d);
+    Tensor t_out = upload(std::vector<float>(m)), t_dg = upload(std::vector<float>(m)),
+           t_du = upload(std::vector<float>(m)), t_gout = upload(std::vector<float>(m)),
+           t_gdx = upload(std::vector<float>(m));
+    const float *pg = tg.data_as<float>(), *pu = tu.data_as<float>(), *pd = td.data_as<float>();
+    swiglu(SwigluArgs{t_out.data_as<float>(), pg, pu, n}, nullptr, kGpu);
+    swiglu_backward(SwigluBackwardArgs{t_dg.data_as<float>(), t_du.data_as<float>(), pd, pg, pu, n},
+                    nullptr, kGpu);
+    gelu(GeluArgs{t_gout.data_as<float>(), pg, n}, nullptr, kGpu);
+    gelu_backward(GeluBackwardArgs{t_gdx.data_as<float>(), pd, pg, n}, nullptr, kGpu);
+    expect_near(download(t_out), out, 1e-5f, "swiglu");
+    expect_near(download(t_dg), dg, 1e-5f, "swiglu dg");
+    expect_near(download(t_du), du, 1e-5f, "swiglu du");
+    expect_near(download(t_gout), gout, 1e-5f, "gelu");
+    expect_near(download(t_gdx), gdx, 1e-5f, "gelu dx");
   }
 }
 

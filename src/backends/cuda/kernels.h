@@ -3,6 +3,7 @@
 // default stream and return once the result is there.
 #pragma once
 
+#include "backends/api/activation.h"
 #include "backends/api/kernel.h"
 #include "backends/api/norm.h"
 
@@ -10,5 +11,9 @@ namespace nexus::cuda {
 
 KernelVariants<RmsNormArgs> rms_norm_kernels();
 KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels();
+KernelVariants<SwigluArgs> swiglu_kernels();
+KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels();
+KernelVariants<GeluArgs> gelu_kernels();
+KernelVariants<GeluBackwardArgs> gelu_backward_kernels();
 
 }  // namespace nexus::cuda

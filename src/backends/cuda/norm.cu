@@ -2,17 +2,11 @@
 // shuffles and one shared-memory step (a different order from the CPU's, so within 1e-5 of it,
 // not bit for bit). The weight gradient is a second pass, a thread per column summing the rows in
 // order, so that it does not depend on scheduling (no atomics).
-#include <cuda_runtime.h>
-
-#include <string>
-
-#include "backends/cuda/cuda.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/launch.h"
 
 namespace nexus::cuda {
 namespace {
-
-constexpr int kThreads = 256;
 
 // The sum of v over the block (every thread gets it).
 __device__ float block_sum(float v) {
@@ -59,15 +53,6 @@ __global__ void rms_norm_dw_cols(float* dw, const float* dy, const float* x, con
   for (int64_t r = 0; r < rows; ++r) s += dy[r * dim + j] * x[r * dim + j] * rstd[r];
   dw[j] += s;
 }
-
-// Waits for the launches and turns a CUDA error into nexus::Error naming the op.
-void finish(const char* op) {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaStreamSynchronize(0);
-  if (e != cudaSuccess) throw Error(std::string("[") + op + "] CUDA: " + cudaGetErrorString(e));
-}
-
-bool device_present() { return static_cast<bool>(init()); }
 
 void rms_norm_cuda(const RmsNormArgs& a, ThreadPool*) {
   if (a.rows == 0) return;

@@ -13,5 +13,9 @@ Status init() {
 
 KernelVariants<RmsNormArgs> rms_norm_kernels() { return {}; }
 KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels() { return {}; }
+KernelVariants<SwigluArgs> swiglu_kernels() { return {}; }
+KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels() { return {}; }
+KernelVariants<GeluArgs> gelu_kernels() { return {}; }
+KernelVariants<GeluBackwardArgs> gelu_backward_kernels() { return {}; }
 
 }  // namespace nexus::cuda
