@@ -7,8 +7,9 @@
 
 #include "backends/api/rope.h"
 #include "backends/cpu/rope.h"
-#include "nexus/core/thread_pool.h"
+#include "backends/cuda/kernels.h"
 #include "nexus/config.h"
+#include "nexus/core/thread_pool.h"
 #include "nexus/device.h"
 #include "ops/kernels.h"
 
@@ -18,6 +19,7 @@ template <>
 struct OpKernels<RopeArgs> {
   static constexpr const char* kName = "rope";
   static KernelVariants<RopeArgs> cpu() { return cpu::rope_kernels(); }
+  static KernelVariants<RopeArgs> cuda() { return cuda::rope_kernels(); }
 };
 
 // cs[t][i] = {cos, sin} of pos[t] * theta^(-2i/rope_dim), i < rope_dim/2 (computed in double).

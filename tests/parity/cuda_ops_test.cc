@@ -1,6 +1,6 @@
-// The CUDA backend's ops (RMSNorm, SwiGLU and GELU, forward and backward) against the CPU's
-// reference on a device (odd sizes, random inputs); each test skips, naming the reason, where no
-// CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs
+// The CUDA backend's ops (RMSNorm, SwiGLU and GELU, forward and backward; RoPE) against the
+// CPU's reference on a device (odd sizes, random inputs); each test skips, naming the reason, where
+// no CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs
 // them on a machine with one.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include "ops/activation.h"
 #include "ops/device.h"
 #include "ops/norm.h"
+#include "ops/rope.h"
 
 namespace nexus {
 namespace {
@@ -106,6 +107,26 @@ TEST(CudaOps, ActivationsForwardAndBackwardMatchTheCpu) {
     expect_near(download(t_gout), gout, 1e-5f, "gelu");
     expect_near(download(t_gdx), gdx, 1e-5f, "gelu dx");
   }
+}
+
+TEST(CudaOps, RopeBothStylesAndItsInverseMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  const int64_t rows = 13, heads = 3, head_dim = 24, rope_dim = 16;
+  std::vector<int32_t> pos(rows);
+  for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(7 * r + 1);
+  std::vector<float> cs(static_cast<size_t>(rows * rope_dim));
+  rope_table(pos.data(), rows, rope_dim, 10000.0f, cs.data());
+  Tensor tcs = upload(cs);
+  for (const RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox})
+    for (const bool inverse : {false, true}) {
+      std::vector<float> x = random_floats(static_cast<size_t>(rows * heads * head_dim), 21);
+      Tensor tx = upload(x);
+      rope(RopeArgs{x.data(), rows, heads, head_dim, rope_dim, style, cs.data(), rows, inverse});
+      rope(RopeArgs{tx.data_as<float>(), rows, heads, head_dim, rope_dim, style,
+                    tcs.data_as<float>(), rows, inverse},
+           nullptr, kGpu);
+      expect_near(download(tx), x, 1e-6f, inverse ? "rope inverse" : "rope");
+    }
 }
 
 }  // namespace

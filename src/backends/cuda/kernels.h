@@ -6,6 +6,7 @@
 #include "backends/api/activation.h"
 #include "backends/api/kernel.h"
 #include "backends/api/norm.h"
+#include "backends/api/rope.h"
 
 namespace nexus::cuda {
 
@@ -15,5 +16,6 @@ KernelVariants<SwigluArgs> swiglu_kernels();
 KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels();
 KernelVariants<GeluArgs> gelu_kernels();
 KernelVariants<GeluBackwardArgs> gelu_backward_kernels();
+KernelVariants<RopeArgs> rope_kernels();
 
 }  // namespace nexus::cuda

@@ -17,5 +17,6 @@ KernelVariants<SwigluArgs> swiglu_kernels() { return {}; }
 KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels() { return {}; }
 KernelVariants<GeluArgs> gelu_kernels() { return {}; }
 KernelVariants<GeluBackwardArgs> gelu_backward_kernels() { return {}; }
+KernelVariants<RopeArgs> rope_kernels() { return {}; }
 
 }  // namespace nexus::cuda
