@@ -5,6 +5,7 @@
 
 #include "backends/api/dense.h"
 #include "backends/cpu/dense.h"
+#include "backends/cuda/kernels.h"
 #include "nexus/core/thread_pool.h"
 #include "ops/kernels.h"
 
@@ -14,11 +15,13 @@ template <>
 struct OpKernels<DenseArgs> {
   static constexpr const char* kName = "dense";
   static KernelVariants<DenseArgs> cpu() { return cpu::dense_kernels(); }
+  static KernelVariants<DenseArgs> cuda() { return cuda::dense_kernels(); }
 };
 template <>
 struct OpKernels<DenseBackwardArgs> {
   static constexpr const char* kName = "dense_backward";
   static KernelVariants<DenseBackwardArgs> cpu() { return cpu::dense_backward_kernels(); }
+  static KernelVariants<DenseBackwardArgs> cuda() { return cuda::dense_backward_kernels(); }
 };
 
 // out[n, oc] = add_rows + bias + inp[n, c] w[oc, c]^T. With a pool each thread computes a share of

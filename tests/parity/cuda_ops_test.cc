@@ -1,13 +1,15 @@
-// The CUDA backend's ops (RMSNorm, SwiGLU and GELU, forward and backward; RoPE) against the
-// CPU's reference on a device (odd sizes, random inputs); each test skips, naming the reason, where
-// no CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs
-// them on a machine with one.
+// The CUDA backend's ops (RMSNorm, SwiGLU, GELU and the dense layer, forward and backward; RoPE)
+// against the CPU's reference on a device (odd sizes, random inputs); each test skips, naming the
+// reason, where no CUDA device can be used (a build without nvcc, no driver, no GPU).
+// scripts/gpu_check.sh runs them on a machine with one.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
+#include "backends/cuda/cuda.h"
 #include "ops/activation.h"
+#include "ops/dense.h"
 #include "ops/device.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -127,6 +129,44 @@ TEST(CudaOps, RopeBothStylesAndItsInverseMatchTheCpu) {
            nullptr, kGpu);
       expect_near(download(tx), x, 1e-6f, inverse ? "rope inverse" : "rope");
     }
+}
+
+// cuBLAS is opened at first use, not linked: where the backend is built, the library and its
+// functions must be found (no device needed).
+TEST(CudaOps, CublasOpensWhereTheBackendIsBuilt) {
+  const Status s = cuda::blas_status();
+  if (cuda::built())
+    EXPECT_TRUE(s) << s.message();
+  else
+    EXPECT_NE(s.message().find("without CUDA"), std::string::npos) << s.message();
+}
+
+TEST(CudaOps, DenseForwardAndBackwardMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  const int64_t n = 37, c = 65, oc = 19;
+  const std::vector<float> inp = random_floats(n * c, 31), w = random_floats(oc * c, 32),
+                           res = random_floats(n * oc, 33), bias = random_floats(oc, 34),
+                           dout = random_floats(n * oc, 35), dinp0 = random_floats(n * c, 36),
+                           dw0 = random_floats(oc * c, 37), db0 = random_floats(oc, 38);
+  std::vector<float> out(n * oc), dinp = dinp0, dw = dw0, db = db0;
+  run_op(DenseArgs{out.data(), inp.data(), w.data(), n, c, oc, res.data(), bias.data()}, nullptr,
+         Device::cpu());
+  run_op(DenseBackwardArgs{dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), n,
+                           c, oc},
+         nullptr, Device::cpu());
+  Tensor ti = upload(inp), tw = upload(w), tr = upload(res), tb = upload(bias), td = upload(dout);
+  Tensor to = upload(std::vector<float>(n * oc)), tdi = upload(dinp0), tdw = upload(dw0),
+         tdb = upload(db0);
+  run_op(DenseArgs{to.data_as<float>(), ti.data_as<float>(), tw.data_as<float>(), n, c, oc,
+                   tr.data_as<float>(), tb.data_as<float>()},
+         nullptr, kGpu);
+  run_op(DenseBackwardArgs{tdi.data_as<float>(), tdw.data_as<float>(), tdb.data_as<float>(),
+                           td.data_as<float>(), ti.data_as<float>(), tw.data_as<float>(), n, c, oc},
+         nullptr, kGpu);
+  expect_near(download(to), out, 1e-4f, "out");
+  expect_near(download(tdi), dinp, 1e-4f, "dinp");
+  expect_near(download(tdw), dw, 1e-4f, "dw");
+  expect_near(download(tdb), db, 1e-4f, "dbias");
 }
 
 }  // namespace

@@ -12,5 +12,8 @@ bool built();
 // functions (core/device_memory.h) when a device is present. An error says why CUDA cannot be
 // used: built without CUDA, no driver, no device.
 Status init();
+// Whether cuBLAS (opened at first use, not linked) and its functions were found; the error names
+// the library. Needs no device.
+Status blas_status();
 
 }  // namespace nexus::cuda

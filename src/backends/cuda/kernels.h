@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/api/activation.h"
+#include "backends/api/dense.h"
 #include "backends/api/kernel.h"
 #include "backends/api/norm.h"
 #include "backends/api/rope.h"
@@ -17,5 +18,7 @@ KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels();
 KernelVariants<GeluArgs> gelu_kernels();
 KernelVariants<GeluBackwardArgs> gelu_backward_kernels();
 KernelVariants<RopeArgs> rope_kernels();
+KernelVariants<DenseArgs> dense_kernels();
+KernelVariants<DenseBackwardArgs> dense_backward_kernels();
 
 }  // namespace nexus::cuda

@@ -18,5 +18,9 @@ KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels() { return {}; }
 KernelVariants<GeluArgs> gelu_kernels() { return {}; }
 KernelVariants<GeluBackwardArgs> gelu_backward_kernels() { return {}; }
 KernelVariants<RopeArgs> rope_kernels() { return {}; }
+KernelVariants<DenseArgs> dense_kernels() { return {}; }
+KernelVariants<DenseBackwardArgs> dense_backward_kernels() { return {}; }
+
+Status blas_status() { return init(); }
 
 }  // namespace nexus::cuda
