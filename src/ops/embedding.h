@@ -7,6 +7,7 @@
 
 #include "backends/api/embedding.h"
 #include "backends/cpu/embedding.h"
+#include "backends/cuda/kernels.h"
 #include "nexus/core/thread_pool.h"
 #include "nexus/device.h"
 #include "nexus/tensor.h"
@@ -18,15 +19,18 @@ template <>
 struct OpKernels<EmbeddingArgs> {
   static constexpr const char* kName = "embedding";
   static KernelVariants<EmbeddingArgs> cpu() { return cpu::embedding_kernels(); }
+  static KernelVariants<EmbeddingArgs> cuda() { return cuda::embedding_kernels(); }
 };
 template <>
 struct OpKernels<EmbeddingBackwardArgs> {
   static constexpr const char* kName = "embedding_backward";
   static KernelVariants<EmbeddingBackwardArgs> cpu() { return cpu::embedding_backward_kernels(); }
+  static KernelVariants<EmbeddingBackwardArgs> cuda() { return cuda::embedding_backward_kernels(); }
 };
 
 // Check their arguments (an id outside [0, vocab) throws nexus::Error naming the id, its position
-// and the vocab size) and run the device's kernel.
+// and the vocab size; on a device, whose ids the host cannot read, the kernel checks them) and run
+// the device's kernel.
 void embedding(const EmbeddingArgs& a, ThreadPool* pool = nullptr, Device device = Device::cpu());
 void embedding_backward(const EmbeddingBackwardArgs& a, ThreadPool* pool = nullptr,
                         Device device = Device::cpu());

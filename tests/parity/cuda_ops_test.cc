@@ -1,7 +1,7 @@
-// The CUDA backend's ops (RMSNorm, SwiGLU, GELU and the dense layer, forward and backward; RoPE)
-// against the CPU's reference on a device (odd sizes, random inputs); each test skips, naming the
-// reason, where no CUDA device can be used (a build without nvcc, no driver, no GPU).
-// scripts/gpu_check.sh runs them on a machine with one.
+// The CUDA backend's ops (RMSNorm, SwiGLU, GELU, the dense layer and the embedding, forward and
+// backward; RoPE) against the CPU's reference on a device (odd sizes, random inputs); each test
+// skips, naming the reason, where no CUDA device can be used (a build without nvcc, no driver, no
+// GPU). scripts/gpu_check.sh runs them on a machine with one.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -11,6 +11,7 @@
 #include "ops/activation.h"
 #include "ops/dense.h"
 #include "ops/device.h"
+#include "ops/embedding.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 
@@ -167,6 +168,41 @@ TEST(CudaOps, DenseForwardAndBackwardMatchTheCpu) {
   expect_near(download(tdi), dinp, 1e-4f, "dinp");
   expect_near(download(tdw), dw, 1e-4f, "dw");
   expect_near(download(tdb), db, 1e-4f, "dbias");
+}
+
+TEST(CudaOps, EmbeddingGathersChecksIdsAndScattersInOrder) {
+  NEXUS_REQUIRE_CUDA();
+  const int64_t vocab = 11, dim = 37, n = 9;
+  const std::vector<int32_t> ids = {3, 0, 10, 3, 7, 3, 1, 10, 5};  // repeats add up in order
+  const std::vector<float> table = random_floats(vocab * dim, 41),
+                           dout = random_floats(n * dim, 42), dt0 = random_floats(vocab * dim, 43);
+  std::vector<float> out(n * dim), dt = dt0;
+  embedding(EmbeddingArgs{table.data(), DType::kF32, vocab, dim, ids.data(), n, out.data()});
+  embedding_backward(EmbeddingBackwardArgs{dt.data(), dout.data(), ids.data(), n, dim});
+  Tensor hid = Tensor::zeros(DType::kI32, {n});
+  std::copy(ids.begin(), ids.end(), hid.data_as<int32_t>());
+  Result<Tensor> tid = to_device(hid, kGpu);
+  ASSERT_TRUE(tid) << tid.status().message();
+  Tensor tt = upload(table), to = upload(std::vector<float>(n * dim)), td = upload(dout),
+         tdt = upload(dt0);
+  embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, vocab, dim,
+                          tid.value().data_as<int32_t>(), n, to.data_as<float>()},
+            nullptr, kGpu);
+  embedding_backward(EmbeddingBackwardArgs{tdt.data_as<float>(), td.data_as<float>(),
+                                           tid.value().data_as<int32_t>(), n, dim},
+                     nullptr, kGpu);
+  expect_near(download(to), out, 0.0f, "rows");
+  expect_near(download(tdt), dt, 1e-6f, "dtable");
+  // An id outside the vocab: the same error as the CPU's, position and value.
+  try {
+    embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, 4, dim,
+                            tid.value().data_as<int32_t>(), n, to.data_as<float>()},
+              nullptr, kGpu);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 10 at position 2"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

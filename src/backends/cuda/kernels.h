@@ -5,6 +5,7 @@
 
 #include "backends/api/activation.h"
 #include "backends/api/dense.h"
+#include "backends/api/embedding.h"
 #include "backends/api/kernel.h"
 #include "backends/api/norm.h"
 #include "backends/api/rope.h"
@@ -20,5 +21,7 @@ KernelVariants<GeluBackwardArgs> gelu_backward_kernels();
 KernelVariants<RopeArgs> rope_kernels();
 KernelVariants<DenseArgs> dense_kernels();
 KernelVariants<DenseBackwardArgs> dense_backward_kernels();
+KernelVariants<EmbeddingArgs> embedding_kernels();
+KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels();
 
 }  // namespace nexus::cuda

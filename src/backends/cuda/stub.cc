@@ -20,6 +20,8 @@ KernelVariants<GeluBackwardArgs> gelu_backward_kernels() { return {}; }
 KernelVariants<RopeArgs> rope_kernels() { return {}; }
 KernelVariants<DenseArgs> dense_kernels() { return {}; }
 KernelVariants<DenseBackwardArgs> dense_backward_kernels() { return {}; }
+KernelVariants<EmbeddingArgs> embedding_kernels() { return {}; }
+KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels() { return {}; }
 
 Status blas_status() { return init(); }
 
