@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cluster's measurements (docs/PERFORMANCE.md, "Replicas behind nginx"), one after the other on
+# The cluster's measurements (docs/performance/serving.md, "Replicas behind nginx"), one after the other on
 # loopback: streaming throughput with ../shared/tools/serve-load/loadgen.py against one replica
 # directly, then through nginx to 1 replica (2 threads) and to 2 replicas (1 thread each); the
 # response cache's miss, memory-hit and Redis-hit latencies (bench/cache_latency.py); and the fault

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Passkey retrieval with a length curriculum (docs/PERFORMANCE.md, "Long-term memory"): a small
+# Passkey retrieval with a length curriculum (docs/performance/long_term_memory.md): a small
 # nexus-ltm (128 wide, 4 layers of 4 heads, segments of 128 tokens, KIND infini or titans) and the
 # same-size llama with a sliding window of 128 tokens, both with stories260K's tokenizer and the
 # same two stages, one sample a line (train --documents):

@@ -2,7 +2,7 @@
 // approximate point of reference) on the same random unit vectors, side by side in one process:
 // queries/s for a batch of queries and for one query at a time, nexus's f32, f16 and int8 rows,
 // and how often nexus's f32 top-k equals faiss's (ties aside) and the f16/int8/HNSW recall of the
-// exact top-k. Built where libfaiss-dev is installed (docs/PERFORMANCE.md, "Embedding search").
+// exact top-k. Built where libfaiss-dev is installed (docs/performance/serving.md, "Embedding search against faiss").
 #include <faiss/IndexFlat.h>
 #include <omp.h>
 
