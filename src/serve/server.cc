@@ -185,22 +185,27 @@ struct Server::Impl {
     return sha256_hex(cache_scope + "\n" + route + "\n" + dump(body));
   }
 
-  // A cached answer when there is one (X-Nexus-Cache: memory or redis), with a fresh id and time
-  // for completions; false after marking the response a miss.
-  bool reply_cached(const std::string& key, httplib::Response& res) {
+  // A cached answer when there is one (X-Nexus-Cache: memory or redis); false after marking the
+  // response a miss. Completions (`id_prefix` set) get a fresh id and time; other answers go out
+  // as stored, without a parse.
+  bool reply_cached(const std::string& key, httplib::Response& res,
+                    const char* id_prefix = nullptr) {
     CacheTier tier;
     std::optional<std::string> hit = cache->get(key, &tier);
     if (!hit) {
       res.set_header("X-Nexus-Cache", "miss");
       return false;
     }
-    json body = json::parse(*hit, nullptr, false);
-    if (body.is_discarded()) return false;
-    if (body.contains("created")) {
-      body["id"] = new_id(body["object"] == "chat.completion" ? "chatcmpl-" : "cmpl-");
-      body["created"] = static_cast<int64_t>(std::time(nullptr));
-    }
     res.set_header("X-Nexus-Cache", tier == CacheTier::kMemory ? "memory" : "redis");
+    if (id_prefix == nullptr) {
+      res.status = 200;
+      res.set_content(std::move(*hit), "application/json");
+      return true;
+    }
+    json body = json::parse(*hit, nullptr, false);
+    if (body.is_discarded()) throw ApiError(500, "a cached answer is not JSON", "server_error");
+    body["id"] = new_id(id_prefix);
+    body["created"] = static_cast<int64_t>(std::time(nullptr));
     reply(res, 200, body);
     return true;
   }
@@ -331,7 +336,7 @@ struct Server::Impl {
         res.set_header("X-Nexus-Cache", "bypass");
       } else {
         key = cache_key(chat ? "chat" : "completions", body);
-        if (reply_cached(key, res)) return;
+        if (reply_cached(key, res, chat ? "chatcmpl-" : "cmpl-")) return;
       }
     }
     std::vector<std::vector<int32_t>> prompts;

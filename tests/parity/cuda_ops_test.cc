@@ -4,7 +4,6 @@
 // GPU). scripts/gpu_check.sh runs them on a machine with one.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "backends/cuda/cuda.h"
@@ -14,6 +13,7 @@
 #include "ops/embedding.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
+#include "test_random.h"
 
 namespace nexus {
 namespace {
@@ -25,14 +25,6 @@ const Device kGpu = Device::cuda(0);
     if (auto m = device_memory(kGpu); !m) GTEST_SKIP() << m.status().message(); \
   } while (0)
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(g);
-  return v;
-}
-
 // A device tensor holding `host`.
 Tensor upload(const std::vector<float>& host) {
   Tensor h = Tensor::zeros(DType::kF32, {static_cast<int64_t>(host.size())});
@@ -40,6 +32,13 @@ Tensor upload(const std::vector<float>& host) {
   Result<Tensor> d = to_device(h, kGpu);
   EXPECT_TRUE(d) << d.status().message();
   return std::move(d).value();
+}
+
+// A zero-filled device tensor of n floats.
+Tensor zeros(int64_t n) {
+  Result<Tensor> t = zeros_on(DType::kF32, {n}, kGpu);
+  EXPECT_TRUE(t) << t.status().message();
+  return std::move(t).value();
 }
 
 std::vector<float> download(const Tensor& d) {
@@ -60,15 +59,14 @@ TEST(CudaOps, RmsNormForwardAndBackwardMatchTheCpu) {
   NEXUS_REQUIRE_CUDA();
   for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {5, 4099}}) {
     const auto n = static_cast<size_t>(rows * dim);
-    const std::vector<float> x = random_floats(n, 1), w = random_floats(dim, 2),
-                             dy = random_floats(n, 3), dx0 = random_floats(n, 4),
-                             dw0 = random_floats(dim, 5);
+    const std::vector<float> x = test::randn(n, 1), w = test::randn(dim, 2), dy = test::randn(n, 3),
+                             dx0 = test::randn(n, 4), dw0 = test::randn(dim, 5);
     std::vector<float> y(n), rstd(rows), dx = dx0, dw = dw0;
     rms_norm(RmsNormArgs{x.data(), w.data(), 1e-5f, y.data(), rstd.data(), rows, dim});
     rms_norm_backward(RmsNormBackwardArgs{dx.data(), dw.data(), dy.data(), x.data(), w.data(),
                                           rstd.data(), rows, dim});
     Tensor gx = upload(x), gw = upload(w), gdy = upload(dy), gdx = upload(dx0), gdw = upload(dw0);
-    Tensor gy = upload(std::vector<float>(n)), gr = upload(std::vector<float>(rows));
+    Tensor gy = zeros(n), gr = zeros(rows);
     rms_norm(RmsNormArgs{gx.data_as<float>(), gw.data_as<float>(), 1e-5f, gy.data_as<float>(),
                          gr.data_as<float>(), rows, dim},
              nullptr, kGpu);
@@ -87,17 +85,15 @@ TEST(CudaOps, ActivationsForwardAndBackwardMatchTheCpu) {
   NEXUS_REQUIRE_CUDA();
   for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300001}}) {
     const auto m = static_cast<size_t>(n);
-    const std::vector<float> g = random_floats(m, 11, -8.0f, 8.0f), u = random_floats(m, 12),
-                             d = random_floats(m, 13);
+    const std::vector<float> g = test::randn(m, 11, 4.0f), u = test::randn(m, 12),
+                             d = test::randn(m, 13);
     std::vector<float> out(m), dg(m), du(m), gout(m), gdx(m);
     swiglu(SwigluArgs{out.data(), g.data(), u.data(), n});
     swiglu_backward(SwigluBackwardArgs{dg.data(), du.data(), d.data(), g.data(), u.data(), n});
     gelu(GeluArgs{gout.data(), g.data(), n});
     gelu_backward(GeluBackwardArgs{gdx.data(), d.data(), g.data(), n});
     Tensor tg = upload(g), tu = upload(u), td = upload(d);
-    Tensor t_out = upload(std::vector<float>(m)), t_dg = upload(std::vector<float>(m)),
-           t_du = upload(std::vector<float>(m)), t_gout = upload(std::vector<float>(m)),
-           t_gdx = upload(std::vector<float>(m));
+    Tensor t_out = zeros(m), t_dg = zeros(m), t_du = zeros(m), t_gout = zeros(m), t_gdx = zeros(m);
     const float *pg = tg.data_as<float>(), *pu = tu.data_as<float>(), *pd = td.data_as<float>();
     swiglu(SwigluArgs{t_out.data_as<float>(), pg, pu, n}, nullptr, kGpu);
     swiglu_backward(SwigluBackwardArgs{t_dg.data_as<float>(), t_du.data_as<float>(), pd, pg, pu, n},
@@ -122,7 +118,7 @@ TEST(CudaOps, RopeBothStylesAndItsInverseMatchTheCpu) {
   Tensor tcs = upload(cs);
   for (const RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox})
     for (const bool inverse : {false, true}) {
-      std::vector<float> x = random_floats(static_cast<size_t>(rows * heads * head_dim), 21);
+      std::vector<float> x = test::randn(static_cast<size_t>(rows * heads * head_dim), 21);
       Tensor tx = upload(x);
       rope(RopeArgs{x.data(), rows, heads, head_dim, rope_dim, style, cs.data(), rows, inverse});
       rope(RopeArgs{tx.data_as<float>(), rows, heads, head_dim, rope_dim, style,
@@ -145,10 +141,10 @@ TEST(CudaOps, CublasOpensWhereTheBackendIsBuilt) {
 TEST(CudaOps, DenseForwardAndBackwardMatchTheCpu) {
   NEXUS_REQUIRE_CUDA();
   const int64_t n = 37, c = 65, oc = 19;
-  const std::vector<float> inp = random_floats(n * c, 31), w = random_floats(oc * c, 32),
-                           res = random_floats(n * oc, 33), bias = random_floats(oc, 34),
-                           dout = random_floats(n * oc, 35), dinp0 = random_floats(n * c, 36),
-                           dw0 = random_floats(oc * c, 37), db0 = random_floats(oc, 38);
+  const std::vector<float> inp = test::randn(n * c, 31), w = test::randn(oc * c, 32),
+                           res = test::randn(n * oc, 33), bias = test::randn(oc, 34),
+                           dout = test::randn(n * oc, 35), dinp0 = test::randn(n * c, 36),
+                           dw0 = test::randn(oc * c, 37), db0 = test::randn(oc, 38);
   std::vector<float> out(n * oc), dinp = dinp0, dw = dw0, db = db0;
   run_op(DenseArgs{out.data(), inp.data(), w.data(), n, c, oc, res.data(), bias.data()}, nullptr,
          Device::cpu());
@@ -156,8 +152,7 @@ TEST(CudaOps, DenseForwardAndBackwardMatchTheCpu) {
                            c, oc},
          nullptr, Device::cpu());
   Tensor ti = upload(inp), tw = upload(w), tr = upload(res), tb = upload(bias), td = upload(dout);
-  Tensor to = upload(std::vector<float>(n * oc)), tdi = upload(dinp0), tdw = upload(dw0),
-         tdb = upload(db0);
+  Tensor to = zeros(n * oc), tdi = upload(dinp0), tdw = upload(dw0), tdb = upload(db0);
   run_op(DenseArgs{to.data_as<float>(), ti.data_as<float>(), tw.data_as<float>(), n, c, oc,
                    tr.data_as<float>(), tb.data_as<float>()},
          nullptr, kGpu);
@@ -174,8 +169,8 @@ TEST(CudaOps, EmbeddingGathersChecksIdsAndScattersInOrder) {
   NEXUS_REQUIRE_CUDA();
   const int64_t vocab = 11, dim = 37, n = 9;
   const std::vector<int32_t> ids = {3, 0, 10, 3, 7, 3, 1, 10, 5};  // repeats add up in order
-  const std::vector<float> table = random_floats(vocab * dim, 41),
-                           dout = random_floats(n * dim, 42), dt0 = random_floats(vocab * dim, 43);
+  const std::vector<float> table = test::randn(vocab * dim, 41), dout = test::randn(n * dim, 42),
+                           dt0 = test::randn(vocab * dim, 43);
   std::vector<float> out(n * dim), dt = dt0;
   embedding(EmbeddingArgs{table.data(), DType::kF32, vocab, dim, ids.data(), n, out.data()});
   embedding_backward(EmbeddingBackwardArgs{dt.data(), dout.data(), ids.data(), n, dim});
@@ -183,8 +178,7 @@ TEST(CudaOps, EmbeddingGathersChecksIdsAndScattersInOrder) {
   std::copy(ids.begin(), ids.end(), hid.data_as<int32_t>());
   Result<Tensor> tid = to_device(hid, kGpu);
   ASSERT_TRUE(tid) << tid.status().message();
-  Tensor tt = upload(table), to = upload(std::vector<float>(n * dim)), td = upload(dout),
-         tdt = upload(dt0);
+  Tensor tt = upload(table), to = zeros(n * dim), td = upload(dout), tdt = upload(dt0);
   embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, vocab, dim,
                           tid.value().data_as<int32_t>(), n, to.data_as<float>()},
             nullptr, kGpu);
