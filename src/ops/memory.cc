@@ -72,4 +72,26 @@ void titans_backward(const TitansBackwardArgs& a, ThreadPool* pool, Device devic
   run_op(a, pool, device);
 }
 
+void titans_mlp_forward(const TitansMlpArgs& a, ThreadPool* pool, Device device) {
+  NEXUS_CHECK(a.b >= 1 && a.t >= 1 && a.segment >= 1 && a.head_dim >= 1 && a.hidden >= 1 &&
+                  a.kv_heads >= 1 && a.heads % a.kv_heads == 0 && a.eta && a.theta && a.alpha &&
+                  a.w1 && a.w2,
+              "[titans_mlp_memory] bad shape or missing rates or initial weights");
+  const int64_t dh = a.head_dim * a.hidden;
+  NEXUS_OP_SPAN("titans_mlp_memory", 4 * a.b * a.t * (a.heads + 2 * a.kv_heads) * a.head_dim,
+                4 * a.b * a.t * (a.heads + 4 * a.kv_heads) * dh);
+  run_op(a, pool, device);
+}
+
+void titans_mlp_backward(const TitansMlpBackwardArgs& a, ThreadPool* pool, Device device) {
+  NEXUS_CHECK(a.fwd.saved != nullptr && a.fwd.q != nullptr && a.fwd.write && a.dw1 && a.dw2,
+              "[titans_mlp_memory_backward] needs the forward's saved memories, reads and writes, "
+              "and the initial weights' gradients");
+  const int64_t dh = a.fwd.head_dim * a.fwd.hidden;
+  NEXUS_OP_SPAN("train.titans_mlp_memory_backward",
+                8 * a.fwd.b * a.fwd.t * (a.fwd.heads + 3 * a.fwd.kv_heads) * a.fwd.head_dim,
+                12 * a.fwd.b * a.fwd.t * (a.fwd.heads + 5 * a.fwd.kv_heads) * dh);
+  run_op(a, pool, device);
+}
+
 }  // namespace nexus

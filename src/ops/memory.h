@@ -32,9 +32,25 @@ struct OpKernels<TitansBackwardArgs> {
   static KernelVariants<TitansBackwardArgs> cpu() { return cpu::titans_backward_kernels(); }
 };
 
+template <>
+struct OpKernels<TitansMlpArgs> {
+  static constexpr const char* kName = "titans_mlp_memory";
+  static KernelVariants<TitansMlpArgs> cpu() { return cpu::titans_mlp_kernels(); }
+};
+template <>
+struct OpKernels<TitansMlpBackwardArgs> {
+  static constexpr const char* kName = "titans_mlp_memory_backward";
+  static KernelVariants<TitansMlpBackwardArgs> cpu() { return cpu::titans_mlp_backward_kernels(); }
+};
+
 void titans_forward(const TitansArgs& a, ThreadPool* pool = nullptr, Device device = Device::cpu());
 void titans_backward(const TitansBackwardArgs& a, ThreadPool* pool = nullptr,
                      Device device = Device::cpu());
+
+void titans_mlp_forward(const TitansMlpArgs& a, ThreadPool* pool = nullptr,
+                        Device device = Device::cpu());
+void titans_mlp_backward(const TitansMlpBackwardArgs& a, ThreadPool* pool = nullptr,
+                         Device device = Device::cpu());
 
 void memory_forward(const MemoryArgs& a, ThreadPool* pool = nullptr, Device device = Device::cpu());
 void memory_backward(const MemoryBackwardArgs& a, ThreadPool* pool = nullptr,

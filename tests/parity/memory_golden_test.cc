@@ -12,21 +12,14 @@
 
 #include "backends/cpu/memory.h"
 #include "ops/memory.h"
+#include "parity/memory_test_util.h"
 #include "test_paths.h"
 
 namespace nexus {
 namespace {
 
-std::vector<float> floats(const nlohmann::json& j) { return j.get<std::vector<float>>(); }
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, scale)) << what << " at " << i;
-}
+using test::expect_close;
+using test::floats;
 
 TEST(MemoryGolden, MatchesPyTorchAutograd) {
   std::ifstream in(test::fixtures_dir() + "/memory/infini.json");

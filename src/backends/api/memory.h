@@ -106,4 +106,50 @@ inline int64_t titans_floats(int64_t head_dim, int64_t slots = 0) {
   return 2 * head_dim * memory_rows(head_dim, slots);
 }
 
+// Titans' deep memory (L_M = 2): per sequence and key/value head g an MLP
+//   M_g(x) = silu(x W1_g) W2_g,   W1_g [head_dim x hidden], W2_g [hidden x head_dim],
+// starting from the learned initial weights `w1`, `w2` (model parameters, meta-learned by the
+// outer training) and written once a segment by a gradient step with momentum and forgetting on
+// the associative loss L = sum_i |M_g(k^_i) - v_i|^2 over the segment's unit keys:
+//   y[i][h] = M_g(q^[i][h])                               (the memory before the segment)
+//   S_j = eta_g S_j - theta_g dL/dW_j,   W_j = W_j0 + (1 - alpha_g) (W_j - W_j0) + S_j
+// for j = 1, 2. Forgetting decays toward the learned initial memory rather than toward zero:
+// zero weights are a fixed point of a two-layer memory (both layers' gradients vanish there), so
+// a memory that forgot everything could never learn again. The state holds D_j = W_j - W_j0 and
+// S_j, so zeros are the initial memory, as for the other memories.
+struct TitansMlpArgs {
+  const float* q;  // [b * t][heads * head_dim]; null: no reads
+  const float* k;  // [b * t][kv_heads * head_dim]
+  const float* v;
+  float* y;            // [b * t][heads * head_dim]
+  const float* eta;    // [kv_heads]
+  const float* theta;  // [kv_heads]
+  const float* alpha;  // [kv_heads]
+  const float* w1;     // [kv_heads][head_dim][hidden]
+  const float* w2;     // [kv_heads][hidden][head_dim]
+  // [b][segments][kv_heads][titans_mlp_floats]: D1, D2, S1, S2 before each segment; or null.
+  float* saved;
+  float* state;  // [b][kv_heads][titans_mlp_floats] in and out; null: zeros, not kept
+  int64_t b, t, segment, heads, kv_heads, head_dim, hidden;
+  bool write = true;
+};
+
+// The backward from the initial memory through every segment: dq, dk, dv written; deta, dtheta,
+// dalpha [kv_heads] and dw1, dw2 (shaped as w1, w2) added to, summed over the sequences in order.
+struct TitansMlpBackwardArgs {
+  TitansMlpArgs fwd;
+  const float* dy;
+  float* dq;
+  float* dk;
+  float* dv;
+  float* deta;
+  float* dtheta;
+  float* dalpha;
+  float* dw1;
+  float* dw2;
+};
+
+// Floats of one head's deep memory: D1, D2, S1, S2.
+inline int64_t titans_mlp_floats(int64_t head_dim, int64_t hidden) { return 4 * head_dim * hidden; }
+
 }  // namespace nexus

@@ -13,5 +13,9 @@ KernelVariants<MemoryBackwardArgs> memory_backward_kernels();
 // Titans' linear memory (titans.cc): "gemm" and "scalar" (the reference), as above.
 KernelVariants<TitansArgs> titans_kernels();
 KernelVariants<TitansBackwardArgs> titans_backward_kernels();
+// Titans' deep memory (titans_mlp.cc): "gemm" (our f32 GEMM) and "scalar" (plain loops, the
+// reference), the same code on different matrix products.
+KernelVariants<TitansMlpArgs> titans_mlp_kernels();
+KernelVariants<TitansMlpBackwardArgs> titans_mlp_backward_kernels();
 
 }  // namespace nexus::cpu

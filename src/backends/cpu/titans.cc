@@ -8,24 +8,10 @@
 #include "backends/cpu/gemm_f32.h"
 #include "backends/cpu/memory.h"
 #include "backends/cpu/memory_impl.h"
+#include "backends/cpu/titans_impl.h"
 
 namespace nexus::cpu {
 namespace {
-
-// x^ = x / n, n = sqrt(|x|^2 + eps); returns n.
-float unit(const float* x, int64_t d, float* out) {
-  float s = kTitansEps;
-  for (int64_t i = 0; i < d; ++i) s += x[i] * x[i];
-  const float n = std::sqrt(s);
-  for (int64_t i = 0; i < d; ++i) out[i] = x[i] / n;
-  return n;
-}
-// dx from dx^ for x^ = x / n: (dx^ - x^ (x^ . dx^)) / n.
-void unit_backward(const float* xh, float n, const float* dxh, int64_t d, float* dx) {
-  float dot = 0;
-  for (int64_t i = 0; i < d; ++i) dot += xh[i] * dxh[i];
-  for (int64_t i = 0; i < d; ++i) dx[i] = (dxh[i] - xh[i] * dot) / n;
-}
 
 // G = 2 K^T (K M - V) over a segment's unit keys kh [len][rows] and values, M [rows][d];
 // R = K M - V kept.
@@ -41,39 +27,6 @@ void gradient(const float* kh, const float* const* v, int64_t len, const float* 
     for (int64_t a = 0; a < rows; ++a)
       for (int64_t c = 0; c < d; ++c) g[a * d + c] += 2.0f * k[a] * rt[c];
   }
-}
-
-// Back through S_new = eta S - theta G and M_new = (1 - alpha) M + S_new, element by element,
-// with G = g_scale * grad: from dm (d/dM_new) and ds (d/dS_new, replaced by d/dS), writes dmo
-// (the update's part of d/dM) and dg = g_scale * d/dG, and adds d eta, d theta, d alpha to part.
-void step_backward(const float* m, const float* sm, const float* grad, float g_scale, float eta,
-                   float theta, float alpha, int64_t n, const float* dm, float* ds, float* dmo,
-                   float* dg, double* part) {
-  double deta = 0, dtheta = 0, dalpha = 0;
-  for (int64_t e = 0; e < n; ++e) {
-    const float dst = ds[e] + dm[e];
-    dalpha -= static_cast<double>(dm[e]) * m[e];
-    dmo[e] = (1.0f - alpha) * dm[e];
-    deta += static_cast<double>(dst) * sm[e];
-    dtheta -= static_cast<double>(dst) * (g_scale * grad[e]);
-    ds[e] = eta * dst;
-    dg[e] = -g_scale * theta * dst;
-  }
-  part[0] += deta;
-  part[1] += dtheta;
-  part[2] += dalpha;
-}
-
-// Each (sequence, head)'s rate gradients (d eta, d theta, d alpha) added to the args' in order.
-void add_rate_grads(const std::vector<double>& parts, const TitansBackwardArgs& b) {
-  const int64_t kv = b.fwd.kv_heads;
-  for (int64_t s = 0; s < b.fwd.b; ++s)
-    for (int64_t g = 0; g < kv; ++g) {
-      const double* part = parts.data() + (s * kv + g) * 3;
-      b.deta[g] += static_cast<float>(part[0]);
-      b.dtheta[g] += static_cast<float>(part[1]);
-      b.dalpha[g] += static_cast<float>(part[2]);
-    }
 }
 
 void titans_run(const TitansArgs& a, ThreadPool* pool) {
@@ -194,22 +147,11 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       dm.swap(dmo);
     }
   });
-  add_rate_grads(parts, b);
+  add_rate_grads(parts, a.b, a.kv_heads, b.deta, b.dtheta, b.dalpha);
 }
 
 // The "gemm" variants: a segment's unit queries and keys as matrices, the reads Q M, the
 // residuals K M - V, the gradient K^T R and their backward's products on our f32 GEMM.
-
-// Unit rows of heads [h0, h1) of rows i0..i1 of x into out [len * (h1 - h0)][d] (token-major),
-// their norms into n.
-void unit_rows(const float* x, int64_t ld, int64_t i0, int64_t i1, int64_t h0, int64_t h1,
-               int64_t d, float* out, float* n) {
-  for (int64_t i = i0; i < i1; ++i)
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t r = (i - i0) * (h1 - h0) + (h - h0);
-      n[r] = unit(x + i * ld + h * d, d, out + r * d);
-    }
-}
 
 void titans_gemm_run(const TitansArgs& a, ThreadPool* pool) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads, tf = titans_floats(d);
@@ -298,7 +240,7 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       dm.swap(dmo);
     }
   });
-  add_rate_grads(parts, b);
+  add_rate_grads(parts, a.b, a.kv_heads, b.deta, b.dtheta, b.dalpha);
 }
 
 // Slot reduction runs on the reference (a reduced memory is for inference, mostly a token a time).
