@@ -180,6 +180,7 @@ void backward_run(const TitansMlpBackwardArgs& b, ThreadPool* pool) {
         const Silu f = silu(wr.z[e]);
         gz[e] = gdz[e] * wr.da[e] * f.d2;
         gda[e] = 2.0f * gdz[e] * f.d1;
+        gdz[e] = f.d1;  // silu'(z), kept for act's backward below
       }
       // da = 2 r W2^T and G2 = 2 act^T r (dg2 takes the 2): d/dr, d/dW2, d/dact.
       for (int64_t e = 0; e < n; ++e) dg2[e] *= 2.0f;
@@ -193,7 +194,7 @@ void backward_run(const TitansMlpBackwardArgs& b, ThreadPool* pool) {
       mm<G>(true, false, hd, d, len, wr.act.data(), hd, gr.data(), d, true, gw2, d);
       mm<G>(false, true, len, hd, d, gr.data(), d, w2, d, true, ga.data(), hd);
       // act = silu(z), z = x W1.
-      for (int64_t e = 0; e < len * hd; ++e) gz[e] += ga[e] * silu(wr.z[e]).d1;
+      for (int64_t e = 0; e < len * hd; ++e) gz[e] += ga[e] * gdz[e];
       mm<G>(false, true, len, d, hd, gz.data(), hd, w1, hd, true, gk.data(), d);
       mm<G>(true, false, d, hd, len, x.data(), d, gz.data(), hd, false, gw1, hd);
       for (int64_t t = 0; t < len; ++t)
