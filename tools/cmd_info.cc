@@ -37,6 +37,8 @@ int info_main(int argc, char** argv) {
                                  "attention.layer_norm_epsilon",
                                  "attention.sliding_window",
                                  "memory.kind",
+                                 "memory.depth",
+                                 "memory.hidden",
                                  "memory.rope",
                                  "memory.segment_length",
                                  "memory.slots"};

@@ -68,6 +68,7 @@ struct Flags {
   int64_t sliding_window = 0;  // --shape: attention to the last W tokens
   std::string memory_kind;
   std::string memory_rope;
+  int64_t memory_depth = 0, memory_hidden = 0;  // nexus-ltm titans: 0 = not given
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
@@ -161,6 +162,12 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--memory-kind", f.memory_kind,
                  "nexus-ltm: infini (compressive memory) | titans (linear memory, gradient steps "
                  "with momentum and forgetting)");
+  app.add_option("--memory-depth", f.memory_depth,
+                 "nexus-ltm titans: the memory's layers: 1 (a linear memory, the default) or 2 (an "
+                 "MLP, Titans' deep memory)");
+  app.add_option("--memory-hidden", f.memory_hidden,
+                 "nexus-ltm titans --memory-depth 2: the MLP's hidden width (default 2 x head "
+                 "size)");
   app.add_option("--memory-rope", f.memory_rope,
                  "nexus-ltm: the memory reads q and k before RoPE (content only) or after it "
                  "(rotated by their position in the segment; the default)");
@@ -484,6 +491,20 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
         return Status::error("--memory-kind takes infini or titans, with --arch nexus-ltm");
       cfg.value().memory_kind =
           f.memory_kind == "titans" ? MemoryKind::kTitans : MemoryKind::kInfini;
+    }
+    if (f.memory_depth != 0 || f.memory_hidden != 0) {
+      ModelConfig& c = cfg.value();
+      if (c.arch != Arch::kLtm || c.memory_kind != MemoryKind::kTitans)
+        return Status::error(
+            "--memory-depth and --memory-hidden take --arch nexus-ltm --memory-kind titans");
+      const int64_t depth = f.memory_depth != 0 ? f.memory_depth : 2;
+      if (depth != 1 && depth != 2)
+        return Status::error("--memory-depth takes 1 (linear) or 2 (an MLP), got " +
+                             std::to_string(f.memory_depth));
+      if (depth == 1 && f.memory_hidden != 0)
+        return Status::error("--memory-hidden takes --memory-depth 2");
+      if (f.memory_hidden < 0) return Status::error("--memory-hidden takes a positive width");
+      if (depth == 2) c.memory_hidden = f.memory_hidden > 0 ? f.memory_hidden : 2 * c.head_dim;
     }
     if (!f.memory_rope.empty()) {
       if (cfg.value().arch != Arch::kLtm || (f.memory_rope != "before" && f.memory_rope != "after"))

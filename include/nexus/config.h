@@ -9,10 +9,10 @@
 namespace nexus {
 
 enum class Arch { kLlama, kQwen2, kQwen3, kGpt2, kMamba, kMamba2, kGraniteHybrid, kLtm };
-enum class RopeStyle { kNone, kNormal, kNeox };
-// nexus-ltm's long-term memory: Infini-attention's compressive memory, or Titans' linear memory
-// (backends/api/memory.h).
-enum class MemoryKind { kInfini, kTitans };  // adjacent pairs (llama) / halves (NeoX, qwen)
+enum class RopeStyle { kNone, kNormal, kNeox };  // adjacent pairs (llama) / halves (NeoX, qwen)
+// nexus-ltm's long-term memory: Infini-attention's compressive memory, or Titans' memory, linear
+// or a two-layer MLP (backends/api/memory.h).
+enum class MemoryKind { kInfini, kTitans };
 
 struct ModelConfig {
   Arch arch = Arch::kLlama;
@@ -46,6 +46,9 @@ struct ModelConfig {
   // segment attends to itself and reads the memory of the segments before it); 0 elsewhere.
   int64_t memory_segment = 0;
   MemoryKind memory_kind = MemoryKind::kInfini;
+  // nexus-ltm titans: the deep memory's hidden width (an MLP of two layers, blk.N.memory_w1 and
+  // memory_w2 its learned initial weights); 0: the linear memory.
+  int64_t memory_hidden = 0;
   // nexus-ltm: the memory reads and writes q and k before RoPE (content only, the same wherever
   // a token sits in its segment) rather than after it (the segment's positions rotate them).
   bool memory_before_rope = false;

@@ -47,6 +47,8 @@ struct LayerWeights {
   Tensor memory_gate;              // nexus-ltm: per query head, sigmoid mixes memory and attention
   Tensor memory_eta, memory_theta, memory_alpha;  // nexus-ltm titans: per kv head, logits of the
                                                   // momentum, step and forgetting rates
+  Tensor memory_w1, memory_w2;  // nexus-ltm titans deep memory: initial weights (f32), per kv head
+                                // [head_dim][hidden] and [hidden][head_dim]
   Tensor ffn_norm, ffn_norm_b;
   Tensor w_gate, w_up, w_down;     // SwiGLU (llama, qwen) or up/down (gpt2)
   Tensor b_up, b_down;

@@ -21,7 +21,8 @@ bool ends_with(const std::string& s, std::string_view tail) {
 bool keeps_f32(const GgufTensorInfo& t) {
   return t.shape.size() < 2 || ends_with(t.name, ".ssm_conv1d.weight") ||
          ends_with(t.name, ".ssm_a") || ends_with(t.name, ".ssm_d") ||
-         ends_with(t.name, ".ssm_norm.weight");
+         ends_with(t.name, ".ssm_norm.weight") || ends_with(t.name, ".memory_proj") ||
+         ends_with(t.name, ".memory_w1") || ends_with(t.name, ".memory_w2");
 }
 
 Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,

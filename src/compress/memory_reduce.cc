@@ -113,6 +113,12 @@ Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const 
   const ModelConfig& c = model.config();
   if (c.memory_segment == 0)
     return Status::error("memory-reduce: " + c.arch_name + " has no long-term memory (nexus-ltm)");
+  if (c.memory_hidden > 0)
+    return Status::error(
+        "memory-reduce: the memory is Titans' deep memory (an MLP of " +
+        std::to_string(c.memory_hidden) +
+        " hidden units); slot reduction projects the keys of a linear memory (infini, or titans "
+        "with depth 1)");
   if (!c.memory_slots.empty())
     return Status::error("memory-reduce: the memory is already reduced; reduce the full model");
   if ((o.energy > 0) == (o.ratio > 0))

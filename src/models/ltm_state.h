@@ -1,5 +1,5 @@
 // nexus-ltm inference state, per sequence slot and layer: the long-term memory (each key/value
-// head's M and z, backends/api/memory.h) and the keys and values of the segment being filled
+// head's memory, backends/api/memory.h) and the keys and values of the segment being filled
 // (f32, as training computes them), which are written into the memory once the segment is
 // complete. Its size does not depend on the context length; neither does the KV cache, which
 // holds one segment.
@@ -17,6 +17,7 @@ namespace nexus {
 // Floats of one key/value head's memory at layer l for the config's kind (and slots).
 inline int64_t ltm_head_floats(const ModelConfig& c, int64_t l) {
   const int64_t slots = c.memory_slots_at(l);
+  if (c.memory_hidden > 0) return titans_mlp_floats(c.head_dim, c.memory_hidden);
   return c.memory_kind == MemoryKind::kTitans ? titans_floats(c.head_dim, slots)
                                               : memory_floats(c.head_dim, slots);
 }

@@ -1,8 +1,8 @@
 // nexus-ltm: the llama block whose attention works on segments and reads a long-term memory
-// (Infini-attention's compressive memory or Titans' linear memory, ops/memory.h): each segment of
-// memory.segment_length tokens attends to itself (causal, RoPE positions within the segment) and
-// reads the memory the segments before it wrote; a learned gate per query head mixes the two
-// (docs/MODELS.md). Our own architecture name, so its keys use the nexus-ltm prefix.
+// (Infini-attention's compressive memory or Titans' memory, linear or an MLP, ops/memory.h): each
+// segment of memory.segment_length tokens attends to itself (causal, RoPE positions within the
+// segment) and reads the memory the segments before it wrote; a learned gate per query head mixes
+// the two (docs/MODELS.md). Our own architecture name, so its keys use the nexus-ltm prefix.
 #include "models/llama.h"
 
 namespace nexus {
@@ -27,9 +27,36 @@ Status read_ltm_config(const GgufFile& f, ModelConfig* c) {
     return Status::error(f.path() + ": " + c->arch_name + ".memory.rope is '" + rope +
                          "', expected 'before' or 'after'");
   c->memory_before_rope = rope == "before";
+  // Titans' deep memory: depth 2 (an MLP of memory.hidden units), or the linear memory (depth 1).
+  const int64_t depth = f.get_int(c->arch_name + ".memory.depth").value_or(1);
+  if (depth != 1 && depth != 2)
+    return Status::error(f.path() + ": " + c->arch_name + ".memory.depth is " +
+                         std::to_string(depth) + ", expected 1 (linear) or 2 (an MLP)");
+  if (depth == 2) {
+    if (c->memory_kind != MemoryKind::kTitans)
+      return Status::error(f.path() + ": " + c->arch_name +
+                           ".memory.depth 2 needs memory.kind 'titans'");
+    const int64_t hidden = f.get_int(c->arch_name + ".memory.hidden").value_or(0);
+    if (hidden < 1 || hidden > (1 << 16))
+      return Status::error(f.path() + ": " + c->arch_name +
+                           ".memory.hidden is missing or out of range for a depth-2 memory");
+    c->memory_hidden = hidden;
+    for (int64_t l = 0; l < c->n_layers; ++l)
+      for (const char* w : {"memory_w1", "memory_w2"}) {
+        const std::string name = "blk." + std::to_string(l) + "." + w;
+        const GgufTensorInfo* t = f.find_tensor(name);
+        if (t != nullptr && t->dtype != DType::kF32)
+          return Status::error(f.path() + ": tensor '" + name + "' must be F32, is " +
+                               std::string(dtype_name(t->dtype)));
+      }
+  }
   // Slot reduction (nexus memory-reduce): slots per layer, each addressed through an F32
   // projection blk.N.memory_proj [kv_heads][head_dim][slots].
   if (const std::vector<int64_t>* slots = f.get_int_array(c->arch_name + ".memory.slots")) {
+    if (c->memory_hidden > 0)
+      return Status::error(f.path() + ": " + c->arch_name +
+                           ".memory.slots (slot reduction) applies to a linear memory, not a "
+                           "depth-2 one");
     if (static_cast<int64_t>(slots->size()) != c->n_layers)
       return Status::error(f.path() + ": " + c->arch_name + ".memory.slots has " +
                            std::to_string(slots->size()) + " entries for " +
@@ -65,6 +92,11 @@ std::vector<LayerSlot> ltm_slots(const ModelConfig& c) {
     s.push_back({&LayerWeights::memory_eta, "blk.%d.memory_eta", {c.n_kv_heads}, true});
     s.push_back({&LayerWeights::memory_theta, "blk.%d.memory_theta", {c.n_kv_heads}, true});
     s.push_back({&LayerWeights::memory_alpha, "blk.%d.memory_alpha", {c.n_kv_heads}, true});
+    if (c.memory_hidden > 0) {
+      const int64_t kv = c.n_kv_heads, d = c.head_dim, h = c.memory_hidden;
+      s.push_back({&LayerWeights::memory_w1, "blk.%d.memory_w1", {kv, d, h}, true});
+      s.push_back({&LayerWeights::memory_w2, "blk.%d.memory_w2", {kv, h, d}, true});
+    }
   }
   return s;
 }
@@ -78,6 +110,10 @@ void write_ltm_config(const ModelConfig& c, Metadata* out) {
       gguf_str(std::string(c.memory_kind == MemoryKind::kTitans ? "titans" : "infini")));
   out->emplace_back("nexus-ltm.memory.rope",
                     gguf_str(std::string(c.memory_before_rope ? "before" : "after")));
+  if (c.memory_hidden > 0) {
+    out->emplace_back("nexus-ltm.memory.depth", gguf_u32(2));
+    out->emplace_back("nexus-ltm.memory.hidden", gguf_u32(static_cast<uint32_t>(c.memory_hidden)));
+  }
   if (!c.memory_slots.empty())
     out->emplace_back("nexus-ltm.memory.slots", gguf_i32_array(c.memory_slots));
 }

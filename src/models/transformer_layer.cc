@@ -61,7 +61,7 @@ struct Weights {
   F *attn_norm, *attn_norm_b, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *bo;
   F *ffn_norm, *ffn_norm_b, *w_gate, *w_up, *b_up, *w_down, *b_down;
   F* memory_gate;  // nexus-ltm
-  F *memory_eta, *memory_theta, *memory_alpha;  // nexus-ltm titans
+  F *memory_eta, *memory_theta, *memory_alpha, *memory_w1, *memory_w2;  // nexus-ltm titans
 };
 
 template <class F, class Get>
@@ -91,6 +91,8 @@ Weights<F> bind(const ModelConfig& c, const Get& at) {
   w.memory_eta = at(&LayerWeights::memory_eta);
   w.memory_theta = at(&LayerWeights::memory_theta);
   w.memory_alpha = at(&LayerWeights::memory_alpha);
+  w.memory_w1 = at(&LayerWeights::memory_w1);
+  w.memory_w2 = at(&LayerWeights::memory_w2);
   w.k_norm = at(&LayerWeights::k_norm);
   w.wo = at(&LayerWeights::wo);
   w.bo = at(&LayerWeights::bo);
@@ -138,38 +140,40 @@ Dims dims(const LayerPass& p) {
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// A layer's Titans parameters (null for Infini): the rates' logits per kv head (eta, theta,
+// alpha) and the deep memory's initial weights (null for the linear memory); or their gradients.
+template <class F>
+struct LtmParams {
+  F *eta, *theta, *alpha, *w1, *w2;
+};
+
 // nexus-ltm's memory op of the config's kind over rows q, k, v of b sequences of t tokens: reads
 // into y (q null: none), writes unless !write, the memory before each segment into `saved` (or
-// null), starting from and leaving `state` (or zeros). `logits`: Titans' rates' logits per kv
-// head (eta, theta, alpha; null for Infini).
+// null), starting from and leaving `state` (or zeros).
 struct LtmCall {
   const ModelConfig& c;
-  const float *eta_logit, *theta_logit, *alpha_logit;
+  LtmParams<const float> w;
   // Titans' sigmoids: eta, theta, alpha per kv head, in a per-thread buffer (a call per layer
   // and token at decode: no allocation once warm; one call is live at a time on a thread).
   float* rates = nullptr;
   const float* proj = nullptr;  // slot reduction (inference): this layer's projection and slots
   int64_t slots = 0;
 
-  LtmCall(const ModelConfig& cfg, const float* eta, const float* theta, const float* alpha,
+  LtmCall(const ModelConfig& cfg, const LtmParams<const float>& params,
           const float* slot_proj = nullptr, int64_t n_slots = 0)
-      : c(cfg),
-        eta_logit(eta),
-        theta_logit(theta),
-        alpha_logit(alpha),
-        proj(slot_proj),
-        slots(n_slots) {
+      : c(cfg), w(params), proj(slot_proj), slots(n_slots) {
     if (c.memory_kind != MemoryKind::kTitans) return;
     const int64_t kv = c.n_kv_heads;
     thread_local std::vector<float> buf;
     buf.resize(static_cast<size_t>(3 * kv));
     rates = buf.data();
     for (int64_t g = 0; g < kv; ++g) {
-      rates[g] = sigmoid(eta[g]);
-      rates[kv + g] = sigmoid(theta[g]);
-      rates[2 * kv + g] = sigmoid(alpha[g]);
+      rates[g] = sigmoid(w.eta[g]);
+      rates[kv + g] = sigmoid(w.theta[g]);
+      rates[2 * kv + g] = sigmoid(w.alpha[g]);
     }
   }
+  bool deep() const { return c.memory_hidden > 0; }
   TitansArgs titans(const float* q, const float* k, const float* v, float* y, float* saved,
                     float* state, int64_t b, int64_t t, bool write) const {
     const int64_t kv = c.n_kv_heads;
@@ -193,6 +197,30 @@ struct LtmCall {
     a.slots = slots;
     return a;
   }
+  TitansMlpArgs titans_mlp(const float* q, const float* k, const float* v, float* y, float* saved,
+                           float* state, int64_t b, int64_t t, bool write) const {
+    const int64_t kv = c.n_kv_heads;
+    TitansMlpArgs a{q,
+                    k,
+                    v,
+                    y,
+                    rates,
+                    rates + kv,
+                    rates + 2 * kv,
+                    w.w1,
+                    w.w2,
+                    saved,
+                    state,
+                    b,
+                    t,
+                    c.memory_segment,
+                    c.n_heads,
+                    kv,
+                    c.head_dim,
+                    c.memory_hidden};
+    a.write = write;
+    return a;
+  }
   MemoryArgs infini(const float* q, const float* k, const float* v, float* y, float* saved,
                     float* state, int64_t b, int64_t t, bool write) const {
     MemoryArgs a{q,         k, v, y, saved, state, b, t, c.memory_segment, c.n_heads, c.n_kv_heads,
@@ -204,34 +232,45 @@ struct LtmCall {
   }
   void forward(const float* q, const float* k, const float* v, float* y, float* saved, float* state,
                int64_t b, int64_t t, bool write, ThreadPool* pool) const {
-    if (c.memory_kind == MemoryKind::kTitans)
-      titans_forward(titans(q, k, v, y, saved, state, b, t, write), pool);
-    else
+    if (c.memory_kind != MemoryKind::kTitans)
       memory_forward(infini(q, k, v, y, saved, state, b, t, write), pool);
+    else if (deep())
+      titans_mlp_forward(titans_mlp(q, k, v, y, saved, state, b, t, write), pool);
+    else
+      titans_forward(titans(q, k, v, y, saved, state, b, t, write), pool);
   }
-  // The backward of a training forward (reads and writes from zeros); Titans' rates' logit
-  // gradients added to the three pointers.
+  // The backward of a training forward (reads and writes from the initial memory); Titans'
+  // parameters' gradients (the rates' logits', the initial weights') added to `gw`.
   void backward(const float* q, const float* k, const float* v, float* saved, int64_t b, int64_t t,
-                const float* dy, float* dq, float* dk, float* dv, float* deta, float* dtheta,
-                float* dalpha, ThreadPool* pool) const {
+                const float* dy, float* dq, float* dk, float* dv, const LtmParams<float>& gw,
+                ThreadPool* pool) const {
     if (c.memory_kind != MemoryKind::kTitans) {
       memory_backward({infini(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv}, pool);
       return;
     }
     const int64_t kv = c.n_kv_heads;
     std::vector<float> dr(static_cast<size_t>(3 * kv), 0.0f);
-    titans_backward({titans(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv,
-                     dr.data(), dr.data() + kv, dr.data() + 2 * kv},
-                    pool);
-    for (int64_t g = 0; g < kv; ++g) {  // through the sigmoids
-      float* out[] = {deta, dtheta, dalpha};
+    if (deep())
+      titans_mlp_backward({titans_mlp(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv,
+                           dr.data(), dr.data() + kv, dr.data() + 2 * kv, gw.w1, gw.w2},
+                          pool);
+    else
+      titans_backward({titans(q, k, v, nullptr, saved, nullptr, b, t, true), dy, dq, dk, dv,
+                       dr.data(), dr.data() + kv, dr.data() + 2 * kv},
+                      pool);
+    float* out[] = {gw.eta, gw.theta, gw.alpha};
+    for (int64_t g = 0; g < kv; ++g)  // through the sigmoids
       for (int r = 0; r < 3; ++r) {
         const float s = rates[r * kv + g];
         out[r][g] += dr[r * kv + g] * s * (1.0f - s);
       }
-    }
   }
 };
+
+template <class F>
+LtmParams<F> ltm_params(const Weights<F>& w) {
+  return {w.memory_eta, w.memory_theta, w.memory_alpha, w.memory_w1, w.memory_w2};
+}
 
 // atty = g ymem + (1 - g) adot per query head, g = sigmoid(gate[h]).
 void gate_mix(float* atty, const float* ymem, const float* adot, const float* gate, int64_t n,
@@ -267,11 +306,10 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
   NEXUS_CHECK(st.ltm != nullptr && st.mem != nullptr, "[nexus-ltm] no memory state in the context");
   const int64_t n = st.n, d = c.head_dim, qw = c.n_heads * d, kvw = c.n_kv_heads * d;
   const int64_t seg = c.memory_segment;
-  const LtmCall mem(c, w.memory_eta.empty() ? nullptr : w.memory_eta.data_as<const float>(),
-                    w.memory_theta.empty() ? nullptr : w.memory_theta.data_as<const float>(),
-                    w.memory_alpha.empty() ? nullptr : w.memory_alpha.data_as<const float>(),
-                    w.memory_proj.empty() ? nullptr : w.memory_proj.data_as<const float>(),
-                    c.memory_slots_at(l));
+  const LtmCall mem(c,
+                    {vec(w.memory_eta), vec(w.memory_theta), vec(w.memory_alpha), vec(w.memory_w1),
+                     vec(w.memory_w2)},
+                    vec(w.memory_proj), c.memory_slots_at(l));
   // Runs of one sequence's tokens read its memory as it was before their segment.
   for (int64_t i0 = 0; i0 < n;) {
     int64_t i1 = i0 + 1;
@@ -469,7 +507,7 @@ class TransformerLayer final : public LayerType {
       // Each segment's own attention, the read of the memory the segments before it wrote, and
       // their gated mix.
       attention_forward(a[kAdot], a[kAtt], a[kQ], a[kK], a[kV], as, pool);
-      LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
+      LtmCall(c, ltm_params(w))
           .forward(mem_plain ? a[kQm] : a[kQ], mem_plain ? a[kKm] : a[kK], a[kV], a[kYmem], a[kMem],
                    nullptr, p.b, p.t, true, pool);
       p.keep(kAtt, as.b * c.n_heads * as.t * as.t);
@@ -565,10 +603,9 @@ class TransformerLayer final : public LayerType {
       attention_backward(s[kDq], s[kDk], s[kDv], s[kDatty], a[kAtt], a[kQ], a[kK], a[kV], as,
                          p.attn_scratch, pool);
       const bool plain = c.memory_before_rope;
-      LtmCall(c, w.memory_eta, w.memory_theta, w.memory_alpha)
+      LtmCall(c, ltm_params(w))
           .backward(plain ? a[kQm] : a[kQ], plain ? a[kKm] : a[kK], a[kV], a[kMem], p.b, p.t,
-                    s[kDymem], s[kDqm], s[kDkm], s[kDvm], gw.memory_eta, gw.memory_theta,
-                    gw.memory_alpha, pool);
+                    s[kDymem], s[kDqm], s[kDkm], s[kDvm], ltm_params(gw), pool);
       if (!plain) {  // (before RoPE: added once the rotation is undone, below)
         add_inplace(s[kDq], s[kDqm], n * qw);
         add_inplace(s[kDk], s[kDkm], n * kvw);

@@ -69,6 +69,15 @@ void TrainModel::init_random(const InitOptions& init) {
       std::fill(p, p + info.numel, value);
       continue;
     }
+    if (info.name.ends_with(".memory_w1") || info.name.ends_with(".memory_w2")) {
+      // The deep memory's initial weights: its unit keys and queries give pre-activations of unit
+      // variance, and its reads start at the values' scale.
+      const bool first = info.name.ends_with(".memory_w1");
+      const float std = first ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cfg_.memory_hidden));
+      std::normal_distribution<float> dist(0.0f, std);
+      for (int64_t i = 0; i < info.numel; ++i) p[i] = dist(rng);
+      continue;
+    }
     const bool out_proj = info.name.ends_with("attn_output.weight") ||
                           info.name.ends_with("ffn_down.weight") ||
                           info.name.ends_with("ssm_out.weight");

@@ -23,7 +23,8 @@ Status convert_row(DType from, const void* src, DType to, void* dst, int64_t n,
 
 // Tensors that stay F32 whatever the target, as llama.cpp keeps them: vectors, and the
 // state-space mixer's small matrices the scan reads directly (the conv taps, A, D, the gated
-// norm's weights).
+// norm's weights), and nexus-ltm's memory tensors its kernels read as f32 (the slot projection,
+// the deep memory's initial weights).
 bool keeps_f32(const GgufTensorInfo& t);
 
 // True when `t` is a weight type convert_gguf can write (it has CPU kernels and is not an

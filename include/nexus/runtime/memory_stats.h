@@ -13,12 +13,14 @@ namespace nexus {
 
 struct LayerMemoryStats {
   int64_t layer = 0;
-  int64_t slots = 0;  // the slots of each head's memory (head_dim, fewer after memory-reduce)
-  // Per head, the mass written: Infini's normaliser (sum of phi(k) over the written keys), or
-  // Titans' squared memory norm.
+  // The slots of each head's memory (head_dim, fewer after memory-reduce; the deep memory's
+  // hidden units).
+  int64_t slots = 0;
+  // Per head, the mass written: Infini's normaliser (sum of phi(k) over the written keys),
+  // Titans' squared memory norm, or the squared norm of the deep memory's written weights.
   double written = 0;
   double slots_used = 0;  // the fraction of slots holding 90% of that mass, mean over heads
-  double norm = 0;        // the memory's Frobenius norm, mean over heads
+  double norm = 0;  // the memory's (deep: its written weights') Frobenius norm, mean over heads
 };
 
 // Sequence `seq`'s memory in every layer; empty for a model without one.
