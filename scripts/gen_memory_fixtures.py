@@ -105,7 +105,7 @@ def titans(q, k, v, eta, theta, alpha, b, t, segment, heads, kv_heads, d):
             rows.append(torch.stack([q[s, i0:i1, h] @ mem[h // group] for h in range(heads)], 1))
             for g in range(kv_heads):
                 kg = k[s, i0:i1, g]
-                grad = 2.0 * kg.T @ (kg @ mem[g] - v[s, i0:i1, g])
+                grad = 2.0 / (i1 - i0) * kg.T @ (kg @ mem[g] - v[s, i0:i1, g])
                 mom[g] = eta[g] * mom[g] - theta[g] * grad
                 mem[g] = (1.0 - alpha[g]) * mem[g] + mom[g]
         ys.append(torch.cat(rows, dim=0))
@@ -117,7 +117,7 @@ def titans_case(b, t, segment, heads, kv_heads, d):
     k = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
     v = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
     rate = lambda lo, hi: (lo + (hi - lo) * torch.rand(kv_heads, dtype=torch.float64)).requires_grad_()
-    eta, theta, alpha = rate(0.5, 0.95), rate(0.05, 0.3), rate(0.01, 0.2)
+    eta, theta, alpha = rate(0.5, 0.95), rate(0.3, 0.9), rate(0.01, 0.2)
     y = titans(q, k, v, eta, theta, alpha, b, t, segment, heads, kv_heads, d)
     dy = torch.randn_like(y)
     (y * dy).sum().backward()
@@ -148,7 +148,7 @@ def titans_mlp(q, k, v, eta, theta, alpha, w10, w20, b, t, segment, heads, kv_he
                                      for h in range(heads)], 1))
             for g in range(kv_heads):
                 kg = k[s, i0:i1, g]
-                loss = ((silu(kg @ w[g][0]) @ w[g][1] - v[s, i0:i1, g]) ** 2).sum()
+                loss = ((silu(kg @ w[g][0]) @ w[g][1] - v[s, i0:i1, g]) ** 2).sum() / (i1 - i0)
                 grads = torch.autograd.grad(loss, w[g], create_graph=True)
                 for j, init in enumerate((w10[g], w20[g])):
                     mom[g][j] = eta[g] * mom[g][j] - theta[g] * grads[j]
@@ -162,7 +162,7 @@ def titans_mlp_case(b, t, segment, heads, kv_heads, d, hidden):
     k = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
     v = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
     rate = lambda lo, hi: (lo + (hi - lo) * torch.rand(kv_heads, dtype=torch.float64)).requires_grad_()
-    eta, theta, alpha = rate(0.5, 0.95), rate(0.05, 0.3), rate(0.01, 0.2)
+    eta, theta, alpha = rate(0.5, 0.95), rate(0.3, 0.9), rate(0.01, 0.2)
     w10 = torch.randn(kv_heads, d, hidden, dtype=torch.float64).requires_grad_()
     w20 = (torch.randn(kv_heads, hidden, d, dtype=torch.float64) / hidden ** 0.5).requires_grad_()
     y = titans_mlp(q, k, v, eta, theta, alpha, w10, w20, b, t, segment, heads, kv_heads, d)

@@ -61,14 +61,13 @@ std::unique_ptr<TrainModel> model(const TrainOptions& o = {}, MemoryKind kind = 
   EXPECT_TRUE(m) << m.status().message();
   // A gate away from the even mix, so that both paths and the gate's gradient are exercised.
   // Titans' rates where they move the loss enough for finite differences in f32: momentum 0.5,
-  // step 0.73 (the deep memory's 0.18: its loss curves too sharply in larger steps for the
-  // differences' truncation error), forgetting 0.27.
+  // step 0.73, forgetting 0.27.
   for (const ParamInfo& t : m.value()->tensors())
     for (int64_t h = 0; h < t.numel; ++h) {
       float& p = m.value()->params()[t.offset + h];
       if (t.name.ends_with(".memory_gate")) p = 0.3f - 0.5f * h;
       if (t.name.ends_with(".memory_eta")) p = 0.0f;
-      if (t.name.ends_with(".memory_theta")) p = hidden > 0 ? -1.5f : 1.0f;
+      if (t.name.ends_with(".memory_theta")) p = 1.0f;
       if (t.name.ends_with(".memory_alpha")) p = -1.0f;
     }
   return std::move(m).value();
@@ -98,6 +97,7 @@ TEST_P(LtmKinds, GradientsMatchFiniteDifferences) {
   std::vector<std::string> names = {"blk.0.memory_gate", "blk.0.attn_k.weight",
                                     "blk.0.attn_v.weight", "blk.1.attn_q.weight",
                                     "blk.1.memory_gate"};
+  // (The deep memory's loss curves sharply in its rates: smaller differences there.)
   const bool deep = GetParam().hidden > 0;
   if (GetParam().kind == MemoryKind::kTitans)
     for (const char* r : {"blk.0.memory_eta", "blk.0.memory_theta",

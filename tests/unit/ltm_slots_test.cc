@@ -92,8 +92,10 @@ std::vector<double> reference(bool titans, const Shape& s, const std::vector<flo
           for (int64_t c = 0; c < d; ++c) {
             double read = 0;
             for (int64_t a = 0; a < r; ++a) read += f[a] * m[a * d + c];
-            // Infini: delta-rule error; Titans: the gradient 2 f (f^T M - v).
-            const double e = titans ? 2 * (read - vi[c]) : vi[c] - read / den;
+            // Infini: delta-rule error; Titans: the gradient (2 / n) f (f^T M - v) of the
+            // segment's n keys.
+            const double e =
+                titans ? 2.0 / static_cast<double>(i1 - i0) * (read - vi[c]) : vi[c] - read / den;
             for (int64_t a = 0; a < r; ++a) upd[a * d + c] += f[a] * e;
           }
           for (int64_t a = 0; a < r; ++a) dz[a] += f[a];

@@ -66,9 +66,12 @@ namespace nexus {
 // (read by query heads h with g = h / (heads / kv_heads)), with unit-normalised queries and keys
 // x^ = x / sqrt(|x|^2 + kTitansEps), from M_g = S_g = 0 [head_dim x head_dim] (or `state`):
 //   y[i][h] = q^[i][h] M_g                                (the memory before the segment)
-//   G = 2 sum_i k^_i^T (k^_i M_g - v_i)                   (d/dM of sum_i |k^_i M_g - v_i|^2)
+//   G = (2/n) sum_i k^_i^T (k^_i M_g - v_i)               (d/dM of (1/n) sum_i |k^_i M_g - v_i|^2)
 //   S_g = eta_g S_g - theta_g G,   M_g = (1 - alpha_g) M_g + S_g
-// eta (momentum), theta (step) and alpha (forgetting) in (0, 1) per key/value head.
+// over the segment's n keys, eta (momentum), theta (step) and alpha (forgetting) in (0, 1) per
+// key/value head. The loss is the mean over the keys, so a step's size does not grow with the
+// segment: with unit keys the loss curves by at most 2, and a plain step of theta < 1 cannot
+// overshoot.
 struct TitansArgs {
   const float* q;  // [b * t][heads * head_dim]; null: no reads
   const float* k;  // [b * t][kv_heads * head_dim]
@@ -110,7 +113,7 @@ inline int64_t titans_floats(int64_t head_dim, int64_t slots = 0) {
 //   M_g(x) = silu(x W1_g) W2_g,   W1_g [head_dim x hidden], W2_g [hidden x head_dim],
 // starting from the learned initial weights `w1`, `w2` (model parameters, meta-learned by the
 // outer training) and written once a segment by a gradient step with momentum and forgetting on
-// the associative loss L = sum_i |M_g(k^_i) - v_i|^2 over the segment's unit keys:
+// the associative loss L = (1/n) sum_i |M_g(k^_i) - v_i|^2 over the segment's n unit keys:
 //   y[i][h] = M_g(q^[i][h])                               (the memory before the segment)
 //   S_j = eta_g S_j - theta_g dL/dW_j,   W_j = W_j0 + (1 - alpha_g) (W_j - W_j0) + S_j
 // for j = 1, 2. Forgetting decays toward the learned initial memory rather than toward zero:

@@ -13,10 +13,11 @@
 namespace nexus::cpu {
 namespace {
 
-// G = 2 K^T (K M - V) over a segment's unit keys kh [len][rows] and values, M [rows][d];
-// R = K M - V kept.
+// G = (2 / len) K^T (K M - V) over a segment's unit keys kh [len][rows] and values, M
+// [rows][d]; R = K M - V kept.
 void gradient(const float* kh, const float* const* v, int64_t len, const float* m, int64_t rows,
               int64_t d, float* r, float* g) {
+  const float scale = titans_grad_scale(len);
   std::fill(g, g + rows * d, 0.0f);
   for (int64_t t = 0; t < len; ++t) {
     const float* k = kh + t * rows;
@@ -25,7 +26,7 @@ void gradient(const float* kh, const float* const* v, int64_t len, const float* 
     for (int64_t a = 0; a < rows; ++a)
       for (int64_t c = 0; c < d; ++c) rt[c] += k[a] * m[a * d + c];
     for (int64_t a = 0; a < rows; ++a)
-      for (int64_t c = 0; c < d; ++c) g[a * d + c] += 2.0f * k[a] * rt[c];
+      for (int64_t c = 0; c < d; ++c) g[a * d + c] += scale * k[a] * rt[c];
   }
 }
 
@@ -100,20 +101,21 @@ void titans_backward_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       }
       gradient(kh.data(), vrows.data(), len, m, d, d, r.data(), grad.data());
       // M_new = (1 - alpha) M + S_new, S_new = eta S - theta G.
-      // (gradient() keeps G with its 2.)
+      // (gradient() keeps G with its scale.)
       step_backward(m, sm, grad.data(), 1.0f, eta, theta, alpha, d * d, dm.data(), ds.data(),
                     dmo.data(), dg.data(), part);
-      // G = 2 sum_t k_t^T r_t, r_t = k_t M - v_t.
+      // G = c sum_t k_t^T r_t, r_t = k_t M - v_t, c = 2 / len.
+      const float c2 = titans_grad_scale(len);
       for (int64_t t = 0; t < len; ++t) {
         const float* k = kh.data() + t * d;
         const float* rt = r.data() + t * d;
-        // dr = 2 k dG (row), dk = 2 dG r^T + M dr
+        // dr = c k dG (row), dk = c dG r^T + M dr
         for (int64_t c = 0; c < d; ++c) dr[c] = 0.0f;
         for (int64_t x = 0; x < d; ++x) {
           float acc = 0;
           for (int64_t c = 0; c < d; ++c) {
-            dr[c] += 2.0f * k[x] * dg[x * d + c];
-            acc += 2.0f * dg[x * d + c] * rt[c];
+            dr[c] += c2 * k[x] * dg[x * d + c];
+            acc += c2 * dg[x * d + c] * rt[c];
           }
           dkh[x] = acc;
         }
@@ -185,7 +187,7 @@ void titans_gemm_run(const TitansArgs& a, ThreadPool* pool) {
       gemm_f32(true, false, d, d, len, x.data(), d, y.data(), d, false, grad.data(), d);  // K^T R
       const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
       for (int64_t e = 0; e < d * d; ++e) {
-        sm[e] = eta * sm[e] - theta * 2.0f * grad[e];
+        sm[e] = eta * sm[e] - theta * titans_grad_scale(len) * grad[e];
         m[e] = (1.0f - alpha) * m[e] + sm[e];
       }
     }
@@ -214,9 +216,10 @@ void titans_backward_gemm_run(const TitansBackwardArgs& b, ThreadPool* pool) {
       for (int64_t t = 0; t < len; ++t)
         for (int64_t c = 0; c < d; ++c) r[t * d + c] -= a.v[(i0 + t) * kw + g * d + c];
       gemm_f32(true, false, d, d, len, x.data(), d, r.data(), d, false, grad.data(), d);
-      // grad is K^T R: G is twice it, and dg carries the 2 into dR = K dg and R dg^T.
-      step_backward(m, sm, grad.data(), 2.0f, eta, theta, alpha, d * d, dm.data(), ds.data(),
-                    dmo.data(), dg.data(), part);
+      // grad is K^T R: G is 2 / len times it, and dg carries the factor into dR = K dg and
+      // R dg^T.
+      step_backward(m, sm, grad.data(), titans_grad_scale(len), eta, theta, alpha, d * d, dm.data(),
+                    ds.data(), dmo.data(), dg.data(), part);
       gemm_f32(false, false, len, d, d, x.data(), d, dg.data(), d, false, dr.data(), d);  // dR
       gemm_f32(false, true, len, d, d, r.data(), d, dg.data(), d, false, dx.data(), d);   // R dG^T
       gemm_f32(false, true, len, d, d, dr.data(), d, m, d, true, dx.data(), d);          // + dR M^T

@@ -10,6 +10,11 @@
 
 namespace nexus::cpu {
 
+// The associative loss's gradient factor for a segment of `len` keys: 2 from the square, 1/len
+// from the mean over the keys (with unit keys a linear memory's loss then curves by at most 2, so
+// a step theta < 1 cannot blow the memory up, whatever the segment's length).
+inline float titans_grad_scale(int64_t len) { return 2.0f / static_cast<float>(len); }
+
 // x^ = x / n, n = sqrt(|x|^2 + eps); returns n.
 inline float unit(const float* x, int64_t d, float* out) {
   float s = kTitansEps;

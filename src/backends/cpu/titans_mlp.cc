@@ -64,8 +64,8 @@ void mlp(const Head& w, const float* x, int64_t rows, float* z, float* act, floa
 }
 
 // A segment's write: the associative loss's gradients over its unit keys x [len][d] and values
-// (row t at v + t * ldv). Keeps z, act, r = M(x) - v [len][d], da = 2 r W2^T and
-// dz = da * silu'(z) [len][h]; g1 = x^T dz [d][h], g2 = 2 act^T r [h][d].
+// (row t at v + t * ldv), with c = titans_grad_scale(len). Keeps z, act, r = M(x) - v [len][d],
+// da = c r W2^T and dz = da * silu'(z) [len][h]; g1 = x^T dz [d][h], g2 = c act^T r [h][d].
 struct Write {
   std::vector<float> z, act, r, da, dz, g1, g2;
   template <bool G>
@@ -77,13 +77,14 @@ struct Write {
     for (int64_t t = 0; t < len; ++t)
       for (int64_t c = 0; c < d; ++c) r[t * d + c] -= v[t * ldv + c];
     mm<G>(false, true, len, h, d, r.data(), d, w.w2.data(), d, false, da.data(), h);
+    const float c = titans_grad_scale(len);
     for (int64_t e = 0; e < len * h; ++e) {
-      da[e] *= 2.0f;
+      da[e] *= c;
       dz[e] = da[e] * silu(z[e]).d1;
     }
     mm<G>(true, false, d, h, len, x, d, dz.data(), h, false, g1.data(), h);
     mm<G>(true, false, h, d, len, act.data(), h, r.data(), d, false, g2.data(), d);
-    for (float& e : g2) e *= 2.0f;
+    for (float& e : g2) e *= c;
   }
 };
 
@@ -175,15 +176,16 @@ void backward_run(const TitansMlpBackwardArgs& b, ThreadPool* pool) {
       // Back through G1 = x^T dz: d/dx and d/d(dz).
       mm<G>(false, true, len, d, hd, wr.dz.data(), hd, dg1, hd, false, gk.data(), d);
       mm<G>(false, false, len, hd, d, x.data(), d, dg1, hd, false, gdz.data(), hd);
-      // dz = da * silu'(z): d/dz from silu'', then d/d(da) (carrying da = 2 r W2^T's 2).
+      // dz = da * silu'(z): d/dz from silu'', then d/d(da) (carrying da = c r W2^T's c).
+      const float c = titans_grad_scale(len);
       for (int64_t e = 0; e < len * hd; ++e) {
         const Silu f = silu(wr.z[e]);
         gz[e] = gdz[e] * wr.da[e] * f.d2;
-        gda[e] = 2.0f * gdz[e] * f.d1;
+        gda[e] = c * gdz[e] * f.d1;
         gdz[e] = f.d1;  // silu'(z), kept for act's backward below
       }
-      // da = 2 r W2^T and G2 = 2 act^T r (dg2 takes the 2): d/dr, d/dW2, d/dact.
-      for (int64_t e = 0; e < n; ++e) dg2[e] *= 2.0f;
+      // da = c r W2^T and G2 = c act^T r (dg2 takes the c): d/dr, d/dW2, d/dact.
+      for (int64_t e = 0; e < n; ++e) dg2[e] *= c;
       mm<G>(false, false, len, d, hd, gda.data(), hd, w2, d, false, gr.data(), d);
       mm<G>(false, false, len, d, hd, wr.act.data(), hd, dg2, d, true, gr.data(), d);
       mm<G>(true, false, hd, d, len, gda.data(), hd, wr.r.data(), d, false, gw2, d);
