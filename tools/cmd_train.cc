@@ -69,6 +69,7 @@ struct Flags {
   std::string memory_kind;
   std::string memory_rope;
   int64_t memory_depth = 0, memory_hidden = 0;  // nexus-ltm titans: 0 = not given
+  float memory_forget = -1;                     // nexus-ltm titans: < 0 = not given
   std::string optimizer_state = "f32";
   std::string zero = "0", comm_dtype = "f32";  // data parallel under mpirun
   double bucket_mb = 4;
@@ -168,6 +169,10 @@ void add_flags(CLI::App& app, Flags& f, profile::SessionOptions& prof) {
   app.add_option("--memory-hidden", f.memory_hidden,
                  "nexus-ltm titans --memory-depth 2: the MLP's hidden width (default 2 x head "
                  "size)");
+  app.add_option(
+      "--memory-forget", f.memory_forget,
+      "nexus-ltm titans: the forgetting rate a new model starts from, in (0, 1) (default "
+      "0.02; the memory keeps (1 - rate)^n of a key after n segments)");
   app.add_option("--memory-rope", f.memory_rope,
                  "nexus-ltm: the memory reads q and k before RoPE (content only) or after it "
                  "(rotated by their position in the segment; the default)");
@@ -506,6 +511,15 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
       if (f.memory_hidden < 0) return Status::error("--memory-hidden takes a positive width");
       if (depth == 2) c.memory_hidden = f.memory_hidden > 0 ? f.memory_hidden : 2 * c.head_dim;
     }
+    train::InitOptions init{0.02f, f.seed, true};
+    if (f.memory_forget >= 0) {
+      if (cfg.value().arch != Arch::kLtm || cfg.value().memory_kind != MemoryKind::kTitans)
+        return Status::error("--memory-forget takes --arch nexus-ltm --memory-kind titans");
+      if (!(f.memory_forget > 0 && f.memory_forget < 1))
+        return Status::error("--memory-forget takes a rate in (0, 1), got " +
+                             std::to_string(f.memory_forget));
+      init.memory_forget = f.memory_forget;
+    }
     if (!f.memory_rope.empty()) {
       if (cfg.value().arch != Arch::kLtm || (f.memory_rope != "before" && f.memory_rope != "after"))
         return Status::error("--memory-rope takes before or after, with --arch nexus-ltm");
@@ -516,9 +530,8 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
         return Status::error("--ssm-state takes a positive size and a state-space --arch");
       cfg.value().ssm_state = f.ssm_state;
     }
-    model = tp.on() ? staging_model(cfg.value(), {0.02f, f.seed, true})
-                    : train::TrainModel::create(cfg.value(), f.batch, f.seq, {0.02f, f.seed, true},
-                                                topts);
+    model = tp.on() ? staging_model(cfg.value(), init)
+                    : train::TrainModel::create(cfg.value(), f.batch, f.seq, init, topts);
   }
   if (!model) return model.status();
   r.model = std::move(model).value();

@@ -61,11 +61,12 @@ void TrainModel::init_random(const InitOptions& init) {
     if (init_ssm(info, p, rng)) continue;
     if (info.shape.size() == 1) {  // norm weights 1, biases and memory gates 0 (an even mix)
       const bool zero = info.name.ends_with(".bias") || info.name.ends_with(".memory_gate");
-      // Titans' rates as logits: momentum 0.9, step 0.1, forgetting 0.02.
+      // Titans' rates as logits: momentum 0.9, step 0.1, forgetting init.memory_forget.
       float value = zero ? 0.0f : 1.0f;
+      const float a = init.memory_forget;
       if (info.name.ends_with(".memory_eta")) value = std::log(0.9f / 0.1f);
       if (info.name.ends_with(".memory_theta")) value = std::log(0.1f / 0.9f);
-      if (info.name.ends_with(".memory_alpha")) value = std::log(0.02f / 0.98f);
+      if (info.name.ends_with(".memory_alpha")) value = std::log(a / (1.0f - a));
       std::fill(p, p + info.numel, value);
       continue;
     }

@@ -1,7 +1,8 @@
 // nexus-ltm from the command line: `nexus train --arch nexus-ltm` trains and exports it, `nexus
 // info` shows its memory keys, `nexus run` generates past the trained length with the memory
 // statistics, `nexus memory-reduce` shrinks the memory (and a reduced model is not trained),
-// `--memory-rope before` is written to the file, and bad flags are one-line errors.
+// `--memory-rope before` is written to the file, bad flags are one-line errors, and Titans' deep
+// memory goes from train to run.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -118,6 +119,58 @@ TEST(LtmCli, TrainsRunsAndReportsItsMemory) {
   auto eval = run_cli("passkey eval -m " + quoted(model) + " --length 128 -n 3 -t 1");
   ASSERT_EQ(eval.code, 0) << eval.output;
   EXPECT_NE(eval.out.find(" of 3 right"), std::string::npos) << eval.out;
+  fs::remove_all(dir);
+}
+
+TEST(LtmCli, TitansDeepMemoryFromTrainToRun) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("nexus_ltm_deep_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "text.txt");
+    for (int i = 0; i < 30; ++i)
+      f << "JULIET: O Romeo, Romeo, wherefore art thou Romeo? " << i << "\n";
+  }
+  const std::string demo = std::string(NEXUS_SOURCE_DIR) + "/models/shakespeare-1m.gguf";
+  const std::string model = (dir / "deep.gguf").string();
+  const std::string flags =
+      "train --arch nexus-ltm --shape 32,2,2,1,64 --memory-segment 16 "
+      "--tokenizer " +
+      quoted(demo) + " --data " + quoted((dir / "text.txt").string()) +
+      " --batch 2 --seq 32 --steps 3 -t 1 -o " + quoted(model);
+  for (const auto& [wrong, message] :
+       {std::pair<std::string, std::string>{" --memory-kind titans --memory-depth 3",
+                                            "--memory-depth takes 1 (linear) or 2"},
+        {" --memory-depth 2",
+         "--memory-depth and --memory-hidden take --arch nexus-ltm "
+         "--memory-kind titans"},
+        {" --memory-kind titans --memory-depth 1 --memory-hidden 8",
+         "--memory-hidden takes --memory-depth 2"},
+        {" --memory-kind titans --memory-forget 1.5", "--memory-forget takes a rate in (0, 1)"}}) {
+    auto r = run_cli(flags + wrong);
+    EXPECT_NE(r.code, 0) << wrong;
+    EXPECT_NE(r.err.find(message), std::string::npos) << wrong << ": " << r.err;
+  }
+  auto tr = run_cli(flags + " --memory-kind titans --memory-depth 2 --memory-forget 0.01");
+  ASSERT_EQ(tr.code, 0) << tr.output;
+  auto info = run_cli("info " + quoted(model));
+  ASSERT_EQ(info.code, 0) << info.output;
+  EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(memory\.depth\W+2)"))) << info.out;
+  // The hidden width defaults to twice the head size (16).
+  EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(memory\.hidden\W+32)"))) << info.out;
+  auto run = run_cli("run -m " + quoted(model) +
+                     " -p JULIET -n 60 --ignore-eos --temp 0 -t 1 --memory-stats");
+  ASSERT_EQ(run.code, 0) << run.output;
+  // 2 layers x 1 head x (D1, D2, S1, S2: 4 x 16 x 32 floats).
+  EXPECT_NE(run.err.find("long-term memory (titans, an MLP): 1 heads a layer, slots (hidden units) "
+                         "of 16 values (16384 bytes in all)"),
+            std::string::npos)
+      << run.err;
+  auto red = run_cli("memory-reduce " + quoted(model) + " " + quoted(model + ".small") + " -f " +
+                     quoted((dir / "text.txt").string()) + " --memory-compression-ratio 2");
+  EXPECT_NE(red.code, 0);
+  EXPECT_NE(red.err.find("Titans' deep memory (an MLP of 32 hidden units)"), std::string::npos)
+      << red.err;
   fs::remove_all(dir);
 }
 

@@ -45,6 +45,10 @@ struct InitOptions {
   // False: every parameter is left zero, for a model whose parameters are copied in next (a
   // checkpoint's, or gathered from tensor-parallel slices).
   bool random = true;
+  // nexus-ltm titans: the forgetting rate the memory starts from (learned from there). Small
+  // rates keep a key for longer than training's samples reach (the memory keeps (1 - a)^n of it
+  // after n segments).
+  float memory_forget = 0.02f;
 };
 
 // How the training pass trades memory for time.
