@@ -467,6 +467,12 @@ Result<Run> new_run(const Flags& f, const CLI::App& app, bool make_opt, TpTrain&
   if (!f.init.empty()) {
     if (app.count("--arch"))
       return Status::error("--arch goes with --shape; --init takes the file's architecture");
+    // The memory's shape and starting rates are the file's too.
+    for (const char* flag : {"--memory-segment", "--memory-kind", "--memory-depth",
+                             "--memory-hidden", "--memory-forget", "--memory-rope"})
+      if (app.count(flag))
+        return Status::error(std::string(flag) +
+                             " goes with --shape; --init takes the file's memory");
     model = tp.on() ? train::TrainModel::from_gguf(f.init, 1, 1, staging_options())
                     : train::TrainModel::from_gguf(f.init, f.batch, f.seq, topts);
   } else {

@@ -166,6 +166,11 @@ TEST(LtmCli, TitansDeepMemoryFromTrainToRun) {
                          "of 16 values (16384 bytes in all)"),
             std::string::npos)
       << run.err;
+  auto init =
+      run_cli("train --init " + quoted(model) + " --data " + quoted((dir / "text.txt").string()) +
+              " --seq 32 --steps 1 --memory-depth 1 -o " + quoted(model + ".2"));
+  EXPECT_NE(init.code, 0);
+  EXPECT_NE(init.err.find("--memory-depth goes with --shape"), std::string::npos) << init.err;
   auto red = run_cli("memory-reduce " + quoted(model) + " " + quoted(model + ".small") + " -f " +
                      quoted((dir / "text.txt").string()) + " --memory-compression-ratio 2");
   EXPECT_NE(red.code, 0);
