@@ -38,6 +38,7 @@ import torch
 
 torch.manual_seed(11)
 EPS = 1e-6
+CLAMP = 8.0  # kTitansGradClamp: the deep memory's soft gradient clamp
 
 
 def phi(x):
@@ -150,6 +151,9 @@ def titans_mlp(q, k, v, eta, theta, alpha, w10, w20, b, t, segment, heads, kv_he
                 kg = k[s, i0:i1, g]
                 loss = ((silu(kg @ w[g][0]) @ w[g][1] - v[s, i0:i1, g]) ** 2).sum() / (i1 - i0)
                 grads = torch.autograd.grad(loss, w[g], create_graph=True)
+                # the soft clamp: both gradients scaled by tau tanh(n / tau) / n, n their joint norm
+                n = torch.sqrt(sum((x * x).sum() for x in grads))
+                grads = [x * (CLAMP * torch.tanh(n / CLAMP) / n) for x in grads]
                 for j, init in enumerate((w10[g], w20[g])):
                     mom[g][j] = eta[g] * mom[g][j] - theta[g] * grads[j]
                     w[g][j] = init + (1.0 - alpha[g]) * (w[g][j] - init) + mom[g][j]
@@ -157,10 +161,10 @@ def titans_mlp(q, k, v, eta, theta, alpha, w10, w20, b, t, segment, heads, kv_he
     return torch.stack(ys).reshape(b * t, heads * d)
 
 
-def titans_mlp_case(b, t, segment, heads, kv_heads, d, hidden):
+def titans_mlp_case(b, t, segment, heads, kv_heads, d, hidden, v_scale=1.0):
     q = torch.randn(b * t, heads * d, dtype=torch.float64, requires_grad=True)
     k = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
-    v = torch.randn(b * t, kv_heads * d, dtype=torch.float64, requires_grad=True)
+    v = (v_scale * torch.randn(b * t, kv_heads * d, dtype=torch.float64)).requires_grad_()
     rate = lambda lo, hi: (lo + (hi - lo) * torch.rand(kv_heads, dtype=torch.float64)).requires_grad_()
     eta, theta, alpha = rate(0.5, 0.95), rate(0.3, 0.9), rate(0.01, 0.2)
     w10 = torch.randn(kv_heads, d, hidden, dtype=torch.float64).requires_grad_()
@@ -186,7 +190,9 @@ for name, cases in [
                          titans_case(3, 8, 2, 3, 1, 4)]),
         ("titans_mlp.json", [titans_mlp_case(2, 13, 4, 4, 2, 3, 5),
                              titans_mlp_case(1, 9, 3, 2, 2, 5, 4),
-                             titans_mlp_case(3, 8, 2, 3, 1, 4, 8)])]:
+                             titans_mlp_case(3, 8, 2, 3, 1, 4, 8),
+                             # large values: gradients well past the clamp
+                             titans_mlp_case(2, 10, 3, 2, 1, 4, 6, v_scale=20.0)])]:
     path = os.path.join(here, name)
     with open(path, "w") as out:
         json.dump(cases, out)

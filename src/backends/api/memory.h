@@ -104,6 +104,7 @@ struct TitansBackwardArgs {
 };
 
 constexpr float kTitansEps = 1e-6f;
+constexpr float kTitansGradClamp = 8.0f;
 // Floats of one head's Titans memory: M then S.
 inline int64_t titans_floats(int64_t head_dim, int64_t slots = 0) {
   return 2 * head_dim * memory_rows(head_dim, slots);
@@ -115,11 +116,16 @@ inline int64_t titans_floats(int64_t head_dim, int64_t slots = 0) {
 // outer training) and written once a segment by a gradient step with momentum and forgetting on
 // the associative loss L = (1/n) sum_i |M_g(k^_i) - v_i|^2 over the segment's n unit keys:
 //   y[i][h] = M_g(q^[i][h])                               (the memory before the segment)
-//   S_j = eta_g S_j - theta_g dL/dW_j,   W_j = W_j0 + (1 - alpha_g) (W_j - W_j0) + S_j
-// for j = 1, 2. Forgetting decays toward the learned initial memory rather than toward zero:
-// zero weights are a fixed point of a two-layer memory (both layers' gradients vanish there), so
-// a memory that forgot everything could never learn again. The state holds D_j = W_j - W_j0 and
-// S_j, so zeros are the initial memory, as for the other memories.
+//   G = clamp(dL/dW1, dL/dW2),   S_j = eta_g S_j - theta_g G_j,
+//   W_j = W_j0 + (1 - alpha_g) (W_j - W_j0) + S_j
+// for j = 1, 2, where clamp scales both gradients by tau tanh(n / tau) / n, n their joint norm
+// and tau = kTitansGradClamp: about the identity for small gradients, a step of at most
+// theta tau for large ones. Unlike the linear memory's, a deep memory's loss curves without bound
+// as its weights grow, and an unbounded step then diverges within a few segments. Forgetting decays
+// toward the learned initial memory rather than toward zero: zero weights are a fixed point of a
+// two-layer memory (both layers' gradients vanish there), so a memory that forgot everything could
+// never learn again. The state holds D_j = W_j - W_j0 and S_j, so zeros are the initial memory, as
+// for the other memories.
 struct TitansMlpArgs {
   const float* q;  // [b * t][heads * head_dim]; null: no reads
   const float* k;  // [b * t][kv_heads * head_dim]

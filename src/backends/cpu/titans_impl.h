@@ -15,6 +15,17 @@ namespace nexus::cpu {
 // a step theta < 1 cannot blow the memory up, whatever the segment's length).
 inline float titans_grad_scale(int64_t len) { return 2.0f / static_cast<float>(len); }
 
+// The deep memory's soft gradient clamp (backends/api/memory.h): for the joint norm n of the
+// gradients, the factor k = tau tanh(n / tau) / n they are scaled by and dk = d(n k)/dn - k.
+struct GradClamp {
+  float n, k, dk;
+  explicit GradClamp(double sq) : n(static_cast<float>(std::sqrt(sq))) {
+    const float tau = kTitansGradClamp, th = std::tanh(n / tau);
+    k = n > 0 ? tau * th / n : 1.0f;
+    dk = (1.0f - th * th) - k;
+  }
+};
+
 // x^ = x / n, n = sqrt(|x|^2 + eps); returns n.
 inline float unit(const float* x, int64_t d, float* out) {
   float s = kTitansEps;

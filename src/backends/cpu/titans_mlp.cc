@@ -86,6 +86,12 @@ struct Write {
     mm<G>(true, false, h, d, len, act.data(), h, r.data(), d, false, g2.data(), d);
     for (float& e : g2) e *= c;
   }
+  GradClamp clamp() const {
+    double sq = 0;
+    for (const auto* m : {&g1, &g2})
+      for (const float e : *m) sq += static_cast<double>(e) * e;
+    return GradClamp(sq);
+  }
 };
 
 template <bool G>
@@ -124,10 +130,11 @@ void forward_run(const TitansMlpArgs& a, ThreadPool* pool) {
       wr.run<G>(w, x.data(), a.v + i0 * kw + g * d, kw, len);
       const float eta = a.eta[g], theta = a.theta[g], alpha = a.alpha[g];
       const float* grads[] = {wr.g1.data(), wr.g2.data()};
+      const float step = theta * wr.clamp().k;
       for (int m = 0; m < 2; ++m)
         for (int64_t e = 0; e < n; ++e) {
           float& sv = sm[m * n + e];
-          sv = eta * sv - theta * grads[m][e];
+          sv = eta * sv - step * grads[m][e];
           dl[m * n + e] = (1.0f - alpha) * dl[m * n + e] + sv;
         }
     }
@@ -167,12 +174,22 @@ void backward_run(const TitansMlpBackwardArgs& b, ThreadPool* pool) {
       const float *w1 = w.w1.data(), *w2 = w.w2.data();
       unit_rows(a.k, kw, i0, i1, g, g + 1, d, x.data(), xn.data());
       wr.run<G>(w, x.data(), a.v + i0 * kw + g * d, kw, len);
-      // Back through S_j = eta S_j - theta G_j, D_j = (1 - alpha) D_j + S_j.
+      // Back through S_j = eta S_j - theta k G_j, D_j = (1 - alpha) D_j + S_j, then through the
+      // clamp's factor k(|G|): dg = k dG' + G^ dk (G^ . dG'), dG' = d/d(k G) = dg / k.
       const float* grads[] = {wr.g1.data(), wr.g2.data()};
+      const GradClamp cl = wr.clamp();
       for (int m = 0; m < 2; ++m)
-        step_backward(mem + m * n, mem + (2 + m) * n, grads[m], 1.0f, eta, theta, alpha, n,
+        step_backward(mem + m * n, mem + (2 + m) * n, grads[m], cl.k, eta, theta, alpha, n,
                       dm.data() + m * n, ds.data() + m * n, dmo.data() + m * n, dg.data() + m * n,
                       part);
+      if (cl.n > 0) {
+        double dot = 0;
+        for (int m = 0; m < 2; ++m)
+          for (int64_t e = 0; e < n; ++e) dot += static_cast<double>(grads[m][e]) * dg[m * n + e];
+        const float f = static_cast<float>(dot) * cl.dk / (cl.k * cl.n * cl.n);
+        for (int m = 0; m < 2; ++m)
+          for (int64_t e = 0; e < n; ++e) dg[m * n + e] += f * grads[m][e];
+      }
       // Back through G1 = x^T dz: d/dx and d/d(dz).
       mm<G>(false, true, len, d, hd, wr.dz.data(), hd, dg1, hd, false, gk.data(), d);
       mm<G>(false, false, len, hd, d, x.data(), d, dg1, hd, false, gdz.data(), hd);
