@@ -2,21 +2,37 @@
 #include "ops/loss.h"
 
 #include <string>
+#include <vector>
 
+#include "ops/device.h"
 #include "ops/op_span.h"
 
 namespace nexus {
 
 double cross_entropy_fused(float* logits, float* row_loss, const int32_t* targets, int64_t n,
-                           int64_t v, float scale, ThreadPool* pool, Precision round) {
+                           int64_t v, float scale, ThreadPool* pool, Precision round,
+                           Device device) {
   NEXUS_OP_SPAN("train.cross_entropy", 8 * n * v, 0);
   NEXUS_CHECK(n >= 0 && v >= 1, "[cross_entropy] bad shape n " + std::to_string(n) + " v " +
                                     std::to_string(v));
-  for (int64_t i = 0; i < n; ++i)
-    NEXUS_CHECK(targets[i] < v, "[cross_entropy] target " + std::to_string(targets[i]) +
-                                    " of row " + std::to_string(i) + " is not below the " +
-                                    std::to_string(v) + " classes");
-  run_op(CrossEntropyArgs{logits, row_loss, targets, n, v, scale, round}, pool, Device::cpu());
+  const CrossEntropyArgs args{logits, row_loss, targets, n, v, scale, round};
+  std::vector<float> host;  // the row losses, copied back from a device (which checks targets)
+  if (device.is_cpu()) {
+    for (int64_t i = 0; i < n; ++i)
+      NEXUS_CHECK(targets[i] < v, "[cross_entropy] target " + std::to_string(targets[i]) +
+                                      " of row " + std::to_string(i) + " is not below the " +
+                                      std::to_string(v) + " classes");
+    run_op(args, pool, device);
+  } else {
+    Result<const DeviceMemory*> mem = device_memory(device);
+    if (!mem) throw Error("[cross_entropy] " + mem.status().message());
+    run_op(args, pool, device);
+    host.resize(static_cast<size_t>(n));
+    const Status s =
+        mem.value()->copy_to_host(device.index, host.data(), row_loss, host.size() * sizeof(float));
+    if (!s) throw Error("[cross_entropy] " + s.message());
+    row_loss = host.data();
+  }
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) total += row_loss[i];
   return total;

@@ -1,7 +1,7 @@
 // The CUDA backend's ops (RMSNorm, SwiGLU, GELU, the dense layer and the embedding, forward and
-// backward; RoPE) against the CPU's reference on a device (odd sizes, random inputs); each test
-// skips, naming the reason, where no CUDA device can be used (a build without nvcc, no driver, no
-// GPU). scripts/gpu_check.sh runs them on a machine with one.
+// backward; RoPE; the fused cross-entropy) against the CPU's reference on a device (odd sizes,
+// random inputs); each test skips, naming the reason, where no CUDA device can be used (a build
+// without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them on a machine with one.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -11,6 +11,7 @@
 #include "ops/dense.h"
 #include "ops/device.h"
 #include "ops/embedding.h"
+#include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
 #include "test_random.h"
@@ -39,6 +40,15 @@ Tensor zeros(int64_t n) {
   Result<Tensor> t = zeros_on(DType::kF32, {n}, kGpu);
   EXPECT_TRUE(t) << t.status().message();
   return std::move(t).value();
+}
+
+// Host ids or targets as a device tensor.
+Tensor upload_ids(const std::vector<int32_t>& ids) {
+  Tensor h = Tensor::zeros(DType::kI32, {static_cast<int64_t>(ids.size())});
+  std::copy(ids.begin(), ids.end(), h.data_as<int32_t>());
+  Result<Tensor> d = to_device(h, kGpu);
+  EXPECT_TRUE(d) << d.status().message();
+  return std::move(d).value();
 }
 
 std::vector<float> download(const Tensor& d) {
@@ -174,28 +184,74 @@ TEST(CudaOps, EmbeddingGathersChecksIdsAndScattersInOrder) {
   std::vector<float> out(n * dim), dt = dt0;
   embedding(EmbeddingArgs{table.data(), DType::kF32, vocab, dim, ids.data(), n, out.data()});
   embedding_backward(EmbeddingBackwardArgs{dt.data(), dout.data(), ids.data(), n, dim});
-  Tensor hid = Tensor::zeros(DType::kI32, {n});
-  std::copy(ids.begin(), ids.end(), hid.data_as<int32_t>());
-  Result<Tensor> tid = to_device(hid, kGpu);
-  ASSERT_TRUE(tid) << tid.status().message();
+  Tensor tid = upload_ids(ids);
   Tensor tt = upload(table), to = zeros(n * dim), td = upload(dout), tdt = upload(dt0);
-  embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, vocab, dim,
-                          tid.value().data_as<int32_t>(), n, to.data_as<float>()},
+  embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, vocab, dim, tid.data_as<int32_t>(), n,
+                          to.data_as<float>()},
             nullptr, kGpu);
   embedding_backward(EmbeddingBackwardArgs{tdt.data_as<float>(), td.data_as<float>(),
-                                           tid.value().data_as<int32_t>(), n, dim},
+                                           tid.data_as<int32_t>(), n, dim},
                      nullptr, kGpu);
   expect_near(download(to), out, 0.0f, "rows");
   expect_near(download(tdt), dt, 1e-6f, "dtable");
   // An id outside the vocab: the same error as the CPU's, position and value.
   try {
-    embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, 4, dim,
-                            tid.value().data_as<int32_t>(), n, to.data_as<float>()},
+    embedding(EmbeddingArgs{tt.data_as<float>(), DType::kF32, 4, dim, tid.data_as<int32_t>(), n,
+                            to.data_as<float>()},
               nullptr, kGpu);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token id 10 at position 2"), std::string::npos)
         << e.what();
+  }
+}
+
+TEST(CudaOps, CrossEntropyLossAndGradientMatchTheCpuInEveryPrecision) {
+  NEXUS_REQUIRE_CUDA();
+  for (const auto& [n, v] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {9, 4099}, {3, 32000}})
+    for (const Precision p : {Precision::kF32, Precision::kBF16, Precision::kF16}) {
+      const auto nv = static_cast<size_t>(n * v);
+      std::vector<float> logits = test::randn(nv, 51, 3.0f), loss(n);
+      std::vector<int32_t> targets;
+      for (int64_t i = 0; i < n; ++i)  // every third row ignored
+        targets.push_back(i % 3 == 1 ? -1 : static_cast<int32_t>((i * 7919) % v));
+      Tensor gl = upload(logits), gloss = zeros(n), gt = upload_ids(targets);
+      const double want =
+          cross_entropy_fused(logits.data(), loss.data(), targets.data(), n, v, 0.25f, nullptr, p);
+      const double got = cross_entropy_fused(gl.data_as<float>(), gloss.data_as<float>(),
+                                             gt.data_as<int32_t>(), n, v, 0.25f, nullptr, p, kGpu);
+      EXPECT_NEAR(got, want, 1e-4 * (1.0 + std::abs(want))) << "n " << n << " v " << v;
+      expect_near(download(gloss), loss, 1e-4f, "row losses");
+      // A 16-bit gradient may land one rounding step away from the CPU's.
+      expect_near(download(gl), logits, p == Precision::kF32 ? 1e-5f : 1e-2f, "gradient");
+    }
+}
+
+TEST(CudaOps, CrossEntropyNamesATargetOutsideTheClasses) {
+  NEXUS_REQUIRE_CUDA();
+  const int64_t n = 4, v = 10;
+  Tensor gl = upload(test::randn(n * v, 52)), gloss = zeros(n), gt = upload_ids({3, -1, 10, 12});
+  try {
+    cross_entropy_fused(gl.data_as<float>(), gloss.data_as<float>(), gt.data_as<int32_t>(), n, v,
+                        1.0f, nullptr, Precision::kF32, kGpu);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target 10 of row 2 is not below the 10 classes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Without a usable device the front-end says why, before touching the pointers.
+TEST(CudaOps, CrossEntropyOnAnUnusableDeviceIsAClearError) {
+  if (device_memory(kGpu)) GTEST_SKIP() << "a CUDA device is present";
+  float logits[4] = {}, loss[1] = {};
+  const int32_t target[1] = {0};
+  try {
+    cross_entropy_fused(logits, loss, target, 1, 4, 1.0f, nullptr, Precision::kF32, kGpu);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[cross_entropy] cuda:0"), std::string::npos) << e.what();
   }
 }
 

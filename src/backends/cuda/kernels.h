@@ -7,6 +7,7 @@
 #include "backends/api/dense.h"
 #include "backends/api/embedding.h"
 #include "backends/api/kernel.h"
+#include "backends/api/loss.h"
 #include "backends/api/norm.h"
 #include "backends/api/rope.h"
 
@@ -23,5 +24,6 @@ KernelVariants<DenseArgs> dense_kernels();
 KernelVariants<DenseBackwardArgs> dense_backward_kernels();
 KernelVariants<EmbeddingArgs> embedding_kernels();
 KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels();
+KernelVariants<CrossEntropyArgs> cross_entropy_kernels();
 
 }  // namespace nexus::cuda

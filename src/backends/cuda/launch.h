@@ -21,6 +21,25 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+// The sum (max) of v over a block of kThreads threads, every thread getting it; warp shuffles,
+// then one shared-memory step in a fixed order.
+template <bool kMax>
+__device__ inline float block_reduce(float v) {
+  __shared__ float part[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = part[0];
+  for (int i = 1; i < kThreads / 32; ++i) s = kMax ? fmaxf(s, part[i]) : s + part[i];
+  __syncthreads();  // part is reused by the next call
+  return s;
+}
+__device__ inline float block_sum(float v) { return block_reduce<false>(v); }
+__device__ inline float block_max(float v) { return block_reduce<true>(v); }
+
 inline bool device_present() { return static_cast<bool>(init()); }
 
 inline void finish(const char* op) {

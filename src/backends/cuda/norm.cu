@@ -8,18 +8,6 @@
 namespace nexus::cuda {
 namespace {
 
-// The sum of v over the block (every thread gets it).
-__device__ float block_sum(float v) {
-  __shared__ float part[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
-  __syncthreads();
-  float s = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) s += part[i];
-  __syncthreads();  // part is reused by the next call
-  return s;
-}
-
 __global__ void rms_norm_rows(const float* x, const float* w, float eps, float* y, float* rstd,
                               int64_t dim) {
   const float* xr = x + blockIdx.x * dim;

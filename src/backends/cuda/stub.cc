@@ -22,6 +22,7 @@ KernelVariants<DenseArgs> dense_kernels() { return {}; }
 KernelVariants<DenseBackwardArgs> dense_backward_kernels() { return {}; }
 KernelVariants<EmbeddingArgs> embedding_kernels() { return {}; }
 KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels() { return {}; }
+KernelVariants<CrossEntropyArgs> cross_entropy_kernels() { return {}; }
 
 Status blas_status() { return init(); }
 
