@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/optim.h"
 #include "backends/cpu/quant.h"
 #include "nexus/train/optimizer.h"
-#include "train/optimizer_kernels.h"
 
 namespace nexus::train {
 namespace {
@@ -33,12 +33,12 @@ Arrays& arrays() {
   return a;
 }
 
-const kernels::AdamWCoef kCoef{0.9f, 0.95f, 0.9999f, 1e-3f, 1.0f, 1e-8f};
+const cpu::optim::AdamWCoef kCoef{0.9f, 0.95f, 0.9999f, 1e-3f, 1.0f, 1e-8f};
 
 void BM_AdamWLoopScalar(benchmark::State& state) {
   Arrays& a = arrays();
   for (auto _ : state)
-    kernels::adamw_scalar(a.p.data(), a.g.data(), a.m.data(), a.v.data(), kN, kCoef);
+    cpu::optim::adamw_scalar(a.p.data(), a.g.data(), a.m.data(), a.v.data(), kN, kCoef);
   state.SetBytesProcessed(state.iterations() * int64_t{28} * static_cast<int64_t>(kN));
 }
 BENCHMARK(BM_AdamWLoopScalar)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -47,7 +47,7 @@ void BM_AdamWLoopAvx2(benchmark::State& state) {
   if (!cpu::isa_supported(cpu::Isa::kAvx2)) return state.SkipWithError("no AVX2");
   Arrays& a = arrays();
   for (auto _ : state)
-    kernels::adamw_avx2(a.p.data(), a.g.data(), a.m.data(), a.v.data(), kN, kCoef);
+    cpu::optim::adamw_avx2(a.p.data(), a.g.data(), a.m.data(), a.v.data(), kN, kCoef);
   state.SetBytesProcessed(state.iterations() * int64_t{28} * static_cast<int64_t>(kN));
 }
 BENCHMARK(BM_AdamWLoopAvx2)->Unit(benchmark::kMillisecond)->UseRealTime();

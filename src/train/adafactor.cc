@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/optim.h"
 #include "nexus/core/allocator.h"
 #include "nexus/train/optimizer.h"
-#include "train/optimizer_kernels.h"
 
 namespace nexus::train {
 
@@ -79,7 +79,7 @@ void Adafactor::step_range(std::span<float> params, const float* grads, size_t b
 // Rows of a factored tensor are cut into row_blocks(n, m) blocks, a function of the shape only,
 // so that threads can share the work while every sum is taken in one fixed order.
 int64_t Adafactor::row_blocks(int64_t n, int64_t m) {
-  const int64_t by_size = std::max<int64_t>(1, n * m / static_cast<int64_t>(kernels::kChunk));
+  const int64_t by_size = std::max<int64_t>(1, n * m / static_cast<int64_t>(cpu::optim::kChunk));
   return std::min({n, by_size, kMaxRowBlocks});
 }
 

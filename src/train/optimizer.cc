@@ -1,5 +1,5 @@
 // AdamW, gradient clipping, LR schedules and the optimizer factory (see optimizer.h). The element
-// loops live in optimizer_kernels*.cc (scalar and AVX2).
+// loops are the optim ops (ops/optim.h, backends/cpu/optim.cc: scalar and AVX2).
 #include "nexus/train/optimizer.h"
 
 #include <algorithm>
@@ -7,8 +7,9 @@
 #include <cstring>
 #include <numbers>
 
+#include "backends/cpu/optim.h"
 #include "nexus/core/allocator.h"
-#include "train/optimizer_kernels.h"
+#include "ops/optim.h"
 
 namespace nexus::train {
 
@@ -57,7 +58,7 @@ void Optimizer::step_range(std::span<float>, const float*, size_t, size_t, float
 std::vector<ParamRange> chunked(const std::vector<ParamRange>& ranges) {
   std::vector<ParamRange> out;
   for (const ParamRange& r : ranges) {
-    const size_t piece = r.piece ? r.piece : kernels::kChunk;
+    const size_t piece = r.piece ? r.piece : cpu::optim::kChunk;
     for (size_t b = r.begin; b < r.end; b += piece)
       out.push_back({b, std::min(r.end, b + piece), r.decay});
   }
@@ -127,7 +128,7 @@ void AdamW::apply(float* p, const float* g, size_t g_origin, size_t c0, size_t c
                   float grad_scale, int64_t step) {
   // Bias corrections in double: 1 - beta^t loses digits in f32 once beta^t is close to 1.
   const double t = static_cast<double>(step);
-  kernels::AdamWCoef k{};
+  AdamWCoef k{};
   k.b1 = opts_.beta1;
   k.b2 = opts_.beta2;
   k.step_size = static_cast<float>(lr / (1.0 - std::pow(static_cast<double>(opts_.beta1), t)));
@@ -136,20 +137,22 @@ void AdamW::apply(float* p, const float* g, size_t g_origin, size_t c0, size_t c
   k.eps = opts_.eps;
   k.gscale = grad_scale;
   const float keep_decay = 1.0f - lr * opts_.weight_decay;
-  const cpu::Isa isa = cpu::active_isa();
   float* m = static_cast<float*>(state_);  // one of these two views is used
   uint16_t* m16 = static_cast<uint16_t*>(state_);
-  const uint32_t seed = kernels::mix32(static_cast<uint32_t>(step));  // bf16 rounding bits
+  const uint32_t seed = mix32(static_cast<uint32_t>(step));  // bf16 rounding bits
   for_each_chunk(pool_.get(), c1 - c0, [&](size_t i) {
     const ParamRange& r = chunks_[c0 + i];
-    kernels::AdamWCoef kc = k;
-    kc.keep = r.decay ? keep_decay : 1.0f;
-    const float* gr = g + (r.begin - g_origin);
-    if (opts_.bf16_state)
-      kernels::adamw_bf16(isa, p + r.begin, gr, m16 + r.begin, m16 + n_ + r.begin,
-                          r.end - r.begin, static_cast<uint32_t>(r.begin), seed, kc);
-    else
-      kernels::adamw(isa, p + r.begin, gr, m + r.begin, m + n_ + r.begin, r.end - r.begin, kc);
+    AdamWArgs a{p + r.begin, g + (r.begin - g_origin)};
+    a.n = static_cast<int64_t>(r.end - r.begin);
+    a.k = k;
+    a.k.keep = r.decay ? keep_decay : 1.0f;
+    if (opts_.bf16_state) {
+      a.m16 = m16 + r.begin, a.v16 = m16 + n_ + r.begin;
+      a.index0 = static_cast<uint32_t>(r.begin), a.seed = seed;
+    } else {
+      a.m = m + r.begin, a.v = m + n_ + r.begin;
+    }
+    adamw_update(a);
   });
 }
 
@@ -162,26 +165,8 @@ std::vector<StateBuffer> AdamW::state() {
   return {{"adamw.m", {m, n_}, {}}, {"adamw.v", {m + n_, n_}, {}}};
 }
 
-namespace {
-std::pair<size_t, size_t> chunk_range(size_t n, size_t c) {
-  const size_t b = c * kernels::kChunk;
-  return {b, std::min(n, b + kernels::kChunk) - b};
-}
-size_t chunk_count(size_t n) { return (n + kernels::kChunk - 1) / kernels::kChunk; }
-}  // namespace
-
 double grad_sumsq(std::span<const float> grads, ThreadPool* pool) {
-  const cpu::Isa isa = cpu::active_isa();
-  const size_t n = grads.size(), n_chunks = chunk_count(n);
-  std::vector<double> partial(n_chunks);
-  const float* g = grads.data();
-  for_each_chunk(pool, n_chunks, [&](size_t c) {
-    const auto [b, len] = chunk_range(n, c);
-    partial[c] = kernels::sumsq(isa, g + b, len);
-  });
-  double ss = 0.0;
-  for (double s : partial) ss += s;  // fixed order: independent of the thread count
-  return ss;
+  return sum_squares(grads.data(), static_cast<int64_t>(grads.size()), pool);
 }
 
 float grad_norm(std::span<const float> grads, ThreadPool* pool) {
@@ -194,13 +179,7 @@ float clip_factor(float norm, float max_norm) {
 }
 
 void scale_grads(std::span<float> grads, float c, ThreadPool* pool) {
-  const cpu::Isa isa = cpu::active_isa();
-  const size_t n = grads.size();
-  float* g = grads.data();
-  for_each_chunk(pool, chunk_count(n), [&](size_t ch) {
-    const auto [b, len] = chunk_range(n, ch);
-    kernels::scale(isa, g + b, len, c);
-  });
+  scale_values(grads.data(), static_cast<int64_t>(grads.size()), c, pool);
 }
 
 float clip_grad_norm(std::span<float> grads, float max_norm, ThreadPool* pool) {

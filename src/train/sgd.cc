@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/optim.h"
 #include "nexus/core/allocator.h"
 #include "nexus/train/optimizer.h"
-#include "train/optimizer_kernels.h"
 
 namespace nexus::train {
 

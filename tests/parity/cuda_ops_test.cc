@@ -1,7 +1,8 @@
 // The CUDA backend's ops (RMSNorm, SwiGLU, GELU, the dense layer and the embedding, forward and
-// backward; RoPE; the fused cross-entropy) against the CPU's reference on a device (odd sizes,
-// random inputs); each test skips, naming the reason, where no CUDA device can be used (a build
-// without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them on a machine with one.
+// backward; RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling) against the CPU's
+// reference on a device (odd sizes, random inputs); each test skips, naming the reason, where no
+// CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them
+// on a machine with one.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -13,6 +14,7 @@
 #include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/optim.h"
 #include "ops/rope.h"
 #include "test_random.h"
 
@@ -239,6 +241,76 @@ TEST(CudaOps, CrossEntropyNamesATargetOutsideTheClasses) {
     EXPECT_NE(std::string(e.what()).find("target 10 of row 2 is not below the 10 classes"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// 16-bit values as a device tensor and back (bf16 moments).
+Tensor upload_u16(const std::vector<uint16_t>& v) {
+  Tensor h = Tensor::zeros(DType::kBF16, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), h.data_as<uint16_t>());
+  Result<Tensor> d = to_device(h, kGpu);
+  EXPECT_TRUE(d) << d.status().message();
+  return std::move(d).value();
+}
+std::vector<uint16_t> download_u16(const Tensor& d) {
+  Result<Tensor> h = to_device(d, Device::cpu());
+  EXPECT_TRUE(h) << h.status().message();
+  const uint16_t* p = h.value().data_as<uint16_t>();
+  return std::vector<uint16_t>(p, p + h.value().numel());
+}
+
+// Every rounding is spelled out on both sides, so the GPU's step is the CPU's bit for bit.
+TEST(CudaOps, AdamWGivesTheCpusBitsWithF32AndBf16Moments) {
+  NEXUS_REQUIRE_CUDA();
+  for (const int64_t n : {int64_t{1}, int64_t{1003}, int64_t{140001}}) {
+    const auto un = static_cast<size_t>(n);
+    const std::vector<float> p0 = test::randn(un, 61), g = test::randn(un, 62),
+                             m0 = test::randn(un, 63, 0.1f);
+    std::vector<float> v0 = test::randn(un, 64, 0.1f);
+    for (float& x : v0) x = std::abs(x);
+    AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f), 1e-8f, 0.7f};
+    // f32 moments
+    std::vector<float> p = p0, m = m0, v = v0;
+    AdamWArgs a{p.data(), g.data(), m.data(), v.data()};
+    a.n = n, a.k = k;
+    adamw_update(a);
+    Tensor gp = upload(p0), gg = upload(g), gm = upload(m0), gv = upload(v0);
+    AdamWArgs d{gp.data_as<float>(), gg.data_as<float>(), gm.data_as<float>(), gv.data_as<float>()};
+    d.n = n, d.k = k;
+    adamw_update(d, nullptr, kGpu);
+    EXPECT_EQ(download(gp), p);
+    EXPECT_EQ(download(gm), m);
+    EXPECT_EQ(download(gv), v);
+    // bf16 moments, stochastically rounded with the same bits
+    std::vector<uint16_t> m16(un), v16(un);
+    for (size_t i = 0; i < un; ++i) m16[i] = f32_to_bf16(m0[i]), v16[i] = f32_to_bf16(v0[i]);
+    std::vector<float> pb = p0;
+    std::vector<uint16_t> mb = m16, vb = v16;
+    AdamWArgs b{pb.data(), g.data()};
+    b.m16 = mb.data(), b.v16 = vb.data(), b.n = n, b.index0 = 17, b.seed = mix32(3), b.k = k;
+    adamw_update(b);
+    Tensor hp = upload(p0), hm = upload_u16(m16), hv = upload_u16(v16);
+    AdamWArgs e{hp.data_as<float>(), gg.data_as<float>()};
+    e.m16 = hm.data_as<uint16_t>(), e.v16 = hv.data_as<uint16_t>(), e.n = n, e.index0 = 17,
+    e.seed = mix32(3), e.k = k;
+    adamw_update(e, nullptr, kGpu);
+    EXPECT_EQ(download(hp), pb);
+    EXPECT_EQ(download_u16(hm), mb);
+    EXPECT_EQ(download_u16(hv), vb);
+  }
+}
+
+TEST(CudaOps, SumOfSquaresAndScalingMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  for (const int64_t n : {int64_t{1}, int64_t{1003}, int64_t{3000017}}) {
+    std::vector<float> g = test::randn(static_cast<size_t>(n), 65);
+    Tensor dg = upload(g);
+    const double want = sum_squares(g.data(), n),
+                 got = sum_squares(dg.data_as<float>(), n, nullptr, kGpu);
+    EXPECT_NEAR(got, want, 1e-12 * want) << n;  // doubles, summed in another order
+    scale_values(g.data(), n, 0.37f);
+    scale_values(dg.data_as<float>(), n, 0.37f, nullptr, kGpu);
+    EXPECT_EQ(download(dg), g);
   }
 }
 

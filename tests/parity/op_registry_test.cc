@@ -17,6 +17,7 @@
 #include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
+#include "ops/optim.h"
 #include "ops/rope.h"
 #include "ops/round.h"
 #include "ops/ssm.h"
@@ -496,6 +497,57 @@ TEST(OpRegistry, Round) {
           1, [&](Buffers& b) { return RoundArgs{p, b[1].data(), b[0].data(), n}; }, 0.0,
           30000.0f);
     }
+}
+
+// AdamW with f32 moments over pieces of 64K elements: every variant and thread count gives the
+// reference's bits. (The bf16 moments' variants: optimizer_parity_test.cc.)
+TEST(OpRegistry, AdamW) {
+  for (int64_t n : {1, 7, 9, 1003, 70000, 140001}) {
+    // outputs: p, m, v; input: g
+    check_variants<AdamWArgs>(
+        "adamw n " + std::to_string(n), {size_t(n), size_t(n), size_t(n), size_t(n)}, 3,
+        [&](Buffers& b) {
+          for (float& x : b[2]) x = std::fabs(x);  // second moments are >= 0
+          AdamWArgs a{b[0].data(), b[3].data(), b[1].data(), b[2].data()};
+          a.n = n;
+          a.k = AdamWCoef{0.9f,  0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f),
+                          1e-8f, 0.7f};
+          return a;
+        },
+        0.0);
+  }
+}
+
+TEST(OpRegistry, Scale) {
+  for (int64_t n : {1, 7, 9, 1003, 140001})
+    check_variants<ScaleArgs>(
+        "scale n " + std::to_string(n), {size_t(n), size_t(n)}, 1,
+        [&](Buffers& b) {
+          return ScaleArgs{b[0].data(), n, 0.37f};
+        },
+        0.0);
+}
+
+// The sum of squares adds 64K-element pieces in order: the same double for every variant and
+// thread count, and within rounding of a plain sum.
+TEST(OpRegistry, SumSquares) {
+  for (int64_t n : {1, 7, 9, 1003, 140001}) {
+    const std::vector<float> g = random_buffers({size_t(n)}, 5, 1.0f)[0];
+    double plain = 0.0;
+    for (const float x : g) plain += double(x) * x;
+    double want = 0.0;
+    reference<SumSquaresArgs>().run(SumSquaresArgs{g.data(), n, &want}, nullptr);
+    EXPECT_NEAR(want, plain, 1e-12 * plain) << n;
+    for (const auto& k : op_kernels<SumSquaresArgs>(Device::cpu())) {
+      if (!k.available()) continue;
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        double got = -1.0;
+        k.run(SumSquaresArgs{g.data(), n, &got}, &pool);
+        EXPECT_EQ(got, want) << k.name << " n " << n << " threads " << threads;
+      }
+    }
+  }
 }
 
 // The selective scan at Mamba-2 shapes (one decay per head, groups) and Mamba-1 shapes (a decay per

@@ -9,10 +9,10 @@
 #include <random>
 #include <string>
 
+#include "backends/cpu/optim.h"
 #include "backends/cpu/quant.h"
 #include "nexus/dtype.h"
 #include "nexus/train/optimizer.h"
-#include "train/optimizer_kernels.h"
 #include "test_random.h"
 
 namespace nexus::train {
@@ -24,13 +24,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-const size_t kSizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 1000, kernels::kChunk + 13};
+const size_t kSizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 1000, cpu::optim::kChunk + 13};
 
 // Inputs of the AdamW loop tests: parameters, gradients and moments (v non-negative) of n
 // elements, and the coefficients of a step early in training.
 struct AdamWInputs {
   std::vector<float> p, g, m, v;
-  kernels::AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f), 1e-8f};
+  cpu::optim::AdamWCoef k{0.9f, 0.95f, 0.9999f, 1e-3f / 0.271f, 1.0f / std::sqrt(0.1426f), 1e-8f};
   explicit AdamWInputs(size_t n)
       : p(randn(n, 1, 0.1f)), g(randn(n, 2, 1e-3f)), m(randn(n, 3, 1e-3f)), v(randn(n, 4, 1e-3f)) {
     for (float& x : v) x = x * x;
@@ -44,10 +44,10 @@ TEST(OptimizerParity, AdamWAvx2MatchesScalarBitForBit) {
     AdamWInputs in(n);
     std::vector<float> &p = in.p, &g = in.g, &m = in.m, &v = in.v;
     std::vector<float> p2 = p, m2 = m, v2 = v;
-    const kernels::AdamWCoef& k = in.k;
+    const cpu::optim::AdamWCoef& k = in.k;
     for (int rep = 0; rep < 3; ++rep) {
-      kernels::adamw_scalar(p.data(), g.data(), m.data(), v.data(), n, k);
-      kernels::adamw_avx2(p2.data(), g.data(), m2.data(), v2.data(), n, k);
+      cpu::optim::adamw_scalar(p.data(), g.data(), m.data(), v.data(), n, k);
+      cpu::optim::adamw_avx2(p2.data(), g.data(), m2.data(), v2.data(), n, k);
     }
     EXPECT_TRUE(same_bits(p, p2));
     EXPECT_TRUE(same_bits(m, m2));
@@ -70,11 +70,11 @@ TEST(OptimizerParity, AdamWBf16StateAvx2MatchesScalarBitForBit) {
     std::vector<uint16_t> m = to_bf16(in.m), v = to_bf16(in.v);
     std::vector<float> p2 = p;
     std::vector<uint16_t> m2 = m, v2 = v;
-    const kernels::AdamWCoef& k = in.k;
+    const cpu::optim::AdamWCoef& k = in.k;
     for (uint32_t rep = 0; rep < 3; ++rep) {
-      const uint32_t index0 = 1000 * rep + 5, seed = kernels::mix32(rep + 1);
-      kernels::adamw_bf16_scalar(p.data(), g.data(), m.data(), v.data(), n, index0, seed, k);
-      kernels::adamw_bf16_avx2(p2.data(), g.data(), m2.data(), v2.data(), n, index0, seed, k);
+      const uint32_t index0 = 1000 * rep + 5, seed = cpu::optim::mix32(rep + 1);
+      cpu::optim::adamw_bf16_scalar(p.data(), g.data(), m.data(), v.data(), n, index0, seed, k);
+      cpu::optim::adamw_bf16_avx2(p2.data(), g.data(), m2.data(), v2.data(), n, index0, seed, k);
     }
     EXPECT_TRUE(same_bits(p, p2));
     EXPECT_EQ(m, m2);
@@ -93,8 +93,9 @@ TEST(OptimizerParity, AdamWBf16StateIsUnbiased) {
   std::vector<uint16_t> m(n, 0), v(n, 0);
   float v_ref = 0.0f, m_ref = 0.0f;
   for (uint32_t t = 1; t <= 200; ++t) {
-    const kernels::AdamWCoef k{0.9f, 0.999f, 1.0f, 0.0f, 1.0f, 1e-8f};
-    kernels::adamw_bf16_scalar(p.data(), g.data(), m.data(), v.data(), n, 0, kernels::mix32(t), k);
+    const cpu::optim::AdamWCoef k{0.9f, 0.999f, 1.0f, 0.0f, 1.0f, 1e-8f};
+    cpu::optim::adamw_bf16_scalar(p.data(), g.data(), m.data(), v.data(), n, 0,
+                                  cpu::optim::mix32(t), k);
     m_ref = 0.9f * m_ref + 0.1f;
     v_ref = 0.999f * v_ref + 0.001f;
   }
@@ -122,14 +123,14 @@ TEST(OptimizerParity, SumSquaresAndScaleAvx2MatchScalarBitForBit) {
   for (size_t n : kSizes) {
     SCOPED_TRACE(n);
     std::vector<float> g = randn(n, 5, 3.0f);
-    const double s = kernels::sumsq_scalar(g.data(), n);
-    EXPECT_EQ(s, kernels::sumsq_avx2(g.data(), n));
+    const double s = cpu::optim::sumsq_scalar(g.data(), n);
+    EXPECT_EQ(s, cpu::optim::sumsq_avx2(g.data(), n));
     double ref = 0.0;  // plain sequential sum: the chunked one agrees to double rounding
     for (float x : g) ref += static_cast<double>(x) * x;
     EXPECT_NEAR(s, ref, 1e-13 * ref);
     std::vector<float> g2 = g;
-    kernels::scale_scalar(g.data(), n, 0.37f);
-    kernels::scale_avx2(g2.data(), n, 0.37f);
+    cpu::optim::scale_scalar(g.data(), n, 0.37f);
+    cpu::optim::scale_avx2(g2.data(), n, 0.37f);
     EXPECT_TRUE(same_bits(g, g2));
   }
 }
@@ -164,7 +165,7 @@ TEST(OptimizerParity, ThreadedStepsMatchSingleThreaded) {
 }
 
 TEST(OptimizerParity, ClipIsIndependentOfThreads) {
-  const size_t n = 3 * kernels::kChunk + 5;
+  const size_t n = 3 * cpu::optim::kChunk + 5;
   std::vector<float> g1 = randn(n, 7, 0.01f), g3 = g1;
   double ref = 0.0;
   for (float x : g1) ref += static_cast<double>(x) * x;

@@ -19,7 +19,7 @@ struct AdamWOptions {
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.1f;  // applied to tensors of rank >= 2 only (not norms)
-  // Keep m and v in bf16 with stochastic rounding (optimizer_kernels.h): half the state memory
+  // Keep m and v in bf16 with stochastic rounding (backends/cpu/optim.h): half the state memory
   // (4 instead of 8 bytes per parameter); the update itself is computed in f32 as usual.
   bool bf16_state = false;
 };

@@ -1,4 +1,4 @@
-// bf16 <-> f32 helpers of the AVX2 files that convert (round_avx2.cc, optimizer_kernels_avx2.cc).
+// bf16 <-> f32 helpers of the AVX2 files that convert (round_avx2.cc, optim_avx2.cc).
 // Include only from *_avx2.cc files; internal linkage (an unnamed namespace), so no copy compiled
 // with other flags can stand in for these.
 #pragma once

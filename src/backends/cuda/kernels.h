@@ -9,6 +9,7 @@
 #include "backends/api/kernel.h"
 #include "backends/api/loss.h"
 #include "backends/api/norm.h"
+#include "backends/api/optim.h"
 #include "backends/api/rope.h"
 
 namespace nexus::cuda {
@@ -25,5 +26,8 @@ KernelVariants<DenseBackwardArgs> dense_backward_kernels();
 KernelVariants<EmbeddingArgs> embedding_kernels();
 KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels();
 KernelVariants<CrossEntropyArgs> cross_entropy_kernels();
+KernelVariants<AdamWArgs> adamw_kernels();
+KernelVariants<SumSquaresArgs> sum_squares_kernels();
+KernelVariants<ScaleArgs> scale_kernels();
 
 }  // namespace nexus::cuda

@@ -23,6 +23,9 @@ KernelVariants<DenseBackwardArgs> dense_backward_kernels() { return {}; }
 KernelVariants<EmbeddingArgs> embedding_kernels() { return {}; }
 KernelVariants<EmbeddingBackwardArgs> embedding_backward_kernels() { return {}; }
 KernelVariants<CrossEntropyArgs> cross_entropy_kernels() { return {}; }
+KernelVariants<AdamWArgs> adamw_kernels() { return {}; }
+KernelVariants<SumSquaresArgs> sum_squares_kernels() { return {}; }
+KernelVariants<ScaleArgs> scale_kernels() { return {}; }
 
 Status blas_status() { return init(); }
 

@@ -1,26 +1,22 @@
-// The element loops of AdamW and gradient clipping, scalar and AVX2. Both ISAs compute the same
-// operations in the same order (no FMA contraction), so their results are bit-identical; the
-// parity test checks it. Callers pick one with cpu::active_isa().
+// The element loops of AdamW and gradient clipping, scalar and AVX2, and the optimizer ops' CPU
+// variant tables built on them (backends/api/optim.h). Both ISAs compute the same operations in
+// the same order (no FMA contraction), so their results are bit-identical; the parity test checks
+// it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/api/kernel.h"
+#include "backends/api/optim.h"
 #include "backends/cpu/quant.h"
 
-namespace nexus::train::kernels {
+namespace nexus::cpu::optim {
 
 // Largest piece of a tensor one thread updates at a time (and the clip's reduction chunk).
 constexpr size_t kChunk = size_t{1} << 16;
 
-struct AdamWCoef {
-  float b1, b2;        // moment decays
-  float keep;          // 1 - lr wd (or 1 without decay)
-  float step_size;     // lr / (1 - b1^t)
-  float inv_bc2_sqrt;  // 1 / sqrt(1 - b2^t)
-  float eps;
-  float gscale = 1.0f;  // g is read as g * gscale (gradient clipping folded into the update)
-};
+using nexus::AdamWCoef;
 
 // For i < n, with g = g[i] * gscale: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g g;
 // p = p keep - s m / (sqrt(v) c + eps).
@@ -33,18 +29,11 @@ void adamw_avx2(float* p, const float* g, float* m, float* v, size_t n, const Ad
 // expectation where round-to-nearest would drop them. The random bits of element `index0 + i`
 // are mix32(index0 + i + seed) (low half for m, high half for v), so they depend on the element
 // and the step's seed only: not on threads, ISA or how the update is split.
-inline uint32_t mix32(uint32_t x) {  // a 32-bit integer hash with good avalanche
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
+using nexus::mix32;
 void adamw_bf16_scalar(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
                        uint32_t index0, uint32_t seed, const AdamWCoef& k);
-void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
-                     uint32_t index0, uint32_t seed, const AdamWCoef& k);
+void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n, uint32_t index0,
+                     uint32_t seed, const AdamWCoef& k);
 
 // Sum of g[i]^2 in double over 16 interleaved accumulators (lane i % 16, tail included), folded
 // in halves (a[j] += a[j + w] for w = 8, 4, 2, 1). g^2 of a float is exact in double, so FMA or
@@ -69,8 +58,8 @@ inline void adamw(cpu::Isa isa, float* p, const float* g, float* m, float* v, si
   else
     adamw_scalar(p, g, m, v, n, k);
 }
-inline void adamw_bf16(cpu::Isa isa, float* p, const float* g, uint16_t* m, uint16_t* v,
-                       size_t n, uint32_t index0, uint32_t seed, const AdamWCoef& k) {
+inline void adamw_bf16(cpu::Isa isa, float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
+                       uint32_t index0, uint32_t seed, const AdamWCoef& k) {
   if (isa == cpu::Isa::kAvx2)
     adamw_bf16_avx2(p, g, m, v, n, index0, seed, k);
   else
@@ -86,4 +75,14 @@ inline void scale(cpu::Isa isa, float* g, size_t n, float c) {
     scale_scalar(g, n, c);
 }
 
-}  // namespace nexus::train::kernels
+}  // namespace nexus::cpu::optim
+
+namespace nexus::cpu {
+
+// Over pieces of optim::kChunk elements split across the pool; the sum adds the pieces' sums in
+// order, so no result depends on the thread count.
+KernelVariants<AdamWArgs> adamw_kernels();
+KernelVariants<SumSquaresArgs> sum_squares_kernels();
+KernelVariants<ScaleArgs> scale_kernels();
+
+}  // namespace nexus::cpu

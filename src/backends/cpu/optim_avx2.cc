@@ -1,12 +1,12 @@
-// AVX2 versions of the AdamW and clipping loops, bit-identical to optimizer_kernels.cc: the same
+// AVX2 versions of the AdamW and clipping loops, bit-identical to optim.cc: the same
 // operations in the same order, compiled with -ffp-contract=off (CMakeLists.txt) so that no
 // multiply-add is fused; IEEE sqrt and division are correctly rounded in both.
 #include <immintrin.h>
 
 #include "backends/cpu/bf16_avx2.h"
-#include "train/optimizer_kernels.h"
+#include "backends/cpu/optim.h"
 
-namespace nexus::train::kernels {
+namespace nexus::cpu::optim {
 
 using cpu::bf16x8_to_f32;
 using cpu::high_halves;
@@ -49,8 +49,8 @@ void store_stochastic8(uint16_t* out, __m256 f, __m256i r16) {
 }
 }  // namespace
 
-void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n,
-                     uint32_t index0, uint32_t seed, const AdamWCoef& k) {
+void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t n, uint32_t index0,
+                     uint32_t seed, const AdamWCoef& k) {
   const __m256 b1 = _mm256_set1_ps(k.b1), b2 = _mm256_set1_ps(k.b2);
   const __m256 a1 = _mm256_set1_ps(1.0f - k.b1), a2 = _mm256_set1_ps(1.0f - k.b2);
   const __m256 keep = _mm256_set1_ps(k.keep), s = _mm256_set1_ps(k.step_size);
@@ -62,11 +62,10 @@ void adamw_bf16_avx2(float* p, const float* g, uint16_t* m, uint16_t* v, size_t 
   for (; i + 8 <= n; i += 8) {
     const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
     const __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, bf16x8_to_f32(m + i)), _mm256_mul_ps(a1, gi));
-    const __m256 vi =
-        _mm256_add_ps(_mm256_mul_ps(b2, bf16x8_to_f32(v + i)), _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, bf16x8_to_f32(v + i)),
+                                    _mm256_mul_ps(_mm256_mul_ps(a2, gi), gi));
     const uint32_t base = index0 + static_cast<uint32_t>(i) + seed;
-    const __m256i r =
-        mix32_avx2(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)), iota));
+    const __m256i r = mix32_avx2(_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base)), iota));
     store_stochastic8(m + i, mi, _mm256_and_si256(r, low));
     store_stochastic8(v + i, vi, _mm256_srli_epi32(r, 16));
     const __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), c), eps);
@@ -108,4 +107,4 @@ void scale_avx2(float* g, size_t n, float c) {
   for (; i < n; ++i) g[i] *= c;
 }
 
-}  // namespace nexus::train::kernels
+}  // namespace nexus::cpu::optim
