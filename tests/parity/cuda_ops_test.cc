@@ -1,5 +1,6 @@
 // The CUDA backend's ops (RMSNorm, SwiGLU, GELU, the dense layer and the embedding, forward and
-// backward; RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling) against the CPU's
+// backward; RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling; the
+// dequantizing matvec) against the CPU's
 // reference on a device (odd sizes, random inputs); each test skips, naming the reason, where no
 // CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them
 // on a machine with one.
@@ -7,12 +8,14 @@
 
 #include <vector>
 
+#include "backends/cpu/quant.h"
 #include "backends/cuda/cuda.h"
 #include "ops/activation.h"
 #include "ops/dense.h"
 #include "ops/device.h"
 #include "ops/embedding.h"
 #include "ops/loss.h"
+#include "ops/matvec.h"
 #include "ops/norm.h"
 #include "ops/optim.h"
 #include "ops/rope.h"
@@ -312,6 +315,31 @@ TEST(CudaOps, SumOfSquaresAndScalingMatchTheCpu) {
     scale_values(dg.data_as<float>(), n, 0.37f, nullptr, kGpu);
     EXPECT_EQ(download(dg), g);
   }
+}
+
+TEST(CudaOps, MatvecDequantizesEveryTypeAsTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  for (const DType t : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K})
+    for (const auto& [rows, k, n] :
+         {std::tuple<int64_t, int64_t, int64_t>{1, 256, 1}, {37, 512, 1}, {9, 2816, 3}}) {
+      const std::vector<float> wf = test::randn(static_cast<size_t>(rows * k), 71);
+      const std::vector<float> x = test::randn(static_cast<size_t>(n * k), 72);
+      std::vector<uint8_t> w(row_bytes(t, k) * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        cpu::quantize_row(t, wf.data() + r * k, w.data() + r * row_bytes(t, k), k);
+      std::vector<float> y(static_cast<size_t>(n * rows));
+      matvec(MatvecArgs{w.data(), t, rows, k, x.data(), n, y.data()});
+      Tensor hw = Tensor::zeros(DType::kI8, {static_cast<int64_t>(w.size())});
+      std::copy(w.begin(), w.end(), hw.data_as<uint8_t>());
+      Result<Tensor> dw = to_device(hw, kGpu);
+      ASSERT_TRUE(dw) << dw.status().message();
+      Tensor dx = upload(x), dy = zeros(n * rows);
+      matvec(MatvecArgs{dw.value().data_as<uint8_t>(), t, rows, k, dx.data_as<float>(), n,
+                        dy.data_as<float>()},
+             nullptr, kGpu);
+      // sums of k products in another order: relative to the row's scale sqrt(k)
+      expect_near(download(dy), y, 2e-5f * std::sqrt(float(k)), dtype_name(t).data());
+    }
 }
 
 // Without a usable device the front-end says why, before touching the pointers.

@@ -1,6 +1,6 @@
-// matmul and embed_rows against naive references for every weight dtype, at odd row and token
-// counts and 1/2/3 threads; prefill on our GEMM independent of the thread count; plus the argument
-// checks and their error messages.
+// matmul, the f32 matvec op and embed_rows against naive references for every weight dtype, at odd
+// row and token counts and 1/2/3 threads; prefill on our GEMM independent of the thread count; plus
+// the argument checks and their error messages.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "backends/cpu/gemm_blas.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
+#include "ops/matvec.h"
 #include "parity/quant_test_util.h"
 
 namespace nexus {
@@ -89,6 +90,27 @@ TEST_P(MatmulParity, MatchesNaiveReference) {
   }
 }
 
+// The dequantizing matvec op (the GPU decode path's reference) keeps x in f32: within f32
+// rounding of the dot of the dequantized rows, on any thread count.
+TEST_P(MatmulParity, MatvecOpIsTheDequantizedDot) {
+  const DType t = GetParam();
+  const int64_t k = test_k(t), rows = 37, n = 3;
+  const Weights m = make_weights(t, rows, k, 5);
+  const auto x = test::random_floats(n * k, 9, 0.5f);
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+    matvec(MatvecArgs{m.bytes.data(), t, rows, k, x.data(), n, y.data()}, &pool);
+    for (int64_t tok = 0; tok < n; ++tok)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *wr = m.deq.data() + r * k, *xt = x.data() + tok * k;
+        ASSERT_NEAR(y[tok * rows + r], test::dot_ref(wr, xt, k).dot,
+                    1e-5 * test::norm2(wr, k) * test::norm2(xt, k))
+            << dtype_name(t) << " [" << tok << ", " << r << "]";
+      }
+  }
+}
+
 TEST_P(MatmulParity, EmbedRowsDequantizesSelectedRows) {
   const DType t = GetParam();
   const int64_t k = test_k(t);
@@ -144,6 +166,20 @@ void expect_error(Fn fn, const std::vector<std::string>& parts) {
   } catch (const Error& e) {
     for (const auto& p : parts)
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+  }
+}
+
+TEST(MatvecChecks, NamesARowThatIsNotWholeBlocks) {
+  const std::vector<uint8_t> w(64);
+  const std::vector<float> x(40);
+  std::vector<float> y(1);
+  try {
+    matvec(MatvecArgs{w.data(), DType::kQ8_0, 1, 40, x.data(), 1, y.data()});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("k 40 is not a multiple of Q8_0's block of 32"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -8,6 +8,7 @@
 #include "backends/api/embedding.h"
 #include "backends/api/kernel.h"
 #include "backends/api/loss.h"
+#include "backends/api/matvec.h"
 #include "backends/api/norm.h"
 #include "backends/api/optim.h"
 #include "backends/api/rope.h"
@@ -29,5 +30,6 @@ KernelVariants<CrossEntropyArgs> cross_entropy_kernels();
 KernelVariants<AdamWArgs> adamw_kernels();
 KernelVariants<SumSquaresArgs> sum_squares_kernels();
 KernelVariants<ScaleArgs> scale_kernels();
+KernelVariants<MatvecArgs> matvec_kernels();
 
 }  // namespace nexus::cuda

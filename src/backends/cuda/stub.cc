@@ -26,6 +26,7 @@ KernelVariants<CrossEntropyArgs> cross_entropy_kernels() { return {}; }
 KernelVariants<AdamWArgs> adamw_kernels() { return {}; }
 KernelVariants<SumSquaresArgs> sum_squares_kernels() { return {}; }
 KernelVariants<ScaleArgs> scale_kernels() { return {}; }
+KernelVariants<MatvecArgs> matvec_kernels() { return {}; }
 
 Status blas_status() { return init(); }
 
