@@ -20,27 +20,26 @@ void check(const char* op, const AttnShape& s) {
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
-                       const AttnShape& s, ThreadPool* pool) {
+                       const AttnShape& s, ThreadPool* pool, Device device) {
   NEXUS_OP_SPAN(
       "train.attention",
       4 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
       2 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   check("causal_attention", s);
-  run_op(CausalAttentionArgs{out, att, q, k, v, s}, pool, Device::cpu());
+  run_op(CausalAttentionArgs{out, att, q, k, v, s}, pool, device);
 }
 
 int64_t attention_backward_scratch(int64_t t) { return cpu::attention_backward_scratch(t); }
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, const AttnShape& s,
-                        float* scratch, ThreadPool* pool) {
+                        float* scratch, ThreadPool* pool, Device device) {
   NEXUS_OP_SPAN(
       "train.attention_bwd",
       8 * s.b * s.t * (s.n_heads + 2 * s.n_kv_heads) * s.head_dim + 4 * s.b * s.n_heads * s.t * s.t,
       4 * s.b * s.n_heads * s.t * s.t * s.head_dim);
   check("causal_attention_backward", s);
-  run_op(CausalAttentionBackwardArgs{dq, dk, dv, dout, att, q, k, v, s, scratch}, pool,
-         Device::cpu());
+  run_op(CausalAttentionBackwardArgs{dq, dk, dv, dout, att, q, k, v, s, scratch}, pool, device);
 }
 
 }  // namespace nexus

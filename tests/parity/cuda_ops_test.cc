@@ -11,6 +11,7 @@
 #include "backends/cpu/quant.h"
 #include "backends/cuda/cuda.h"
 #include "ops/activation.h"
+#include "ops/causal_attention.h"
 #include "ops/dense.h"
 #include "ops/device.h"
 #include "ops/embedding.h"
@@ -340,6 +341,36 @@ TEST(CudaOps, MatvecDequantizesEveryTypeAsTheCpu) {
       // sums of k products in another order: relative to the row's scale sqrt(k)
       expect_near(download(dy), y, 2e-5f * std::sqrt(float(k)), dtype_name(t).data());
     }
+}
+
+TEST(CudaOps, CausalAttentionForwardAndBackwardMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  // full causal, grouped queries, a sliding window; odd lengths and head sizes
+  for (const AttnShape s : {AttnShape{1, 1, 1, 1, 8}, AttnShape{2, 37, 4, 2, 24},
+                            AttnShape{1, 300, 6, 3, 64, 64}, AttnShape{3, 19, 2, 2, 7, 5}}) {
+    const auto nq = static_cast<size_t>(s.b * s.t * s.n_heads * s.head_dim);
+    const auto nk = static_cast<size_t>(s.b * s.t * s.n_kv_heads * s.head_dim);
+    const auto na = static_cast<size_t>(s.b * s.n_heads * s.t * s.t);
+    const std::vector<float> q = test::randn(nq, 81), k = test::randn(nk, 82),
+                             v = test::randn(nk, 83), dout = test::randn(nq, 84);
+    std::vector<float> out(nq), att(na), dq(nq), dk(nk), dv(nk);
+    std::vector<float> scratch(static_cast<size_t>(attention_backward_scratch(s.t)));
+    attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
+    attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(), k.data(),
+                       v.data(), s, scratch.data());
+    Tensor gq = upload(q), gk = upload(k), gv = upload(v), gd = upload(dout);
+    Tensor go = zeros(nq), ga = zeros(na), gdq = zeros(nq), gdk = zeros(nk), gdv = zeros(nk);
+    attention_forward(go.data_as<float>(), ga.data_as<float>(), gq.data_as<float>(),
+                      gk.data_as<float>(), gv.data_as<float>(), s, nullptr, kGpu);
+    attention_backward(gdq.data_as<float>(), gdk.data_as<float>(), gdv.data_as<float>(),
+                       gd.data_as<float>(), ga.data_as<float>(), gq.data_as<float>(),
+                       gk.data_as<float>(), gv.data_as<float>(), s, nullptr, nullptr, kGpu);
+    expect_near(download(ga), att, 1e-5f, "att");
+    expect_near(download(go), out, 1e-4f, "out");
+    expect_near(download(gdq), dq, 1e-4f, "dq");
+    expect_near(download(gdk), dk, 1e-4f, "dk");
+    expect_near(download(gdv), dv, 1e-4f, "dv");
+  }
 }
 
 // Without a usable device the front-end says why, before touching the pointers.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/api/activation.h"
+#include "backends/api/attention.h"
 #include "backends/api/dense.h"
 #include "backends/api/embedding.h"
 #include "backends/api/kernel.h"
@@ -31,5 +32,7 @@ KernelVariants<AdamWArgs> adamw_kernels();
 KernelVariants<SumSquaresArgs> sum_squares_kernels();
 KernelVariants<ScaleArgs> scale_kernels();
 KernelVariants<MatvecArgs> matvec_kernels();
+KernelVariants<CausalAttentionArgs> causal_attention_kernels();
+KernelVariants<CausalAttentionBackwardArgs> causal_attention_backward_kernels();
 
 }  // namespace nexus::cuda

@@ -27,6 +27,8 @@ KernelVariants<AdamWArgs> adamw_kernels() { return {}; }
 KernelVariants<SumSquaresArgs> sum_squares_kernels() { return {}; }
 KernelVariants<ScaleArgs> scale_kernels() { return {}; }
 KernelVariants<MatvecArgs> matvec_kernels() { return {}; }
+KernelVariants<CausalAttentionArgs> causal_attention_kernels() { return {}; }
+KernelVariants<CausalAttentionBackwardArgs> causal_attention_backward_kernels() { return {}; }
 
 Status blas_status() { return init(); }
 
