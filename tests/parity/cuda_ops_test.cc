@@ -32,14 +32,17 @@ const Device kGpu = Device::cuda(0);
     if (auto m = device_memory(kGpu); !m) GTEST_SKIP() << m.status().message(); \
   } while (0)
 
-// A device tensor holding `host`.
-Tensor upload(const std::vector<float>& host) {
-  Tensor h = Tensor::zeros(DType::kF32, {static_cast<int64_t>(host.size())});
-  std::copy(host.begin(), host.end(), h.data_as<float>());
+// A device tensor of `dtype` holding `host` (T: the dtype's element or its 16-bit encoding).
+template <class T>
+Tensor upload_as(DType dtype, const std::vector<T>& host) {
+  Tensor h = Tensor::zeros(dtype, {static_cast<int64_t>(host.size())});
+  std::copy(host.begin(), host.end(), h.data_as<T>());
   Result<Tensor> d = to_device(h, kGpu);
   EXPECT_TRUE(d) << d.status().message();
   return std::move(d).value();
 }
+Tensor upload(const std::vector<float>& host) { return upload_as(DType::kF32, host); }
+Tensor upload_ids(const std::vector<int32_t>& ids) { return upload_as(DType::kI32, ids); }
 
 // A zero-filled device tensor of n floats.
 Tensor zeros(int64_t n) {
@@ -48,21 +51,14 @@ Tensor zeros(int64_t n) {
   return std::move(t).value();
 }
 
-// Host ids or targets as a device tensor.
-Tensor upload_ids(const std::vector<int32_t>& ids) {
-  Tensor h = Tensor::zeros(DType::kI32, {static_cast<int64_t>(ids.size())});
-  std::copy(ids.begin(), ids.end(), h.data_as<int32_t>());
-  Result<Tensor> d = to_device(h, kGpu);
-  EXPECT_TRUE(d) << d.status().message();
-  return std::move(d).value();
-}
-
-std::vector<float> download(const Tensor& d) {
+template <class T>
+std::vector<T> download_as(const Tensor& d) {
   Result<Tensor> h = to_device(d, Device::cpu());
   EXPECT_TRUE(h) << h.status().message();
-  const float* p = h.value().data_as<float>();
-  return std::vector<float>(p, p + h.value().numel());
+  const T* p = h.value().data_as<T>();
+  return std::vector<T>(p, p + h.value().numel());
 }
+std::vector<float> download(const Tensor& d) { return download_as<float>(d); }
 
 void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tol,
                  const char* what) {
@@ -248,21 +244,6 @@ TEST(CudaOps, CrossEntropyNamesATargetOutsideTheClasses) {
   }
 }
 
-// 16-bit values as a device tensor and back (bf16 moments).
-Tensor upload_u16(const std::vector<uint16_t>& v) {
-  Tensor h = Tensor::zeros(DType::kBF16, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), h.data_as<uint16_t>());
-  Result<Tensor> d = to_device(h, kGpu);
-  EXPECT_TRUE(d) << d.status().message();
-  return std::move(d).value();
-}
-std::vector<uint16_t> download_u16(const Tensor& d) {
-  Result<Tensor> h = to_device(d, Device::cpu());
-  EXPECT_TRUE(h) << h.status().message();
-  const uint16_t* p = h.value().data_as<uint16_t>();
-  return std::vector<uint16_t>(p, p + h.value().numel());
-}
-
 // Every rounding is spelled out on both sides, so the GPU's step is the CPU's bit for bit.
 TEST(CudaOps, AdamWGivesTheCpusBitsWithF32AndBf16Moments) {
   NEXUS_REQUIRE_CUDA();
@@ -293,14 +274,14 @@ TEST(CudaOps, AdamWGivesTheCpusBitsWithF32AndBf16Moments) {
     AdamWArgs b{pb.data(), g.data()};
     b.m16 = mb.data(), b.v16 = vb.data(), b.n = n, b.index0 = 17, b.seed = mix32(3), b.k = k;
     adamw_update(b);
-    Tensor hp = upload(p0), hm = upload_u16(m16), hv = upload_u16(v16);
+    Tensor hp = upload(p0), hm = upload_as(DType::kBF16, m16), hv = upload_as(DType::kBF16, v16);
     AdamWArgs e{hp.data_as<float>(), gg.data_as<float>()};
     e.m16 = hm.data_as<uint16_t>(), e.v16 = hv.data_as<uint16_t>(), e.n = n, e.index0 = 17,
     e.seed = mix32(3), e.k = k;
     adamw_update(e, nullptr, kGpu);
     EXPECT_EQ(download(hp), pb);
-    EXPECT_EQ(download_u16(hm), mb);
-    EXPECT_EQ(download_u16(hv), vb);
+    EXPECT_EQ(download_as<uint16_t>(hm), mb);
+    EXPECT_EQ(download_as<uint16_t>(hv), vb);
   }
 }
 
@@ -330,12 +311,8 @@ TEST(CudaOps, MatvecDequantizesEveryTypeAsTheCpu) {
         cpu::quantize_row(t, wf.data() + r * k, w.data() + r * row_bytes(t, k), k);
       std::vector<float> y(static_cast<size_t>(n * rows));
       matvec(MatvecArgs{w.data(), t, rows, k, x.data(), n, y.data()});
-      Tensor hw = Tensor::zeros(DType::kI8, {static_cast<int64_t>(w.size())});
-      std::copy(w.begin(), w.end(), hw.data_as<uint8_t>());
-      Result<Tensor> dw = to_device(hw, kGpu);
-      ASSERT_TRUE(dw) << dw.status().message();
-      Tensor dx = upload(x), dy = zeros(n * rows);
-      matvec(MatvecArgs{dw.value().data_as<uint8_t>(), t, rows, k, dx.data_as<float>(), n,
+      Tensor dw = upload_as(DType::kI8, w), dx = upload(x), dy = zeros(n * rows);
+      matvec(MatvecArgs{dw.data_as<uint8_t>(), t, rows, k, dx.data_as<float>(), n,
                         dy.data_as<float>()},
              nullptr, kGpu);
       // sums of k products in another order: relative to the row's scale sqrt(k)
