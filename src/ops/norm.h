@@ -27,11 +27,15 @@ template <>
 struct OpKernels<LayerNormArgs> {
   static constexpr const char* kName = "layer_norm";
   static KernelVariants<LayerNormArgs> cpu() { return cpu::layer_norm_kernels(); }
+  static KernelVariants<LayerNormArgs> cuda() { return cuda::layer_norm_kernels(); }
 };
 template <>
 struct OpKernels<LayerNormBackwardArgs> {
   static constexpr const char* kName = "layer_norm_backward";
   static KernelVariants<LayerNormBackwardArgs> cpu() { return cpu::layer_norm_backward_kernels(); }
+  static KernelVariants<LayerNormBackwardArgs> cuda() {
+    return cuda::layer_norm_backward_kernels();
+  }
 };
 
 // Each checks its arguments (throws nexus::Error naming the op and the bad value) and runs the

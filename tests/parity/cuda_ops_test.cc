@@ -1,9 +1,9 @@
-// The CUDA backend's ops (RMSNorm, SwiGLU, GELU, the dense layer and the embedding, forward and
-// backward; RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling; the
-// dequantizing matvec) against the CPU's
-// reference on a device (odd sizes, random inputs); each test skips, naming the reason, where no
-// CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them
-// on a machine with one.
+// The CUDA backend's ops against the CPU's reference on a device (odd sizes, random inputs):
+// RMSNorm, LayerNorm, SwiGLU, GELU, the dense layer and the embedding, forward and backward;
+// RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling; the dequantizing matvec;
+// training's causal attention. Each test skips, naming the reason, where no CUDA device can be
+// used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them on a machine
+// with one.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -90,6 +90,39 @@ TEST(CudaOps, RmsNormForwardAndBackwardMatchTheCpu) {
     expect_near(download(gr), rstd, 1e-5f, "rstd");
     expect_near(download(gdx), dx, 1e-4f, "dx");
     expect_near(download(gdw), dw, 1e-4f, "dw");
+  }
+}
+
+TEST(CudaOps, LayerNormForwardAndBackwardMatchTheCpu) {
+  NEXUS_REQUIRE_CUDA();
+  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {5, 4099}}) {
+    const auto n = static_cast<size_t>(rows * dim);
+    const std::vector<float> x = test::randn(n, 11), w = test::randn(dim, 12),
+                             b = test::randn(dim, 13), dy = test::randn(n, 14),
+                             dx0 = test::randn(n, 15), dw0 = test::randn(dim, 16),
+                             db0 = test::randn(dim, 17);
+    std::vector<float> y(n), mean(rows), rstd(rows), dx = dx0, dw = dw0, db = db0;
+    layer_norm(LayerNormArgs{x.data(), w.data(), b.data(), 1e-5f, y.data(), mean.data(),
+                             rstd.data(), rows, dim});
+    layer_norm_backward(LayerNormBackwardArgs{dx.data(), dw.data(), db.data(), dy.data(), x.data(),
+                                              w.data(), mean.data(), rstd.data(), rows, dim});
+    Tensor gx = upload(x), gw = upload(w), gb = upload(b), gdy = upload(dy), gdx = upload(dx0),
+           gdw = upload(dw0), gdb = upload(db0), gy = zeros(n), gm = zeros(rows), gr = zeros(rows);
+    layer_norm(
+        LayerNormArgs{gx.data_as<float>(), gw.data_as<float>(), gb.data_as<float>(), 1e-5f,
+                      gy.data_as<float>(), gm.data_as<float>(), gr.data_as<float>(), rows, dim},
+        nullptr, kGpu);
+    layer_norm_backward(
+        LayerNormBackwardArgs{gdx.data_as<float>(), gdw.data_as<float>(), gdb.data_as<float>(),
+                              gdy.data_as<float>(), gx.data_as<float>(), gw.data_as<float>(),
+                              gm.data_as<float>(), gr.data_as<float>(), rows, dim},
+        nullptr, kGpu);
+    expect_near(download(gy), y, 1e-5f, "y");
+    expect_near(download(gm), mean, 1e-5f, "mean");
+    expect_near(download(gr), rstd, 1e-4f, "rstd");
+    expect_near(download(gdx), dx, 1e-4f, "dx");
+    expect_near(download(gdw), dw, 1e-4f, "dw");
+    expect_near(download(gdb), db, 1e-4f, "db");
   }
 }
 

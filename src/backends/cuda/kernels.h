@@ -18,6 +18,8 @@ namespace nexus::cuda {
 
 KernelVariants<RmsNormArgs> rms_norm_kernels();
 KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels();
+KernelVariants<LayerNormArgs> layer_norm_kernels();
+KernelVariants<LayerNormBackwardArgs> layer_norm_backward_kernels();
 KernelVariants<SwigluArgs> swiglu_kernels();
 KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels();
 KernelVariants<GeluArgs> gelu_kernels();

@@ -13,6 +13,8 @@ Status init() {
 
 KernelVariants<RmsNormArgs> rms_norm_kernels() { return {}; }
 KernelVariants<RmsNormBackwardArgs> rms_norm_backward_kernels() { return {}; }
+KernelVariants<LayerNormArgs> layer_norm_kernels() { return {}; }
+KernelVariants<LayerNormBackwardArgs> layer_norm_backward_kernels() { return {}; }
 KernelVariants<SwigluArgs> swiglu_kernels() { return {}; }
 KernelVariants<SwigluBackwardArgs> swiglu_backward_kernels() { return {}; }
 KernelVariants<GeluArgs> gelu_kernels() { return {}; }
