@@ -6,7 +6,7 @@
 #
 #   scripts/gpu_check.sh [OUT]
 # Exit status: 0 when the build and the tests passed; the CLI's answers are recorded, not judged
-# (the backend has thirteen ops but not yet every one a model runs, so --device cuda is expected to
+# (the backend has sixteen ops but not yet every one a model runs, so --device cuda is expected to
 # stop with a clear "no kernel" error naming the first op without one).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

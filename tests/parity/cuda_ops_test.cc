@@ -1,11 +1,13 @@
 // The CUDA backend's ops against the CPU's reference on a device (odd sizes, random inputs):
 // RMSNorm, LayerNorm, SwiGLU, GELU, the dense layer and the embedding, forward and backward;
 // RoPE; the fused cross-entropy; AdamW, the sum of squares and scaling; the dequantizing matvec;
-// training's causal attention. Each test skips, naming the reason, where no CUDA device can be
-// used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh runs them on a machine
-// with one.
+// training's causal attention; mixed precision's rounding. Each test skips, naming the reason,
+// where no CUDA device can be used (a build without nvcc, no driver, no GPU). scripts/gpu_check.sh
+// runs them on a machine with one.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/quant.h"
@@ -20,6 +22,7 @@
 #include "ops/norm.h"
 #include "ops/optim.h"
 #include "ops/rope.h"
+#include "ops/round.h"
 #include "test_random.h"
 
 namespace nexus {
@@ -380,6 +383,38 @@ TEST(CudaOps, CausalAttentionForwardAndBackwardMatchTheCpu) {
     expect_near(download(gdq), dq, 1e-4f, "dq");
     expect_near(download(gdk), dk, 1e-4f, "dk");
     expect_near(download(gdv), dv, 1e-4f, "dv");
+  }
+}
+
+// Rounding to bf16 and fp16, values and encodings: the CPU's bits, edge values included (ties,
+// fp16's overflow to inf, subnormals, signed zeros, infinities, NaN).
+TEST(CudaOps, RoundingGivesTheCpusBits) {
+  NEXUS_REQUIRE_CUDA();
+  std::vector<float> x = test::randn(10007, 91, 300.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float e : {65504.0f, 65519.0f, 65520.0f, 1e-7f, -3e-8f, 6e-5f, -0.0f, inf, -inf,
+                        std::numeric_limits<float>::quiet_NaN(), 1.00390625f, 1.01171875f})
+    x.push_back(e);
+  const auto n = static_cast<int64_t>(x.size());
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  for (const Precision p : {Precision::kBF16, Precision::kF16}) {
+    std::vector<float> y(x.size()), xp = x;
+    std::vector<uint16_t> h(x.size());
+    round_copy(p, x.data(), y.data(), n);
+    round_pack(p, xp.data(), h.data(), n);
+    std::vector<float> back(x.size());
+    unpack(p, h.data(), back.data(), n);
+    Tensor gx = upload(x), gy = zeros(n), gxp = upload(x), gback = zeros(n);
+    Tensor gh = upload_as(DType::kBF16, std::vector<uint16_t>(x.size()));
+    round_copy(p, gx.data_as<float>(), gy.data_as<float>(), n, nullptr, kGpu);
+    round_pack(p, gxp.data_as<float>(), gh.data_as<uint16_t>(), n, nullptr, kGpu);
+    unpack(p, gh.data_as<uint16_t>(), gback.data_as<float>(), n, nullptr, kGpu);
+    EXPECT_TRUE(same_bits(download(gy), y)) << int(p);
+    EXPECT_TRUE(same_bits(download(gxp), xp)) << int(p);
+    EXPECT_EQ(download_as<uint16_t>(gh), h) << int(p);
+    EXPECT_TRUE(same_bits(download(gback), back)) << int(p);
   }
 }
 

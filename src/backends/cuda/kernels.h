@@ -13,6 +13,7 @@
 #include "backends/api/norm.h"
 #include "backends/api/optim.h"
 #include "backends/api/rope.h"
+#include "backends/api/round.h"
 
 namespace nexus::cuda {
 
@@ -34,6 +35,9 @@ KernelVariants<AdamWArgs> adamw_kernels();
 KernelVariants<SumSquaresArgs> sum_squares_kernels();
 KernelVariants<ScaleArgs> scale_kernels();
 KernelVariants<MatvecArgs> matvec_kernels();
+KernelVariants<RoundArgs> round_kernels();
+KernelVariants<RoundPackArgs> round_pack_kernels();
+KernelVariants<UnpackArgs> unpack_kernels();
 KernelVariants<CausalAttentionArgs> causal_attention_kernels();
 KernelVariants<CausalAttentionBackwardArgs> causal_attention_backward_kernels();
 

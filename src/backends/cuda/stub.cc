@@ -29,6 +29,9 @@ KernelVariants<AdamWArgs> adamw_kernels() { return {}; }
 KernelVariants<SumSquaresArgs> sum_squares_kernels() { return {}; }
 KernelVariants<ScaleArgs> scale_kernels() { return {}; }
 KernelVariants<MatvecArgs> matvec_kernels() { return {}; }
+KernelVariants<RoundArgs> round_kernels() { return {}; }
+KernelVariants<RoundPackArgs> round_pack_kernels() { return {}; }
+KernelVariants<UnpackArgs> unpack_kernels() { return {}; }
 KernelVariants<CausalAttentionArgs> causal_attention_kernels() { return {}; }
 KernelVariants<CausalAttentionBackwardArgs> causal_attention_backward_kernels() { return {}; }
 
