@@ -312,7 +312,7 @@ TEST(LtmModel, TheDeepMemoryIsNotQuantizedOrSlotReduced) {
       << plan.status().message();
 }
 
-TEST(LtmModel, CacheAndMemoryDoNotGrowWithTheContext) {
+TEST_P(LtmKinds, CacheAndMemoryDoNotGrowWithTheContext) {
   auto m = model();
   const std::string path =
       ::testing::TempDir() + "/ltm_ctx_" + std::to_string(::getpid()) + ".gguf";
@@ -330,7 +330,7 @@ TEST(LtmModel, CacheAndMemoryDoNotGrowWithTheContext) {
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
-TEST(LtmModel, ASnapshotAtASegmentBoundaryResumesBitExactly) {
+TEST_P(LtmKinds, ASnapshotAtASegmentBoundaryResumesBitExactly) {
   auto m = model();
   const std::string path =
       ::testing::TempDir() + "/ltm_snap_" + std::to_string(::getpid()) + ".gguf";
