@@ -3,12 +3,10 @@
 // over the row; with mixed precision the row is rounded before and its gradient after, as on the
 // CPU. Targets live on the device, so they are checked there: the first row whose target is not
 // below the class count is reported after the launch with the CPU's message.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <climits>
 #include <cmath>
 
+#include "backends/cuda/half.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/launch.h"
 
@@ -16,13 +14,6 @@ namespace nexus::cuda {
 namespace {
 
 __device__ unsigned long long g_bad_row;  // the lowest row with a target >= v
-
-// x rounded to bf16 or fp16 (round to nearest even), as f32; kF32 leaves it.
-__device__ inline float rounded(float x, Precision p) {
-  if (p == Precision::kBF16) return __bfloat162float(__float2bfloat16_rn(x));
-  if (p == Precision::kF16) return __half2float(__float2half_rn(x));
-  return x;
-}
 
 __global__ void cross_entropy_rows(float* logits, float* row_loss, const int32_t* targets,
                                    int64_t v, float scale, Precision round) {
@@ -37,7 +28,7 @@ __global__ void cross_entropy_rows(float* logits, float* row_loss, const int32_t
   }
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < v; i += kThreads) {
-    const float x = rounded(row[i], round);
+    const float x = round_16(row[i], round);
     row[i] = x;
     m = fmaxf(m, x);
   }
@@ -51,7 +42,7 @@ __global__ void cross_entropy_rows(float* logits, float* row_loss, const int32_t
   const float inv = 1.0f / s;
   for (int64_t i = threadIdx.x; i < v; i += kThreads) {
     const float g = expf(row[i] - m) * inv - (i == t ? 1.0f : 0.0f);
-    row[i] = rounded(g * scale, round);
+    row[i] = round_16(g * scale, round);
   }
 }
 

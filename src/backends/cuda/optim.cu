@@ -3,6 +3,7 @@
 // the bf16 moments take the same stochastic rounding bits. The sum of squares is deterministic: a
 // fixed grid of blocks, each summing a fixed set of elements in double, then one block adding the
 // blocks' sums in a fixed tree; only that double comes back to the host.
+#include "backends/cuda/half.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/launch.h"
 
@@ -13,7 +14,6 @@ constexpr int kSumBlocks = 1024;
 __device__ double g_part[kSumBlocks];
 __device__ double g_sum;
 
-__device__ inline float bf16_value(uint16_t h) { return __uint_as_float(uint32_t{h} << 16); }
 __device__ inline uint16_t bf16_stochastic(float f, uint32_t r16) {
   return static_cast<uint16_t>((__float_as_uint(f) + r16) >> 16);
 }
@@ -24,8 +24,8 @@ __global__ void adamw_elements(AdamWArgs a) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < a.n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float gi = __fmul_rn(a.g[i], a.k.gscale);
-    const float m0 = kBf16 ? bf16_value(a.m16[i]) : a.m[i];
-    const float v0 = kBf16 ? bf16_value(a.v16[i]) : a.v[i];
+    const float m0 = kBf16 ? decode_16(a.m16[i], Precision::kBF16) : a.m[i];
+    const float v0 = kBf16 ? decode_16(a.v16[i], Precision::kBF16) : a.v[i];
     const float mi = __fadd_rn(__fmul_rn(a.k.b1, m0), __fmul_rn(a1, gi));
     const float vi = __fadd_rn(__fmul_rn(a.k.b2, v0), __fmul_rn(__fmul_rn(a2, gi), gi));
     if constexpr (kBf16) {

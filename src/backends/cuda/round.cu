@@ -1,29 +1,11 @@
 // Mixed precision's rounding on CUDA: f32 to bf16 or fp16 (round to nearest even; fp16 overflows
-// to inf), as values or 16-bit encodings, and back. The encodings are the CPU's bit for bit, NaN
-// included (the CPU quiets a bf16 NaN by setting bit 6 and writes every fp16 NaN as 0x7e00 with
-// its sign; both are spelled out here).
-#include <cuda_fp16.h>
-
+// to inf), as values or 16-bit encodings, and back, the CPU's bits (half.cuh).
+#include "backends/cuda/half.cuh"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/launch.h"
 
 namespace nexus::cuda {
 namespace {
-
-__device__ inline uint16_t encode(float f, Precision p) {
-  const uint32_t x = __float_as_uint(f);
-  if (p == Precision::kBF16) {
-    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
-    return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
-  }
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>(((x >> 16) & 0x8000) | 0x7e00);
-  return __half_as_ushort(__float2half_rn(f));
-}
-
-__device__ inline float decode(uint16_t h, Precision p) {
-  return p == Precision::kBF16 ? __uint_as_float(static_cast<uint32_t>(h) << 16)
-                               : __half2float(__ushort_as_half(h));
-}
 
 // One grid-stride loop for the three ops: y = value(encode(x)) when y is set, h = encode(x) (and
 // x rounded in place) when h is set, x = decode(h) when unpacking.
@@ -33,11 +15,11 @@ __global__ void round_elements(Precision p, const float* x, float* y, uint16_t* 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if constexpr (kOp == 2) {
-      y[i] = decode(hin[i], p);
+      y[i] = decode_16(hin[i], p);
     } else {
-      const uint16_t e = encode(x[i], p);
+      const uint16_t e = encode_16(x[i], p);
       if constexpr (kOp == 1) h[i] = e;
-      y[i] = decode(e, p);
+      y[i] = decode_16(e, p);
     }
   }
 }
