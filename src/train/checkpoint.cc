@@ -76,6 +76,11 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   u("model.tied_output", m.tied_output ? 1 : 0);
   u("model.rope_style", static_cast<uint64_t>(m.rope));
   u("model.sliding_window", m.sliding_window);
+  // nexus-ltm's memory (zeros for the other architectures).
+  u("model.memory_segment", m.memory_segment);
+  u("model.memory_kind", m.memory_kind == MemoryKind::kTitans ? 1 : 0);
+  u("model.memory_before_rope", m.memory_before_rope ? 1 : 0);
+  u("model.memory_hidden", m.memory_hidden);
   u("batch", s.batch);
   u("seq", s.seq);
   u("accum", s.accum);
@@ -318,6 +323,15 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   if (rope > static_cast<uint64_t>(RopeStyle::kNeox)) return bad("unknown RoPE style");
   m.rope = static_cast<RopeStyle>(rope);
   m.sliding_window = static_cast<int64_t>(u("model.sliding_window"));
+  // Absent from checkpoints written before nexus-ltm's memory was kept: no memory.
+  auto opt_u = [&](const std::string& k) -> uint64_t {
+    const GgufValue* v = f.find(K + k);
+    return v && v->type == GgufType::kU64 ? v->u : 0;
+  };
+  m.memory_segment = static_cast<int64_t>(opt_u("model.memory_segment"));
+  m.memory_kind = opt_u("model.memory_kind") != 0 ? MemoryKind::kTitans : MemoryKind::kInfini;
+  m.memory_before_rope = opt_u("model.memory_before_rope") != 0;
+  m.memory_hidden = static_cast<int64_t>(opt_u("model.memory_hidden"));
   s.batch = static_cast<int64_t>(u("batch"));
   s.seq = static_cast<int64_t>(u("seq"));
   s.accum = static_cast<int64_t>(u("accum"));
@@ -338,8 +352,7 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   o.adamw.eps = fl("adamw.eps");
   o.adamw.weight_decay = fl("adamw.weight_decay");
   // Absent from checkpoints written before bf16 state existed: f32.
-  if (const GgufValue* v = f.find(K + "adamw.bf16_state"); v && v->type == GgufType::kU64)
-    o.adamw.bf16_state = v->u != 0;
+  o.adamw.bf16_state = opt_u("adamw.bf16_state") != 0;
   o.momentum = fl("sgd.momentum");
   o.sgd_weight_decay = fl("sgd.weight_decay");
   o.nesterov = u("sgd.nesterov") != 0;

@@ -2,7 +2,7 @@
 // info` shows its memory keys, `nexus run` generates past the trained length with the memory
 // statistics, `nexus memory-reduce` shrinks the memory (and a reduced model is not trained),
 // `--memory-rope before` is written to the file, bad flags are one-line errors, and Titans' deep
-// memory goes from train to run.
+// memory goes from train (and a checkpoint, exported or resumed) to run.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -151,8 +151,23 @@ TEST(LtmCli, TitansDeepMemoryFromTrainToRun) {
     EXPECT_NE(r.code, 0) << wrong;
     EXPECT_NE(r.err.find(message), std::string::npos) << wrong << ": " << r.err;
   }
-  auto tr = run_cli(flags + " --memory-kind titans --memory-depth 2 --memory-forget 0.01");
+  const std::string ckpt = (dir / "ckpt").string();
+  auto tr = run_cli(flags + " --memory-kind titans --memory-depth 2 --memory-forget 0.01" +
+                    " --checkpoint-dir " + quoted(ckpt));
   ASSERT_EQ(tr.code, 0) << tr.output;
+  // The checkpoint keeps the memory's settings: exported, it is the model train wrote; resumed,
+  // it trains on.
+  const std::string exported = (dir / "exported.gguf").string();
+  auto ex = run_cli("export --checkpoint " + quoted(ckpt) + " -o " + quoted(exported));
+  ASSERT_EQ(ex.code, 0) << ex.output;
+  const std::string gen = " -p JULIET -n 12 --temp 0 -t 1";
+  auto a = run_cli("run -m " + quoted(model) + gen),
+       b = run_cli("run -m " + quoted(exported) + gen);
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(a.out, b.out);
+  auto resumed = run_cli("train --resume " + quoted(ckpt) + " --steps 4 -t 1 -o " +
+                         quoted((dir / "resumed.gguf").string()));
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
   auto info = run_cli("info " + quoted(model));
   ASSERT_EQ(info.code, 0) << info.output;
   EXPECT_TRUE(std::regex_search(info.out, std::regex(R"(memory\.depth\W+2)"))) << info.out;
