@@ -76,6 +76,15 @@ std::vector<std::pair<std::string, GgufValue>> settings_kv(const TrainSettings& 
   u("model.tied_output", m.tied_output ? 1 : 0);
   u("model.rope_style", static_cast<uint64_t>(m.rope));
   u("model.sliding_window", m.sliding_window);
+  // The state-space sizes and a hybrid's recurrent layers ('1') among its attention ones ('0').
+  u("model.ssm_conv", m.ssm_conv);
+  u("model.ssm_inner", m.ssm_inner);
+  u("model.ssm_state", m.ssm_state);
+  u("model.ssm_dt_rank", m.ssm_dt_rank);
+  u("model.ssm_groups", m.ssm_groups);
+  std::string recurrent;
+  for (const uint8_t r : m.recurrent) recurrent += r ? '1' : '0';
+  str("model.recurrent", recurrent);
   // nexus-ltm's memory (zeros for the other architectures).
   u("model.memory_segment", m.memory_segment);
   u("model.memory_kind", m.memory_kind == MemoryKind::kTitans ? 1 : 0);
@@ -323,11 +332,19 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   if (rope > static_cast<uint64_t>(RopeStyle::kNeox)) return bad("unknown RoPE style");
   m.rope = static_cast<RopeStyle>(rope);
   m.sliding_window = static_cast<int64_t>(u("model.sliding_window"));
-  // Absent from checkpoints written before nexus-ltm's memory was kept: no memory.
+  // Absent from checkpoints written before the state-space and memory settings were kept: none.
   auto opt_u = [&](const std::string& k) -> uint64_t {
     const GgufValue* v = f.find(K + k);
     return v && v->type == GgufType::kU64 ? v->u : 0;
   };
+  m.ssm_conv = static_cast<int64_t>(opt_u("model.ssm_conv"));
+  m.ssm_inner = static_cast<int64_t>(opt_u("model.ssm_inner"));
+  m.ssm_state = static_cast<int64_t>(opt_u("model.ssm_state"));
+  m.ssm_dt_rank = static_cast<int64_t>(opt_u("model.ssm_dt_rank"));
+  m.ssm_groups = static_cast<int64_t>(opt_u("model.ssm_groups"));
+  m.recurrent.clear();
+  if (const GgufValue* v = f.find(K + "model.recurrent"); v && v->type == GgufType::kString)
+    for (const char r : v->s) m.recurrent.push_back(r == '1' ? 1 : 0);
   m.memory_segment = static_cast<int64_t>(opt_u("model.memory_segment"));
   m.memory_kind = opt_u("model.memory_kind") != 0 ? MemoryKind::kTitans : MemoryKind::kInfini;
   m.memory_before_rope = opt_u("model.memory_before_rope") != 0;

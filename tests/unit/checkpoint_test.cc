@@ -102,6 +102,31 @@ TEST_F(CheckpointFile, RoundTrip) {
   EXPECT_NE(st.message().find("ffn_gate"), std::string::npos) << st.message();
 }
 
+// The state-space, hybrid and memory settings travel with the checkpoint (export and --resume
+// rebuild the model from them).
+TEST_F(CheckpointFile, ArchitectureSettingsRoundTrip) {
+  TrainSettings s = s_;
+  s.model.ssm_conv = 4, s.model.ssm_inner = 64, s.model.ssm_state = 16, s.model.ssm_dt_rank = 8;
+  s.model.ssm_groups = 2, s.model.recurrent = {1, 0, 1};
+  s.model.memory_segment = 32, s.model.memory_kind = MemoryKind::kTitans;
+  s.model.memory_before_rope = true, s.model.memory_hidden = 24;
+  const std::string path = checkpoint_path(dir_, 8);
+  ASSERT_TRUE(save_checkpoint(path, s, progress_, *model_, *opt_, nullptr).is_ok());
+  auto c = Checkpoint::open(path);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  const ModelConfig& m = c.value().settings().model;
+  EXPECT_EQ(m.ssm_conv, 4);
+  EXPECT_EQ(m.ssm_inner, 64);
+  EXPECT_EQ(m.ssm_state, 16);
+  EXPECT_EQ(m.ssm_dt_rank, 8);
+  EXPECT_EQ(m.ssm_groups, 2);
+  EXPECT_EQ(m.recurrent, (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(m.memory_segment, 32);
+  EXPECT_EQ(m.memory_kind, MemoryKind::kTitans);
+  EXPECT_TRUE(m.memory_before_rope);
+  EXPECT_EQ(m.memory_hidden, 24);
+}
+
 TEST_F(CheckpointFile, FlippedBitsAnywhereFailTheChecksum) {
   const std::string good = bytes();
   // One bit in the last tensor's data (the AdamW second moment), one in the lr value.
