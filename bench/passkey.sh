@@ -10,8 +10,8 @@
 # Then `nexus passkey eval` at each of LENGTHS (COUNT samples each, greedy): accuracy, the cache
 # and memory bytes, prompt tokens/s.
 # Usage: bench/passkey.sh [WORKDIR]
-#   (KIND=infini STEPS1=4000 STEPS2=2500 LENGTHS="640 2048 8192 32768" COUNT=50; about an hour on
-#   2 cores, most of it training)
+#   (KIND=infini STEPS1=4000 STEPS2=2500 LENGTHS="640 2048 8192 32768" COUNT=50 MODELS="ltm swa";
+#   about an hour on 2 cores for both, most of it training)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NEXUS=${NEXUS:-build/nexus}
@@ -22,6 +22,7 @@ STEPS1=${STEPS1:-4000}
 STEPS2=${STEPS2:-2500}
 LENGTHS=${LENGTHS:-"640 2048 8192 32768"}
 COUNT=${COUNT:-50}
+MODELS=${MODELS:-"ltm swa"}
 TOK=$SHARED/models/stories260K.gguf
 [ -f "$TOK" ] || { echo "passkey: $TOK not found" >&2; exit 1; }
 mkdir -p "$W"
@@ -39,10 +40,17 @@ train() {  # NAME STAGE1-FLAGS
     --data "$W/s2.txt" --batch 8 --seq 640 --steps "$STEPS2" --lr 1e-3 --warmup 50 \
     -o "$W/$name-2.gguf" > "$W/$name-2.log" 2>&1
 }
-train "ltm-$KIND" "--arch nexus-ltm --memory-kind $KIND --memory-segment 128"
-train swa "--arch llama --sliding-window 128"
+names=()
+for m in $MODELS; do
+  case $m in
+    ltm) names+=("ltm-$KIND")
+      train "ltm-$KIND" "--arch nexus-ltm --memory-kind $KIND --memory-segment 128" ;;
+    swa) names+=(swa); train swa "--arch llama --sliding-window 128" ;;
+    *) echo "passkey: MODELS takes ltm and swa, not '$m'" >&2; exit 1 ;;
+  esac
+done
 for n in $LENGTHS; do
-  for m in "ltm-$KIND" swa; do
+  for m in "${names[@]}"; do
     c=$COUNT
     [ "$n" -ge 32768 ] && c=$((COUNT / 5))  # about 30 s a sample on 2 cores
     printf '%-12s %6s  ' "$m" "$n"

@@ -33,7 +33,8 @@ int memory_reduce_main(int argc, char** argv) {
   app.add_option("-f,--file", calib, "calibration text (the kind of text the model will read)")
       ->required();
   app.add_option("--memory-compression-ratio", o.ratio,
-                 "the memory shrinks by this factor: head_dim / R slots a layer");
+                 "the memory shrinks by this factor: head_dim / R slots a layer (the deep "
+                 "memory: hidden / R units)");
   app.add_flag("--adaptive", o.adaptive,
                "spread the ratio's slots over the layers by where the key energy is");
   app.add_option("--memory-energy", o.energy,
@@ -74,13 +75,13 @@ int memory_reduce_main(int argc, char** argv) {
   if (!plan) return fail("memory-reduce", plan.status().message());
   const ModelConfig& c = (*model)->config();
   int64_t full = 0, kept = 0;
+  const bool deep = c.memory_hidden > 0;
   for (size_t l = 0; l < plan->slots.size(); ++l) {
-    full += c.head_dim;
+    full += plan->width;
     kept += plan->slots[l];
-    std::fprintf(stderr,
-                 "memory-reduce: layer %2zu: %3lld of %lld slots, %.2f%% of the key energy\n", l,
-                 static_cast<long long>(plan->slots[l]), static_cast<long long>(c.head_dim),
-                 100.0 * plan->kept[l]);
+    std::fprintf(stderr, "memory-reduce: layer %2zu: %3lld of %lld %s, %.2f%% of the %s energy\n",
+                 l, static_cast<long long>(plan->slots[l]), static_cast<long long>(plan->width),
+                 deep ? "hidden units" : "slots", 100.0 * plan->kept[l], deep ? "read" : "key");
   }
   auto w = memory_reduce_gguf(**model, *plan);
   if (!w) return fail("memory-reduce", w.status().message());

@@ -53,11 +53,16 @@ struct ModelConfig {
   // a token sits in its segment) rather than after it (the segment's positions rotate them).
   bool memory_before_rope = false;
   // nexus-ltm slot reduction (nexus memory-reduce, inference only): the memory's slots per layer,
-  // each addressed through blk.N.memory_proj; empty: head_dim slots everywhere.
+  // each addressed through blk.N.memory_proj (the linear memories), or the deep memory's hidden
+  // units per layer; empty: head_dim slots (memory_hidden units) everywhere.
   std::vector<int64_t> memory_slots;
   // Layer l's memory slots, 0 for the full head_dim.
   int64_t memory_slots_at(int64_t l) const {
     return memory_slots.empty() ? 0 : memory_slots[static_cast<size_t>(l)];
+  }
+  // Layer l's deep-memory hidden units (memory_hidden, or fewer after slot reduction).
+  int64_t memory_hidden_at(int64_t l) const {
+    return memory_slots.empty() ? memory_hidden : memory_slots[static_cast<size_t>(l)];
   }
 
   // Every layer is state-space (mamba, mamba2).

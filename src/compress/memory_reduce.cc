@@ -105,43 +105,30 @@ std::vector<int64_t> choose_slots(const std::vector<std::vector<double>>& curve,
   return slots;
 }
 
-}  // namespace
+// The energy curve of one head's slot energies: curve[k] the share of the k largest, k=0..n.
+std::vector<double> energy_curve(const std::vector<double>& sorted_desc) {
+  const auto n = static_cast<int64_t>(sorted_desc.size());
+  double sum = 0;
+  for (double v : sorted_desc) sum += std::max(v, 0.0);
+  std::vector<double> curve(static_cast<size_t>(n + 1), 0.0);
+  for (int64_t k = 0; k < n; ++k)
+    curve[k + 1] = curve[k] + (sum > 0 ? std::max(sorted_desc[k], 0.0) / sum : 1.0 / n);
+  return curve;
+}
 
-Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const int32_t> tokens,
-                                            const MemoryReduceOptions& o,
-                                            const std::function<void(int64_t, int64_t)>& progress) {
+// Runs the model over `total` segments of the calibration tokens; after each, `visit(ctx, l)` for
+// every layer (the segment's keys and the memory it was written into are the context's).
+Status calibrate(const Model& model, std::span<const int32_t> tokens, int64_t total, int n_threads,
+                 const std::function<void(const Context&, int64_t)>& visit,
+                 const std::function<void(int64_t, int64_t)>& progress) {
   const ModelConfig& c = model.config();
-  if (c.memory_segment == 0)
-    return Status::error("memory-reduce: " + c.arch_name + " has no long-term memory (nexus-ltm)");
-  if (c.memory_hidden > 0)
-    return Status::error(
-        "memory-reduce: the memory is Titans' deep memory (an MLP of " +
-        std::to_string(c.memory_hidden) +
-        " hidden units); slot reduction projects the keys of a linear memory (infini, or titans "
-        "with depth 1)");
-  if (!c.memory_slots.empty())
-    return Status::error("memory-reduce: the memory is already reduced; reduce the full model");
-  if ((o.energy > 0) == (o.ratio > 0))
-    return Status::error("memory-reduce: give a compression ratio or an energy to keep, not both");
-  if (o.ratio > 0 && o.ratio < 1)
-    return Status::error("memory-reduce: the compression ratio must be >= 1");
-  if (o.energy > 1) return Status::error("memory-reduce: the energy kept must be in (0, 1]");
-  if (o.adaptive && o.ratio <= 0)
-    return Status::error("memory-reduce: adaptive spreads a compression ratio's slots");
-  const int64_t seg = c.memory_segment, d = c.head_dim, kv = c.n_kv_heads, L = c.n_layers;
-  const int64_t total =
-      std::min<int64_t>(o.max_segments, static_cast<int64_t>(tokens.size()) / seg);
-  if (total < 1)
-    return Status::error("memory-reduce: the calibration text is " + std::to_string(tokens.size()) +
-                         " tokens, fewer than one memory segment of " + std::to_string(seg));
+  const int64_t seg = c.memory_segment;
   ContextOptions co;
   co.n_ctx = total * seg + 1;
   co.max_batch = seg;
-  co.n_threads = o.n_threads;
+  co.n_threads = n_threads;
   auto ctx = Context::create(model, co);
   if (!ctx) return ctx.status();
-  // Per layer and head: sum over keys of f f^T.
-  std::vector<double> cov(static_cast<size_t>(L * kv * d * d), 0.0), f(static_cast<size_t>(d));
   Batch b;
   std::vector<float> logits;
   for (int64_t j = 0; j < total; ++j) {
@@ -150,20 +137,33 @@ Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const 
       b.add(tokens[static_cast<size_t>(j * seg + i)], static_cast<int32_t>(j * seg + i), 0,
             i + 1 == seg);
     NEXUS_RETURN_IF_ERROR((*ctx)->decode(b, &logits));
-    for (int64_t l = 0; l < L; ++l) {
-      const std::span<const float> keys = (*ctx)->long_term_segment_keys(0, l);
-      for (int64_t i = 0; i < seg; ++i)
-        for (int64_t g = 0; g < kv; ++g) {
-          key_feature(c.memory_kind, keys.data() + (i * kv + g) * d, d, f.data());
-          double* m = cov.data() + (l * kv + g) * d * d;
-          for (int64_t x = 0; x < d; ++x)
-            for (int64_t y = 0; y < d; ++y) m[x * d + y] += f[x] * f[y];
-        }
-    }
+    for (int64_t l = 0; l < c.n_layers; ++l) visit(**ctx, l);
     if (progress) progress(j + 1, total);
   }
-  MemoryReducePlan plan;
-  plan.segments = total;
+  return Status::ok();
+}
+
+// The linear memories: each head's uncentred key-feature covariance, its principal directions.
+Status plan_linear(const Model& model, std::span<const int32_t> tokens, int64_t total,
+                   const MemoryReduceOptions& o,
+                   const std::function<void(int64_t, int64_t)>& progress, MemoryReducePlan& plan) {
+  const ModelConfig& c = model.config();
+  const int64_t seg = c.memory_segment, d = c.head_dim, kv = c.n_kv_heads, L = c.n_layers;
+  // Per layer and head: sum over keys of f f^T.
+  std::vector<double> cov(static_cast<size_t>(L * kv * d * d), 0.0), f(static_cast<size_t>(d));
+  NEXUS_RETURN_IF_ERROR(calibrate(
+      model, tokens, total, o.n_threads,
+      [&](const Context& ctx, int64_t l) {
+        const std::span<const float> keys = ctx.long_term_segment_keys(0, l);
+        for (int64_t i = 0; i < seg; ++i)
+          for (int64_t g = 0; g < kv; ++g) {
+            key_feature(c.memory_kind, keys.data() + (i * kv + g) * d, d, f.data());
+            double* m = cov.data() + (l * kv + g) * d * d;
+            for (int64_t x = 0; x < d; ++x)
+              for (int64_t y = 0; y < d; ++y) m[x * d + y] += f[x] * f[y];
+          }
+      },
+      progress));
   std::vector<std::vector<std::vector<double>>> vecs(static_cast<size_t>(L)),
       head_curve(static_cast<size_t>(L));
   plan.curve.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(d + 1), 0.0));
@@ -172,11 +172,7 @@ Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const 
       const double* m = cov.data() + (l * kv + g) * d * d;
       std::vector<double> values, vectors;
       symmetric_eigen(std::vector<double>(m, m + d * d), d, values, vectors);
-      double sum = 0;
-      for (double v : values) sum += std::max(v, 0.0);
-      std::vector<double> curve(static_cast<size_t>(d + 1), 0.0);
-      for (int64_t k = 0; k < d; ++k)
-        curve[k + 1] = curve[k] + (sum > 0 ? std::max(values[k], 0.0) / sum : 1.0 / d);
+      std::vector<double> curve = energy_curve(values);
       for (int64_t k = 0; k <= d; ++k) plan.curve[l][k] += curve[k] / static_cast<double>(kv);
       head_curve[l].push_back(std::move(curve));
       vecs[l].push_back(std::move(vectors));
@@ -192,26 +188,164 @@ Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const 
     plan.proj.push_back(std::move(p));
     plan.kept.push_back(plan.curve[l][r]);
   }
+  return Status::ok();
+}
+
+// The deep memory: each hidden unit's read energy over the calibration keys, with the weights
+// W = W0 + D as the segment left them; each head keeps its most energetic units.
+Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t total,
+                 const MemoryReduceOptions& o,
+                 const std::function<void(int64_t, int64_t)>& progress, MemoryReducePlan& plan) {
+  const ModelConfig& c = model.config();
+  const int64_t seg = c.memory_segment, d = c.head_dim, kv = c.n_kv_heads, L = c.n_layers;
+  const int64_t h = c.memory_hidden, n = d * h, tf = titans_mlp_floats(d, h);
+  std::vector<const float*> w1(static_cast<size_t>(L)), w2(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l)
+    for (auto [name, out] : {std::pair{"memory_w1", &w1}, std::pair{"memory_w2", &w2}}) {
+      const GgufTensorInfo* t = model.gguf().find_tensor("blk." + std::to_string(l) + "." + name);
+      if (t == nullptr || t->dtype != DType::kF32 || t->nbytes != kv * n * sizeof(float))
+        return Status::error("memory-reduce: blk." + std::to_string(l) + "." + name +
+                             " is missing or not F32 [kv_heads x head_dim x hidden]");
+      (*out)[static_cast<size_t>(l)] = reinterpret_cast<const float*>(t->data);
+    }
+  std::vector<double> energy(static_cast<size_t>(L * kv * h), 0.0), f(static_cast<size_t>(d));
+  std::vector<double> wa(static_cast<size_t>(n)), out2(static_cast<size_t>(h));
+  NEXUS_RETURN_IF_ERROR(calibrate(
+      model, tokens, total, o.n_threads,
+      [&](const Context& ctx, int64_t l) {
+        const std::span<const float> keys = ctx.long_term_segment_keys(0, l);
+        const std::span<const float> mem = ctx.long_term_memory(0, l);
+        for (int64_t g = 0; g < kv; ++g) {
+          const float* dm = mem.data() + g * tf;  // D1 [d][h], then D2 [h][d]
+          const float *w10 = w1[l] + g * n, *w20 = w2[l] + g * n;
+          for (int64_t e = 0; e < n; ++e) wa[e] = static_cast<double>(w10[e]) + dm[e];
+          for (int64_t j = 0; j < h; ++j) {
+            double s = 0;
+            for (int64_t x = 0; x < d; ++x) {
+              const double v = static_cast<double>(w20[j * d + x]) + dm[n + j * d + x];
+              s += v * v;
+            }
+            out2[j] = s;
+          }
+          double* e = energy.data() + (l * kv + g) * h;
+          for (int64_t i = 0; i < seg; ++i) {
+            key_feature(c.memory_kind, keys.data() + (i * kv + g) * d, d, f.data());
+            for (int64_t j = 0; j < h; ++j) {
+              double z = 0;
+              for (int64_t x = 0; x < d; ++x) z += f[x] * wa[x * h + j];
+              const double a = z / (1 + std::exp(-z));
+              e[j] += a * a * out2[j];
+            }
+          }
+        }
+      },
+      progress));
+  std::vector<std::vector<std::vector<double>>> head_curve(static_cast<size_t>(L));
+  std::vector<std::vector<std::vector<int64_t>>> order(static_cast<size_t>(L));
+  plan.curve.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(h + 1), 0.0));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t g = 0; g < kv; ++g) {
+      const double* e = energy.data() + (l * kv + g) * h;
+      std::vector<int64_t> idx(static_cast<size_t>(h));
+      std::iota(idx.begin(), idx.end(), 0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return e[a] > e[b]; });
+      std::vector<double> sorted;
+      for (int64_t j : idx) sorted.push_back(e[j]);
+      std::vector<double> curve = energy_curve(sorted);
+      for (int64_t k = 0; k <= h; ++k) plan.curve[l][k] += curve[k] / static_cast<double>(kv);
+      head_curve[l].push_back(std::move(curve));
+      order[l].push_back(std::move(idx));
+    }
+  plan.slots = choose_slots(plan.curve, h, o, head_curve);
+  for (int64_t l = 0; l < L; ++l) {
+    const int64_t r = plan.slots[l];
+    std::vector<int64_t> units;
+    for (int64_t g = 0; g < kv; ++g) {
+      std::vector<int64_t> keep(order[l][g].begin(), order[l][g].begin() + r);
+      std::sort(keep.begin(), keep.end());
+      units.insert(units.end(), keep.begin(), keep.end());
+    }
+    plan.units.push_back(std::move(units));
+    plan.kept.push_back(plan.curve[l][r]);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<MemoryReducePlan> plan_memory_reduce(const Model& model, std::span<const int32_t> tokens,
+                                            const MemoryReduceOptions& o,
+                                            const std::function<void(int64_t, int64_t)>& progress) {
+  const ModelConfig& c = model.config();
+  if (c.memory_segment == 0)
+    return Status::error("memory-reduce: " + c.arch_name + " has no long-term memory (nexus-ltm)");
+  if (!c.memory_slots.empty())
+    return Status::error("memory-reduce: the memory is already reduced; reduce the full model");
+  if ((o.energy > 0) == (o.ratio > 0))
+    return Status::error("memory-reduce: give a compression ratio or an energy to keep, not both");
+  if (o.ratio > 0 && o.ratio < 1)
+    return Status::error("memory-reduce: the compression ratio must be >= 1");
+  if (o.energy > 1) return Status::error("memory-reduce: the energy kept must be in (0, 1]");
+  if (o.adaptive && o.ratio <= 0)
+    return Status::error("memory-reduce: adaptive spreads a compression ratio's slots");
+  const int64_t seg = c.memory_segment;
+  const int64_t total =
+      std::min<int64_t>(o.max_segments, static_cast<int64_t>(tokens.size()) / seg);
+  if (total < 1)
+    return Status::error("memory-reduce: the calibration text is " + std::to_string(tokens.size()) +
+                         " tokens, fewer than one memory segment of " + std::to_string(seg));
+  MemoryReducePlan plan;
+  plan.segments = total;
+  plan.width = c.memory_hidden > 0 ? c.memory_hidden : c.head_dim;
+  NEXUS_RETURN_IF_ERROR(c.memory_hidden > 0 ? plan_deep(model, tokens, total, o, progress, plan)
+                                            : plan_linear(model, tokens, total, o, progress, plan));
   return plan;
 }
 
 Result<GgufWriter> memory_reduce_gguf(const Model& model, const MemoryReducePlan& plan) {
   const ModelConfig& c = model.config();
   const GgufFile& in = model.gguf();
+  const bool deep = c.memory_hidden > 0;
   if (c.memory_segment == 0 || static_cast<int64_t>(plan.slots.size()) != c.n_layers ||
-      plan.proj.size() != plan.slots.size())
+      (deep ? plan.units.size() : plan.proj.size()) != plan.slots.size())
     return Status::error("memory-reduce: the plan does not fit " + in.path());
-  const int64_t n_kv = c.n_kv_heads, d = c.head_dim;
+  const int64_t n_kv = c.n_kv_heads, d = c.head_dim, h = c.memory_hidden;
   GgufWriter w;
   w.copy_metadata(in);
   w.set_i32_array("nexus-ltm.memory.slots", plan.slots);
   for (const GgufTensorInfo& t : in.tensors()) {
     if (t.name.find(".memory_proj") != std::string::npos) continue;
-    w.add_tensor(t.name, t.dtype, t.shape, t.data);
+    const bool w1 = t.name.ends_with(".memory_w1"), w2 = t.name.ends_with(".memory_w2");
+    if (!deep || (!w1 && !w2)) {
+      w.add_tensor(t.name, t.dtype, t.shape, t.data);
+      continue;
+    }
+    const size_t l = std::stoul(t.name.substr(4));  // "blk.N."
+    const int64_t r = plan.slots[l];
+    const std::vector<int64_t>& units = plan.units[l];
+    if (t.dtype != DType::kF32 || t.nbytes != n_kv * d * h * sizeof(float) ||
+        static_cast<int64_t>(units.size()) != n_kv * r)
+      return Status::error("memory-reduce: the plan does not fit " + t.name);
+    const auto* src = reinterpret_cast<const float*>(t.data);
+    std::vector<float> out(static_cast<size_t>(n_kv * d * r));
+    for (int64_t g = 0; g < n_kv; ++g)
+      for (int64_t a = 0; a < r; ++a) {
+        const int64_t j = units[g * r + a];
+        for (int64_t x = 0; x < d; ++x) {
+          if (w1)  // [d][h]: column j
+            out[(g * d + x) * r + a] = src[(g * d + x) * h + j];
+          else  // [h][d]: row j
+            out[(g * r + a) * d + x] = src[(g * h + j) * d + x];
+        }
+      }
+    w.add_tensor(t.name, DType::kF32,
+                 w1 ? std::vector<int64_t>{n_kv, d, r} : std::vector<int64_t>{n_kv, r, d},
+                 out.data());
   }
-  for (size_t l = 0; l < plan.slots.size(); ++l)
-    w.add_tensor("blk." + std::to_string(l) + ".memory_proj", DType::kF32, {n_kv, d, plan.slots[l]},
-                 plan.proj[l].data());
+  if (!deep)
+    for (size_t l = 0; l < plan.slots.size(); ++l)
+      w.add_tensor("blk." + std::to_string(l) + ".memory_proj", DType::kF32,
+                   {n_kv, d, plan.slots[l]}, plan.proj[l].data());
   return w;
 }
 

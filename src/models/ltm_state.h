@@ -17,7 +17,7 @@ namespace nexus {
 // Floats of one key/value head's memory at layer l for the config's kind (and slots).
 inline int64_t ltm_head_floats(const ModelConfig& c, int64_t l) {
   const int64_t slots = c.memory_slots_at(l);
-  if (c.memory_hidden > 0) return titans_mlp_floats(c.head_dim, c.memory_hidden);
+  if (c.memory_hidden > 0) return titans_mlp_floats(c.head_dim, c.memory_hidden_at(l));
   return c.memory_kind == MemoryKind::kTitans ? titans_floats(c.head_dim, slots)
                                               : memory_floats(c.head_dim, slots);
 }

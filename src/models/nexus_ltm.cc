@@ -51,22 +51,22 @@ Status read_ltm_config(const GgufFile& f, ModelConfig* c) {
       }
   }
   // Slot reduction (nexus memory-reduce): slots per layer, each addressed through an F32
-  // projection blk.N.memory_proj [kv_heads][head_dim][slots].
+  // projection blk.N.memory_proj [kv_heads][head_dim][slots]; for the deep memory, the hidden
+  // units each layer kept (blk.N.memory_w1 and memory_w2 that many wide).
   if (const std::vector<int64_t>* slots = f.get_int_array(c->arch_name + ".memory.slots")) {
-    if (c->memory_hidden > 0)
-      return Status::error(f.path() + ": " + c->arch_name +
-                           ".memory.slots (slot reduction) applies to a linear memory, not a "
-                           "depth-2 one");
+    const bool deep = c->memory_hidden > 0;
+    const int64_t most = deep ? c->memory_hidden : c->head_dim;
     if (static_cast<int64_t>(slots->size()) != c->n_layers)
       return Status::error(f.path() + ": " + c->arch_name + ".memory.slots has " +
                            std::to_string(slots->size()) + " entries for " +
                            std::to_string(c->n_layers) + " layers");
     for (size_t l = 0; l < slots->size(); ++l) {
       const int64_t n = (*slots)[l];
-      if (n < 1 || n > c->head_dim)
+      if (n < 1 || n > most)
         return Status::error(f.path() + ": " + c->arch_name + ".memory.slots[" + std::to_string(l) +
-                             "] = " + std::to_string(n) + " is outside 1.." +
-                             std::to_string(c->head_dim));
+                             "] = " + std::to_string(n) + " is outside 1.." + std::to_string(most) +
+                             (deep ? " (the deep memory's hidden units)" : ""));
+      if (deep) continue;
       const std::string name = "blk." + std::to_string(l) + ".memory_proj";
       const GgufTensorInfo* t = f.find_tensor(name);
       if (t != nullptr && t->dtype != DType::kF32)
@@ -81,7 +81,7 @@ Status read_ltm_config(const GgufFile& f, ModelConfig* c) {
 std::vector<LayerSlot> ltm_slots(const ModelConfig& c) {
   std::vector<LayerSlot> s = llama_layer_slots(c);
   s.push_back({&LayerWeights::memory_gate, "blk.%d.memory_gate", {c.n_heads}, true});
-  if (!c.memory_slots.empty()) {
+  if (!c.memory_slots.empty() && c.memory_hidden == 0) {
     LayerSlot proj{&LayerWeights::memory_proj, "blk.%d.memory_proj", {}, true};
     proj.shape_at = [kv = c.n_kv_heads, d = c.head_dim, slots = c.memory_slots](int64_t l) {
       return std::vector<int64_t>{kv, d, slots[static_cast<size_t>(l)]};
@@ -94,8 +94,18 @@ std::vector<LayerSlot> ltm_slots(const ModelConfig& c) {
     s.push_back({&LayerWeights::memory_alpha, "blk.%d.memory_alpha", {c.n_kv_heads}, true});
     if (c.memory_hidden > 0) {
       const int64_t kv = c.n_kv_heads, d = c.head_dim, h = c.memory_hidden;
-      s.push_back({&LayerWeights::memory_w1, "blk.%d.memory_w1", {kv, d, h}, true});
-      s.push_back({&LayerWeights::memory_w2, "blk.%d.memory_w2", {kv, h, d}, true});
+      LayerSlot w1{&LayerWeights::memory_w1, "blk.%d.memory_w1", {kv, d, h}, true},
+          w2{&LayerWeights::memory_w2, "blk.%d.memory_w2", {kv, h, d}, true};
+      if (!c.memory_slots.empty()) {  // slot-reduced: each layer's kept hidden units
+        w1.shape_at = [kv, d, units = c.memory_slots](int64_t l) {
+          return std::vector<int64_t>{kv, d, units[static_cast<size_t>(l)]};
+        };
+        w2.shape_at = [kv, d, units = c.memory_slots](int64_t l) {
+          return std::vector<int64_t>{kv, units[static_cast<size_t>(l)], d};
+        };
+      }
+      s.push_back(std::move(w1));
+      s.push_back(std::move(w2));
     }
   }
   return s;

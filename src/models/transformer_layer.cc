@@ -156,7 +156,9 @@ struct LtmCall {
   // Titans' sigmoids: eta, theta, alpha per kv head, in a per-thread buffer (a call per layer
   // and token at decode: no allocation once warm; one call is live at a time on a thread).
   float* rates = nullptr;
-  const float* proj = nullptr;  // slot reduction (inference): this layer's projection and slots
+  // Slot reduction (inference): this layer's projection (null for the deep memory) and slots (the
+  // deep memory's hidden units).
+  const float* proj = nullptr;
   int64_t slots = 0;
 
   LtmCall(const ModelConfig& cfg, const LtmParams<const float>& params,
@@ -217,7 +219,7 @@ struct LtmCall {
                     c.n_heads,
                     kv,
                     c.head_dim,
-                    c.memory_hidden};
+                    slots > 0 ? slots : c.memory_hidden};
     a.write = write;
     return a;
   }

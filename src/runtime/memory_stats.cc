@@ -21,7 +21,7 @@ std::vector<LayerMemoryStats> memory_stats(const Context& ctx, int seq) {
   const bool titans = c.memory_kind == MemoryKind::kTitans;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::span<const float> mem = ctx.long_term_memory(seq, l);
-    const int64_t hidden = c.memory_hidden;
+    const int64_t hidden = c.memory_hidden_at(l);
     const int64_t rows = hidden > 0 ? hidden : memory_rows(d, c.memory_slots_at(l));
     const int64_t mf = ltm_head_floats(c, l);
     LayerMemoryStats s;

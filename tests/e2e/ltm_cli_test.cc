@@ -2,7 +2,7 @@
 // info` shows its memory keys, `nexus run` generates past the trained length with the memory
 // statistics, `nexus memory-reduce` shrinks the memory (and a reduced model is not trained),
 // `--memory-rope before` is written to the file, bad flags are one-line errors, and Titans' deep
-// memory goes from train (and a checkpoint, exported or resumed) to run.
+// memory goes from train (and a checkpoint, exported or resumed) to run and memory-reduce.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -186,11 +186,19 @@ TEST(LtmCli, TitansDeepMemoryFromTrainToRun) {
               " --seq 32 --steps 1 --memory-depth 1 -o " + quoted(model + ".2"));
   EXPECT_NE(init.code, 0);
   EXPECT_NE(init.err.find("--memory-depth goes with --shape"), std::string::npos) << init.err;
-  auto red = run_cli("memory-reduce " + quoted(model) + " " + quoted(model + ".small") + " -f " +
+  // Slot reduction keeps half the hidden units: half the memory, and the model still runs.
+  const std::string small = model + ".small";
+  auto red = run_cli("memory-reduce " + quoted(model) + " " + quoted(small) + " -f " +
                      quoted((dir / "text.txt").string()) + " --memory-compression-ratio 2");
-  EXPECT_NE(red.code, 0);
-  EXPECT_NE(red.err.find("Titans' deep memory (an MLP of 32 hidden units)"), std::string::npos)
-      << red.err;
+  ASSERT_EQ(red.code, 0) << red.output;
+  EXPECT_NE(red.err.find("layer  1:  16 of 32 hidden units"), std::string::npos) << red.err;
+  EXPECT_NE(red.out.find("64 -> 32 slots (memory 2.00x smaller)"), std::string::npos) << red.out;
+  auto run_small = run_cli("run -m " + quoted(small) +
+                           " -p JULIET -n 60 --ignore-eos --temp 0 -t 1 --memory-stats");
+  ASSERT_EQ(run_small.code, 0) << run_small.output;
+  EXPECT_NE(run_small.err.find("slots (hidden units) of 16 values (8192 bytes in all)"),
+            std::string::npos)
+      << run_small.err;
   fs::remove_all(dir);
 }
 

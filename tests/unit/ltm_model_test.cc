@@ -285,31 +285,24 @@ TEST(LtmModel, TheDeepMemorysMetadataIsChecked) {
             std::string::npos);
   EXPECT_NE(load_edited([](GgufWriter&) {}, true).find("'blk.0.memory_w1' must be F32, is F16"),
             std::string::npos);
+  // Slot reduction keeps some of the hidden units: no more than there are, and the weights must be
+  // cut to them.
   EXPECT_NE(load_edited([](GgufWriter& w) {
-              w.set_i32_array("nexus-ltm.memory.slots", {4, 4});
-            }).find("slot reduction) applies to a linear memory"),
+              w.set_i32_array("nexus-ltm.memory.slots", {99, 99});
+            }).find("outside 1..6 (the deep memory's hidden units)"),
             std::string::npos);
+  const std::string cut = load_edited([](GgufWriter& w) {
+    w.set_i32_array("nexus-ltm.memory.slots", {4, 4});
+  });
+  EXPECT_NE(cut.find("'blk.0.memory_w1' has shape 1x8x6, expected 1x8x4"), std::string::npos)
+      << cut;
 }
 
-TEST(LtmModel, TheDeepMemoryIsNotQuantizedOrSlotReduced) {
+TEST(LtmModel, TheDeepMemoryIsNotQuantized) {
   // Conversion and quantization keep the weights the kernels read as f32.
   for (const char* name : {"blk.3.memory_w1", "blk.3.memory_w2", "blk.3.memory_proj"})
     EXPECT_TRUE(keeps_f32(GgufTensorInfo{name, DType::kF32, {2, 8, 16}})) << name;
   EXPECT_FALSE(keeps_f32(GgufTensorInfo{"blk.3.attn_q.weight", DType::kF32, {16, 16}}));
-  auto m = train::model({}, MemoryKind::kTitans, false, 6);
-  const std::string path = ::testing::TempDir() + "/ltm_deep_" + std::to_string(::getpid());
-  ASSERT_TRUE(m->export_gguf(path + ".gguf"));
-  auto loaded = Model::load(path + ".gguf");
-  std::filesystem::remove(path + ".gguf");
-  ASSERT_TRUE(loaded) << loaded.status().message();
-  std::vector<int32_t> text(32, 3);
-  MemoryReduceOptions o;
-  o.ratio = 2;
-  auto plan = plan_memory_reduce(*loaded.value(), text, o);
-  ASSERT_FALSE(plan);
-  EXPECT_NE(plan.status().message().find("Titans' deep memory (an MLP of 6 hidden units)"),
-            std::string::npos)
-      << plan.status().message();
 }
 
 TEST_P(LtmKinds, CacheAndMemoryDoNotGrowWithTheContext) {

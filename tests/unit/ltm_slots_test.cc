@@ -1,10 +1,13 @@
 // Slot reduction of nexus-ltm's memory: the kernels with a projection against a float64
 // transcription of their equations; the eigen solver; a reduction that keeps every slot is a
 // rotation of the key features and keeps the model's logits; fewer slots shrink the memory; a
-// reduced model is refused for training and for a second reduction.
+// reduced model is refused for training and for a second reduction. Titans' deep memory reduces
+// its hidden units: keeping them all keeps the logits, and units that are never active are dropped
+// without changing them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -202,9 +205,16 @@ TEST(MemoryReduce, SymmetricEigenDecomposes) {
   }
 }
 
+// What a reduction test runs on: the memory's kind, and the deep memory's hidden units (0:
+// linear).
+struct ReduceCase {
+  MemoryKind kind;
+  int64_t hidden = 0;
+};
+
 // A random nexus-ltm model (2 layers, 2 kv heads of 8) written to a GGUF, with its memory gates
-// half open.
-std::string ltm_file(MemoryKind kind, const std::string& tag) {
+// half open; `dead` hidden units of a deep memory get zero initial weights in and out.
+std::string ltm_file(ReduceCase rc, const std::string& tag, const std::vector<int64_t>& dead = {}) {
   ModelConfig c;
   c.arch = Arch::kLtm;
   c.arch_name = "nexus-ltm";
@@ -218,7 +228,8 @@ std::string ltm_file(MemoryKind kind, const std::string& tag) {
   c.n_vocab = 24;
   c.n_ctx_train = 64;
   c.memory_segment = 4;
-  c.memory_kind = kind;
+  c.memory_kind = rc.kind;
+  c.memory_hidden = rc.hidden;
   auto m = train::TrainModel::create(c, 2, 8, {0.4f, 3, true});
   EXPECT_TRUE(m) << m.status().message();
   for (const train::ParamInfo& t : m.value()->tensors())
@@ -226,6 +237,11 @@ std::string ltm_file(MemoryKind kind, const std::string& tag) {
       float& p = m.value()->params()[t.offset + h];
       if (t.name.ends_with(".memory_gate")) p = 0.5f;
       if (t.name.ends_with(".memory_theta")) p = 1.0f;
+      // W1 [kv][8][hidden]: unit h % hidden; W2 [kv][hidden][8]: unit (h / 8) % hidden.
+      const int64_t unit = t.name.ends_with(".memory_w1")   ? h % rc.hidden
+                           : t.name.ends_with(".memory_w2") ? (h / 8) % rc.hidden
+                                                            : -1;
+      if (unit >= 0 && std::find(dead.begin(), dead.end(), unit) != dead.end()) p = 0.0f;
     }
   const std::string path =
       ::testing::TempDir() + "/slots_" + tag + std::to_string(::getpid()) + ".gguf";
@@ -256,7 +272,11 @@ std::vector<float> logits(const Model& m, const std::vector<int32_t>& toks, size
   return out;
 }
 
-class ReduceKinds : public ::testing::TestWithParam<MemoryKind> {};
+class ReduceKinds : public ::testing::TestWithParam<ReduceCase> {
+ protected:
+  // Slots a layer before reduction: head_dim, or the deep memory's hidden units.
+  int64_t width() const { return GetParam().hidden > 0 ? GetParam().hidden : 8; }
+};
 
 TEST_P(ReduceKinds, EverySlotKeptIsARotationThatKeepsTheLogits) {
   const std::string path = ltm_file(GetParam(), "all");
@@ -267,14 +287,15 @@ TEST_P(ReduceKinds, EverySlotKeptIsARotationThatKeepsTheLogits) {
   auto plan = plan_memory_reduce(**full, tokens(200, 1), o);
   ASSERT_TRUE(plan) << plan.status().message();
   EXPECT_EQ(plan->segments, 50);
-  EXPECT_EQ(plan->slots, (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(plan->width, width());
+  EXPECT_EQ(plan->slots, (std::vector<int64_t>{width(), width()}));
   auto w = memory_reduce_gguf(**full, *plan);
   ASSERT_TRUE(w);
   const std::string out = path + ".reduced.gguf";
   ASSERT_TRUE(w->write(out));
   auto reduced = Model::load(out);
   ASSERT_TRUE(reduced) << reduced.status().message();
-  EXPECT_EQ(reduced.value()->config().memory_slots, (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(reduced.value()->config().memory_slots, (std::vector<int64_t>{width(), width()}));
   const std::vector<int32_t> text = tokens(40, 2);
   size_t full_bytes = 0, reduced_bytes = 0;
   const std::vector<float> a = logits(**full, text, &full_bytes);
@@ -306,9 +327,9 @@ TEST_P(ReduceKinds, FewerSlotsShrinkTheMemory) {
     o.adaptive = adaptive;
     auto plan = plan_memory_reduce(**full, tokens(200, 1), o);
     ASSERT_TRUE(plan) << plan.status().message();
-    EXPECT_EQ(plan->slots[0] + plan->slots[1], 8);
+    EXPECT_EQ(plan->slots[0] + plan->slots[1], width());
     if (!adaptive) {
-      EXPECT_EQ(plan->slots, (std::vector<int64_t>{4, 4}));
+      EXPECT_EQ(plan->slots, (std::vector<int64_t>{width() / 2, width() / 2}));
     }
     for (int64_t l = 0; l < 2; ++l) {
       EXPECT_GT(plan->kept[l], 0.5);
@@ -322,27 +343,76 @@ TEST_P(ReduceKinds, FewerSlotsShrinkTheMemory) {
     const std::vector<float> b = logits(**reduced, text, &bytes);
     std::filesystem::remove(out);
     // Infini's head holds (slots + 1) x 8 floats of (8 + 1) x 8, Titans' 2 x slots x 8 of 2 x 8
-    // x 8.
+    // x 8, the deep memory's 4 x 8 x units of 4 x 8 x hidden.
     const int64_t kv = 2, d = 8, slots = plan->slots[0] + plan->slots[1];
-    const int64_t want =
-        GetParam() == MemoryKind::kTitans ? kv * 2 * slots * d : kv * (d + 1) * slots;
+    const int64_t want = GetParam().hidden > 0                    ? kv * 4 * d * slots
+                         : GetParam().kind == MemoryKind::kTitans ? kv * 2 * slots * d
+                                                                  : kv * (d + 1) * slots;
     EXPECT_EQ(bytes, static_cast<size_t>(want) * sizeof(float));
     EXPECT_LT(bytes, full_bytes);
-    // The first segment reads no memory: its logits are the same; later ones moved (by how much
-    // on a trained model: bench/ltm_reduce.sh).
+    // The first segment reads an empty linear memory: its logits are the same (the deep memory's
+    // first read is its initial weights, cut too); later ones moved (by how much on a trained
+    // model: bench/ltm_reduce.sh).
     double diff = 0;
     for (size_t i = 0; i < a.size(); ++i) {
       ASSERT_TRUE(std::isfinite(b[i]));
       diff = std::max<double>(diff, std::abs(a[i] - b[i]));
     }
-    for (size_t i = 0; i < 4 * 24; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+    if (GetParam().hidden == 0)
+      for (size_t i = 0; i < 4 * 24; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
     EXPECT_GT(diff, 1e-6);
   }
   std::filesystem::remove(path);
 }
 
+// A deep memory's hidden unit with zero initial weights in and out is never active and never
+// written (its gradients are zero too): the reduction finds and drops exactly those, and the
+// logits stay.
+TEST(MemoryReduce, DeepMemoryDropsUnitsThatAreNeverActive) {
+  const std::vector<int64_t> dead = {1, 4, 5, 9, 14};
+  const std::string path = ltm_file({MemoryKind::kTitans, 16}, "dead", dead);
+  auto full = Model::load(path);
+  ASSERT_TRUE(full) << full.status().message();
+  MemoryReduceOptions o;
+  o.energy = 1.0;
+  auto plan = plan_memory_reduce(**full, tokens(200, 1), o);
+  ASSERT_TRUE(plan) << plan.status().message();
+  EXPECT_EQ(plan->slots, (std::vector<int64_t>{11, 11}));
+  const std::vector<int64_t> live = {0, 2, 3, 6, 7, 8, 10, 11, 12, 13, 15};
+  for (const std::vector<int64_t>& units : plan->units) {
+    ASSERT_EQ(units.size(), 2 * live.size());
+    EXPECT_EQ(std::vector<int64_t>(units.begin(), units.begin() + 11), live);
+    EXPECT_EQ(std::vector<int64_t>(units.begin() + 11, units.end()), live);
+  }
+  const std::string out = path + ".live.gguf";
+  ASSERT_TRUE(memory_reduce_gguf(**full, *plan)->write(out));
+  auto reduced = Model::load(out);
+  ASSERT_TRUE(reduced) << reduced.status().message();
+  const std::vector<int32_t> text = tokens(40, 2);
+  size_t full_bytes = 0, reduced_bytes = 0;
+  const std::vector<float> a = logits(**full, text, &full_bytes);
+  const std::vector<float> b = logits(**reduced, text, &reduced_bytes);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-5) << i;
+  EXPECT_EQ(full_bytes * 11, reduced_bytes * 16);
+  // A live unit dropped too (ratio 2: 8 of 16) changes them.
+  o.energy = 0;
+  o.ratio = 2;
+  plan = plan_memory_reduce(**full, tokens(200, 1), o);
+  ASSERT_TRUE(plan);
+  ASSERT_TRUE(memory_reduce_gguf(**full, *plan)->write(out));
+  reduced = Model::load(out);
+  ASSERT_TRUE(reduced);
+  const std::vector<float> c = logits(**reduced, text, &reduced_bytes);
+  double diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max<double>(diff, std::abs(a[i] - c[i]));
+  EXPECT_GT(diff, 1e-4);
+  std::filesystem::remove(out);
+  std::filesystem::remove(path);
+}
+
 TEST(MemoryReduce, RefusesBadOptionsAndModelsWithoutAMemory) {
-  const std::string path = ltm_file(MemoryKind::kInfini, "opts");
+  const std::string path = ltm_file({MemoryKind::kInfini}, "opts");
   auto m = Model::load(path);
   ASSERT_TRUE(m);
   const std::vector<int32_t> t = tokens(40, 1);
@@ -366,10 +436,13 @@ TEST(MemoryReduce, RefusesBadOptionsAndModelsWithoutAMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Memory, ReduceKinds,
-                         ::testing::Values(MemoryKind::kInfini, MemoryKind::kTitans),
+                         ::testing::Values(ReduceCase{MemoryKind::kInfini},
+                                           ReduceCase{MemoryKind::kTitans},
+                                           ReduceCase{MemoryKind::kTitans, 16}),
                          [](const auto& info) {
-                           return std::string(info.param == MemoryKind::kTitans ? "titans"
-                                                                                : "infini");
+                           return std::string(info.param.hidden > 0                    ? "deep"
+                                              : info.param.kind == MemoryKind::kTitans ? "titans"
+                                                                                       : "infini");
                          });
 
 }  // namespace

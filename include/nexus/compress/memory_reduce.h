@@ -7,6 +7,12 @@
 // of head_dim x head_dim. The slots per layer come from a compression ratio, the same for every
 // layer or (adaptive) spread over the layers by where the key energy is, or from an energy
 // fraction to keep.
+//
+// Titans' deep memory (an MLP) has hidden units for slots (what `nexus run --memory-stats`
+// counts): each layer keeps, per head, the units that carry most of the memory's read energy over
+// the calibration keys (sum over keys of silu(k W1)_j^2 |W2_j|^2, with the weights as written by
+// then), and drops the others' columns of blk.N.memory_w1 and rows of memory_w2. A unit that is
+// never active is dropped exactly; the others approximately, as pruning does.
 #pragma once
 
 #include <cstdint>
@@ -33,11 +39,13 @@ struct MemoryReduceOptions {
 };
 
 struct MemoryReducePlan {
+  int64_t width = 0;                       // slots a layer before: head_dim, or hidden units
   std::vector<int64_t> slots;              // per layer
-  std::vector<std::vector<float>> proj;    // per layer: [kv_heads][head_dim][slots]
-  std::vector<double> kept;                // per layer: key energy kept (mean over heads)
-  std::vector<std::vector<double>> curve;  // per layer: energy held by the first k slots, k=0..d
-  int64_t segments = 0;                    // calibration segments run
+  std::vector<std::vector<float>> proj;  // linear memories, per layer: [kv_heads][head_dim][slots]
+  std::vector<std::vector<int64_t>> units;  // deep memory, per layer: [kv_heads][slots], ascending
+  std::vector<double> kept;                 // per layer: energy kept (mean over heads)
+  std::vector<std::vector<double>> curve;   // per layer: energy of the first k slots, k=0..width
+  int64_t segments = 0;                     // calibration segments run
 };
 
 // Runs `model` over `tokens` (a calibration text's, from BOS) a segment at a time and plans the
@@ -47,8 +55,8 @@ Result<MemoryReducePlan> plan_memory_reduce(
     const Model& model, std::span<const int32_t> tokens, const MemoryReduceOptions& o,
     const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
-// The model's file with the plan: nexus-ltm.memory.slots and blk.N.memory_proj added, everything
-// else copied.
+// The model's file with the plan: nexus-ltm.memory.slots and blk.N.memory_proj added (the deep
+// memory: blk.N.memory_w1 and memory_w2 cut to the kept units), everything else copied.
 Result<GgufWriter> memory_reduce_gguf(const Model& model, const MemoryReducePlan& plan);
 
 // The eigenvalues (descending) and unit eigenvectors (columns of `vectors`, row-major n x n) of
