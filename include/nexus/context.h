@@ -108,10 +108,11 @@ class Context {
   // normaliser z (head_dim * head_dim + head_dim), or Titans' M then its momentum S (2 head_dim^2);
   // empty for other models.
   std::span<const float> long_term_memory(int seq, int64_t layer) const;
-  // nexus-ltm: the keys (after RoPE, before the memory's feature map) of the segment `seq` is
-  // filling at `layer`, [segment][kv_heads * head_dim] by position in the segment; once a segment
-  // completes they stay until the next one overwrites them (calibration reads them there).
-  std::span<const float> long_term_segment_keys(int seq, int64_t layer) const;
+  // nexus-ltm: the keys the memory writes (before its feature map; rotated or not as the memory
+  // reads them) of the last segment `seq` completed at `layer`, [segment][kv_heads * head_dim] by
+  // position in the segment, valid until the next segment's first token (calibration reads them
+  // right after a segment). Empty for a bad sequence or layer.
+  std::vector<float> long_term_segment_keys(int seq, int64_t layer) const;
   const ContextOptions& options() const;
   const Model& model() const;
   size_t kv_bytes() const;

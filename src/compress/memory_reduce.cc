@@ -154,7 +154,7 @@ Status plan_linear(const Model& model, std::span<const int32_t> tokens, int64_t 
   NEXUS_RETURN_IF_ERROR(calibrate(
       model, tokens, total, o.n_threads,
       [&](const Context& ctx, int64_t l) {
-        const std::span<const float> keys = ctx.long_term_segment_keys(0, l);
+        const std::vector<float> keys = ctx.long_term_segment_keys(0, l);
         for (int64_t i = 0; i < seg; ++i)
           for (int64_t g = 0; g < kv; ++g) {
             key_feature(c.memory_kind, keys.data() + (i * kv + g) * d, d, f.data());
@@ -213,7 +213,7 @@ Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t to
   NEXUS_RETURN_IF_ERROR(calibrate(
       model, tokens, total, o.n_threads,
       [&](const Context& ctx, int64_t l) {
-        const std::span<const float> keys = ctx.long_term_segment_keys(0, l);
+        const std::vector<float> keys = ctx.long_term_segment_keys(0, l);
         const std::span<const float> mem = ctx.long_term_memory(0, l);
         for (int64_t g = 0; g < kv; ++g) {
           const float* dm = mem.data() + g * tf;  // D1 [d][h], then D2 [h][d]

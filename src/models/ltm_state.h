@@ -1,8 +1,8 @@
 // nexus-ltm inference state, per sequence slot and layer: the long-term memory (each key/value
-// head's memory, backends/api/memory.h) and the keys and values of the segment being filled
-// (f32, as training computes them), which are written into the memory once the segment is
-// complete. Its size does not depend on the context length; neither does the KV cache, which
-// holds one segment.
+// head's memory, backends/api/memory.h), and for a memory that reads q and k before RoPE the
+// segment's unrotated keys (f32). Once a segment is complete it is written into the memory from
+// the KV cache, which holds the segment: its values, and its keys when the memory reads them
+// rotated. Its size does not depend on the context length; neither does the cache's.
 #pragma once
 
 #include <algorithm>
@@ -25,11 +25,12 @@ inline int64_t ltm_head_floats(const ModelConfig& c, int64_t l) {
 class LtmState {
  public:
   explicit LtmState(const ModelConfig& c, int n_seq)
-      : kv_width_(c.n_kv_heads * c.head_dim), segment_floats_(c.memory_segment * kv_width_) {
+      : kv_width_(c.n_kv_heads * c.head_dim),
+        key_floats_(c.memory_before_rope ? c.memory_segment * kv_width_ : 0) {
     for (int64_t l = 0; l < c.n_layers; ++l) {
       layer_.push_back(per_seq_);
       memory_.push_back(c.n_kv_heads * ltm_head_floats(c, l));
-      per_seq_ += memory_.back() + 2 * segment_floats_;
+      per_seq_ += memory_.back() + key_floats_;
     }
     data_.assign(static_cast<size_t>(per_seq_ * n_seq), 0.0f);
   }
@@ -37,9 +38,11 @@ class LtmState {
   // [kv_heads][ltm_head_floats(layer)].
   float* memory(int64_t layer, int seq) { return at(layer, seq); }
   int64_t memory_floats(int64_t layer) const { return memory_[static_cast<size_t>(layer)]; }
-  // [segment][kv_heads * head_dim], by position within the segment.
-  float* keys(int64_t layer, int seq) { return at(layer, seq) + memory_floats(layer); }
-  float* values(int64_t layer, int seq) { return keys(layer, seq) + segment_floats_; }
+  // The unrotated keys, [segment][kv_heads * head_dim] by position within the segment; null when
+  // the memory reads rotated keys (the cache's).
+  float* keys(int64_t layer, int seq) {
+    return key_floats_ ? at(layer, seq) + memory_floats(layer) : nullptr;
+  }
   void reset(int seq) {
     std::fill(data_.begin() + seq * per_seq_, data_.begin() + (seq + 1) * per_seq_, 0.0f);
   }
@@ -60,7 +63,7 @@ class LtmState {
     return data_.data() + seq * per_seq_ + layer_[static_cast<size_t>(layer)];
   }
 
-  int64_t kv_width_, segment_floats_, per_seq_ = 0;
+  int64_t kv_width_, key_floats_, per_seq_ = 0;
   std::vector<int64_t> layer_, memory_;  // per layer: offset in a sequence's state, memory floats
   std::vector<float> data_;
 };

@@ -300,19 +300,22 @@ void sum_partial(float* y, int64_t count, TensorParallel* tp) {
   if (tp != nullptr) tp->all_reduce_sum(y, count);
 }
 
+// nexus-ltm's memory op over the batch's rows of layer l.
+LtmCall ltm_call(const ModelConfig& c, const LayerWeights& w, int64_t l) {
+  return LtmCall(c,
+                 {vec(w.memory_eta), vec(w.memory_theta), vec(w.memory_alpha), vec(w.memory_w1),
+                  vec(w.memory_w2)},
+                 vec(w.memory_proj), c.memory_slots_at(l));
+}
+
 // nexus-ltm: the batch's reads of each sequence's memory into st.mem (mixed into the attention by
-// infer_gated), then its keys and values kept in the sequence's segment, which is written into the
-// memory when its last token comes (training's segments, a token at a time). Called with st.q and
-// st.k before or after RoPE, as the model's memory reads them.
-void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+// infer_gated), as it was before their segment. Called with st.q and st.k before or after RoPE,
+// as the model's memory reads them; before RoPE, the keys are kept for the segment's write.
+void ltm_memory_read(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
   NEXUS_CHECK(st.ltm != nullptr && st.mem != nullptr, "[nexus-ltm] no memory state in the context");
-  const int64_t n = st.n, d = c.head_dim, qw = c.n_heads * d, kvw = c.n_kv_heads * d;
-  const int64_t seg = c.memory_segment;
-  const LtmCall mem(c,
-                    {vec(w.memory_eta), vec(w.memory_theta), vec(w.memory_alpha), vec(w.memory_w1),
-                     vec(w.memory_w2)},
-                    vec(w.memory_proj), c.memory_slots_at(l));
-  // Runs of one sequence's tokens read its memory as it was before their segment.
+  const int64_t n = st.n, qw = c.n_heads * c.head_dim, kvw = c.n_kv_heads * c.head_dim;
+  const LtmCall mem = ltm_call(c, w, l);
+  // Runs of one sequence's tokens: the rounds of Context::decode hold one segment of each.
   for (int64_t i0 = 0; i0 < n;) {
     int64_t i1 = i0 + 1;
     while (i1 < n && st.seq[i1] == st.seq[i0]) ++i1;
@@ -320,15 +323,33 @@ void ltm_memory_infer(const ModelConfig& c, const LayerWeights& w, int64_t l, Fo
                 st.ltm->memory(l, st.seq[i0]), 1, i1 - i0, /*write=*/false, st.pool);
     i0 = i1;
   }
-  for (int64_t i = 0; i < n; ++i) {
+  if (c.memory_before_rope)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(st.ltm->keys(l, st.seq[i]) + st.pos[i] * kvw, st.k + i * kvw,
+                  kvw * sizeof(float));
+}
+
+// nexus-ltm, after the batch's keys and values are in the cache: each sequence whose segment its
+// last token completed writes it into the memory (training's segments, a token at a time). The
+// values, and the keys unless the memory reads them unrotated, come from the cache: exactly
+// training's with an f32 cache, rounded as the attention reads them otherwise.
+void ltm_memory_write(const ModelConfig& c, const LayerWeights& w, int64_t l, ForwardState& st) {
+  const int64_t seg = c.memory_segment, kvw = c.n_kv_heads * c.head_dim;
+  thread_local std::vector<float> keys, values;
+  for (int64_t i = 0; i < st.n; ++i) {
+    if (st.pos[i] + 1 < seg) continue;
     const int s = st.seq[i];
-    const int32_t p = st.pos[i];
-    std::memcpy(st.ltm->keys(l, s) + p * kvw, st.k + i * kvw, kvw * sizeof(float));
-    std::memcpy(st.ltm->values(l, s) + p * kvw, st.v + i * kvw, kvw * sizeof(float));
-    if (p + 1 < seg) continue;
-    // The segment is complete: written into the memory (no reads).
-    mem.forward(nullptr, st.ltm->keys(l, s), st.ltm->values(l, s), nullptr, nullptr,
-                st.ltm->memory(l, s), 1, seg, /*write=*/true, st.pool);
+    const int64_t kl = st.kv_index(l);
+    values.resize(static_cast<size_t>(seg * kvw));
+    st.kv->load_v_rows(kl, s, 0, static_cast<int32_t>(seg), values.data());
+    const float* k = st.ltm->keys(l, s);
+    if (k == nullptr) {
+      keys.resize(static_cast<size_t>(seg * kvw));
+      st.kv->load_k_rows(kl, s, 0, static_cast<int32_t>(seg), keys.data());
+      k = keys.data();
+    }
+    ltm_call(c, w, l).forward(nullptr, k, values.data(), nullptr, nullptr, st.ltm->memory(l, s), 1,
+                              seg, /*write=*/true, st.pool);
   }
 }
 
@@ -344,7 +365,7 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
     rms_norm(st.q, vec(w.q_norm), c.norm_eps, st.q, n * c.n_heads, c.head_dim);
     rms_norm(st.k, vec(w.k_norm), c.norm_eps, st.k, n * c.n_kv_heads, c.head_dim);
   }
-  if (c.memory_segment && c.memory_before_rope) ltm_memory_infer(c, w, l, st);
+  if (c.memory_segment && c.memory_before_rope) ltm_memory_read(c, w, l, st);
   if (c.rope != RopeStyle::kNone) {  // granitehybrid may have no positional encoding
     rope_apply(st.q, n, c.n_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
     rope_apply(st.k, n, c.n_kv_heads, c.head_dim, c.rope_dim, c.rope, st.rope_cs);
@@ -352,7 +373,8 @@ void infer_gated(const ModelConfig& c, const LayerWeights& w, int64_t l, Forward
   store_kv(l, st);
   attention(st.q, *st.kv, st.kv_index(l), st.seq, st.pos, n, ap, st.att, *st.pool, st.attn_scratch);
   if (c.memory_segment) {
-    if (!c.memory_before_rope) ltm_memory_infer(c, w, l, st);
+    if (!c.memory_before_rope) ltm_memory_read(c, w, l, st);
+    ltm_memory_write(c, w, l, st);
     gate_mix(st.att, st.mem, st.att, w.memory_gate.data_as<const float>(), n, c.n_heads,
              c.head_dim);
   }

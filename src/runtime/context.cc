@@ -517,12 +517,17 @@ std::span<const float> Context::long_term_memory(int seq, int64_t layer) const {
   return {im.ltm->memory(layer, seq), static_cast<size_t>(im.ltm->memory_floats(layer))};
 }
 
-std::span<const float> Context::long_term_segment_keys(int seq, int64_t layer) const {
+std::vector<float> Context::long_term_segment_keys(int seq, int64_t layer) const {
   ContextImpl& im = *impl_;
   const ModelConfig& c = im.model.config();
   if (!im.ltm || seq < 0 || seq >= im.opts.n_seq || layer < 0 || layer >= c.n_layers) return {};
-  return {im.ltm->keys(layer, seq),
-          static_cast<size_t>(c.memory_segment * c.n_kv_heads * c.head_dim)};
+  const int64_t seg = c.memory_segment;
+  std::vector<float> out(static_cast<size_t>(seg * c.n_kv_heads * c.head_dim));
+  if (const float* k = im.ltm->keys(layer, seq))
+    std::copy_n(k, out.size(), out.begin());
+  else
+    im.kv.load_k_rows(layer, seq, 0, static_cast<int32_t>(seg), out.data());
+  return out;
 }
 
 int32_t Context::seq_len(int seq) const {
