@@ -10,8 +10,8 @@
 # Then `nexus passkey eval` at each of LENGTHS (COUNT samples each, greedy): accuracy, the cache
 # and memory bytes, prompt tokens/s.
 # Usage: bench/passkey.sh [WORKDIR]
-#   (KIND=infini STEPS1=4000 STEPS2=2500 LENGTHS="640 2048 8192 32768" COUNT=50 MODELS="ltm swa";
-#   about an hour on 2 cores for both, most of it training)
+#   (KIND=infini STEPS1=4000 STEPS2=2500 LENGTHS="640 2048 8192 32768 131072" COUNT=50
+#   MODELS="ltm swa"; about an hour on 2 cores for both, most of it training)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NEXUS=${NEXUS:-build/nexus}
@@ -20,7 +20,7 @@ SHARED=${SHARED:-../shared}
 KIND=${KIND:-infini}
 STEPS1=${STEPS1:-4000}
 STEPS2=${STEPS2:-2500}
-LENGTHS=${LENGTHS:-"640 2048 8192 32768"}
+LENGTHS=${LENGTHS:-"640 2048 8192 32768 131072"}
 COUNT=${COUNT:-50}
 MODELS=${MODELS:-"ltm swa"}
 TOK=$SHARED/models/stories260K.gguf
@@ -52,7 +52,8 @@ done
 for n in $LENGTHS; do
   for m in "${names[@]}"; do
     c=$COUNT
-    [ "$n" -ge 32768 ] && c=$((COUNT / 5))  # about 30 s a sample on 2 cores
+    [ "$n" -ge 32768 ] && c=$((COUNT / 5))  # fewer samples where each takes seconds
+    [ "$n" -ge 131072 ] && c=$((COUNT / 10))
     printf '%-12s %6s  ' "$m" "$n"
     "$NEXUS" passkey eval -m "$W/$m-2.gguf" --length "$n" -n "$c" -t 2 --seed 7
   done
