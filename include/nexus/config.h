@@ -60,9 +60,11 @@ struct ModelConfig {
   int64_t memory_slots_at(int64_t l) const {
     return memory_slots.empty() ? 0 : memory_slots[static_cast<size_t>(l)];
   }
-  // Layer l's deep-memory hidden units (memory_hidden, or fewer after slot reduction).
+  // Layer l's deep-memory hidden units (memory_hidden, or fewer after slot reduction); 0 for a
+  // linear memory, whose slots are not hidden units.
   int64_t memory_hidden_at(int64_t l) const {
-    return memory_slots.empty() ? memory_hidden : memory_slots[static_cast<size_t>(l)];
+    return memory_hidden == 0 || memory_slots.empty() ? memory_hidden
+                                                      : memory_slots[static_cast<size_t>(l)];
   }
 
   // Every layer is state-space (mamba, mamba2).

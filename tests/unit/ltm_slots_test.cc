@@ -15,6 +15,7 @@
 #include "nexus/compress/memory_reduce.h"
 #include "nexus/context.h"
 #include "nexus/model.h"
+#include "nexus/runtime/memory_stats.h"
 #include "nexus/train/train_model.h"
 #include "ops/memory.h"
 #include "test_random.h"
@@ -256,7 +257,27 @@ std::vector<int32_t> tokens(int64_t n, int seed) {
   return t;
 }
 
-std::vector<float> logits(const Model& m, const std::vector<int32_t>& toks, size_t* memory_bytes) {
+// The mass memory_stats says was written to layer l's memory, from its raw floats: the
+// normaliser's sum (infini), or the squared norm of M (titans) or of D1 and D2 (deep), mean over
+// the heads.
+double written_mass(const ModelConfig& c, std::span<const float> mem, int64_t l) {
+  const int64_t d = c.head_dim, kv = c.n_kv_heads;
+  const int64_t rows = c.memory_slots_at(l) > 0 ? c.memory_slots_at(l) : d;
+  const auto per_head = static_cast<int64_t>(mem.size()) / kv;
+  const int64_t h = c.memory_hidden > 0 ? per_head / (4 * d) : 0;  // D1, D2, S1, S2
+  double sum = 0;
+  for (int64_t g = 0; g < kv; ++g) {
+    const float* m = mem.data() + g * per_head;
+    if (c.memory_kind != MemoryKind::kTitans)
+      for (int64_t a = 0; a < rows; ++a) sum += m[rows * d + a];
+    else
+      for (int64_t e = 0; e < (h > 0 ? 2 * d * h : rows * d); ++e) sum += double{m[e]} * m[e];
+  }
+  return sum / static_cast<double>(kv);
+}
+
+std::vector<float> logits(const Model& m, const std::vector<int32_t>& toks, size_t* memory_bytes,
+                          std::vector<LayerMemoryStats>* stats = nullptr) {
   ContextOptions o;
   o.n_ctx = 256;
   o.kv_type = DType::kF32;
@@ -269,6 +290,14 @@ std::vector<float> logits(const Model& m, const std::vector<int32_t>& toks, size
   *memory_bytes = 0;
   for (int64_t l = 0; l < m.config().n_layers; ++l)
     *memory_bytes += ctx.value()->long_term_memory(0, l).size() * sizeof(float);
+  if (stats) {
+    *stats = memory_stats(**ctx, 0);
+    for (int64_t l = 0; l < m.config().n_layers; ++l)
+      EXPECT_NEAR(stats->at(l).written,
+                  written_mass(m.config(), ctx.value()->long_term_memory(0, l), l),
+                  1e-4 * (1 + stats->at(l).written))
+          << "layer " << l;
+  }
   return out;
 }
 
@@ -344,8 +373,15 @@ TEST_P(ReduceKinds, FewerSlotsShrinkTheMemory) {
     auto reduced = Model::load(out);
     ASSERT_TRUE(reduced) << reduced.status().message();
     size_t bytes = 0;
-    const std::vector<float> b = logits(**reduced, text, &bytes);
+    std::vector<LayerMemoryStats> stats;
+    const std::vector<float> b = logits(**reduced, text, &bytes, &stats);
     std::filesystem::remove(out);
+    // --memory-stats reads the reduced memory as what it is: its slots, and what was written.
+    ASSERT_EQ(stats.size(), 2u);
+    for (int64_t l = 0; l < 2; ++l) {
+      EXPECT_EQ(stats[l].slots, plan->slots[l]);
+      EXPECT_GT(stats[l].written, 0);
+    }
     // Infini's head holds (slots + 1) x 8 floats of (8 + 1) x 8, Titans' 2 x slots x 8 of 2 x 8
     // x 8, the deep memory's 4 x 8 x units of 4 x 8 x hidden.
     const int64_t kv = 2, d = 8, slots = plan->slots[0] + plan->slots[1];
