@@ -116,6 +116,23 @@ std::vector<double> energy_curve(const std::vector<double>& sorted_desc) {
   return curve;
 }
 
+// From each head's slot energies, descending ([layers][heads][width]): the plan's curves (the mean
+// over a layer's heads), the slots each layer keeps and the energy they hold.
+void choose(const std::vector<std::vector<std::vector<double>>>& energies, int64_t width,
+            const MemoryReduceOptions& o, MemoryReducePlan& plan) {
+  const size_t layers = energies.size();
+  std::vector<std::vector<std::vector<double>>> head_curve(layers);
+  plan.curve.assign(layers, std::vector<double>(static_cast<size_t>(width + 1), 0.0));
+  for (size_t l = 0; l < layers; ++l)
+    for (const std::vector<double>& e : energies[l]) {
+      head_curve[l].push_back(energy_curve(e));
+      for (int64_t k = 0; k <= width; ++k)
+        plan.curve[l][k] += head_curve[l].back()[k] / static_cast<double>(energies[l].size());
+    }
+  plan.slots = choose_slots(plan.curve, width, o, head_curve);
+  for (size_t l = 0; l < layers; ++l) plan.kept.push_back(plan.curve[l][plan.slots[l]]);
+}
+
 // Runs the model over `total` segments of the calibration tokens; after each, `visit(ctx, l)` for
 // every layer (the segment's keys and the memory it was written into are the context's).
 Status calibrate(const Model& model, std::span<const int32_t> tokens, int64_t total, int n_threads,
@@ -164,20 +181,15 @@ Status plan_linear(const Model& model, std::span<const int32_t> tokens, int64_t 
           }
       },
       progress));
-  std::vector<std::vector<std::vector<double>>> vecs(static_cast<size_t>(L)),
-      head_curve(static_cast<size_t>(L));
-  plan.curve.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(d + 1), 0.0));
+  std::vector<std::vector<std::vector<double>>> values(static_cast<size_t>(L)),
+      vecs(static_cast<size_t>(L));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t g = 0; g < kv; ++g) {
       const double* m = cov.data() + (l * kv + g) * d * d;
-      std::vector<double> values, vectors;
-      symmetric_eigen(std::vector<double>(m, m + d * d), d, values, vectors);
-      std::vector<double> curve = energy_curve(values);
-      for (int64_t k = 0; k <= d; ++k) plan.curve[l][k] += curve[k] / static_cast<double>(kv);
-      head_curve[l].push_back(std::move(curve));
-      vecs[l].push_back(std::move(vectors));
+      symmetric_eigen(std::vector<double>(m, m + d * d), d, values[l].emplace_back(),
+                      vecs[l].emplace_back());
     }
-  plan.slots = choose_slots(plan.curve, d, o, head_curve);
+  choose(values, d, o, plan);
   for (int64_t l = 0; l < L; ++l) {
     const int64_t r = plan.slots[l];
     std::vector<float> p(static_cast<size_t>(kv * d * r));
@@ -186,7 +198,6 @@ Status plan_linear(const Model& model, std::span<const int32_t> tokens, int64_t 
         for (int64_t a = 0; a < r; ++a)
           p[(g * d + x) * r + a] = static_cast<float>(vecs[l][g][x * d + a]);
     plan.proj.push_back(std::move(p));
-    plan.kept.push_back(plan.curve[l][r]);
   }
   return Status::ok();
 }
@@ -199,15 +210,6 @@ Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t to
   const ModelConfig& c = model.config();
   const int64_t seg = c.memory_segment, d = c.head_dim, kv = c.n_kv_heads, L = c.n_layers;
   const int64_t h = c.memory_hidden, n = d * h, tf = titans_mlp_floats(d, h);
-  std::vector<const float*> w1(static_cast<size_t>(L)), w2(static_cast<size_t>(L));
-  for (int64_t l = 0; l < L; ++l)
-    for (auto [name, out] : {std::pair{"memory_w1", &w1}, std::pair{"memory_w2", &w2}}) {
-      const GgufTensorInfo* t = model.gguf().find_tensor("blk." + std::to_string(l) + "." + name);
-      if (t == nullptr || t->dtype != DType::kF32 || t->nbytes != kv * n * sizeof(float))
-        return Status::error("memory-reduce: blk." + std::to_string(l) + "." + name +
-                             " is missing or not F32 [kv_heads x head_dim x hidden]");
-      (*out)[static_cast<size_t>(l)] = reinterpret_cast<const float*>(t->data);
-    }
   std::vector<double> energy(static_cast<size_t>(L * kv * h), 0.0), f(static_cast<size_t>(d));
   std::vector<double> wa(static_cast<size_t>(n)), out2(static_cast<size_t>(h));
   NEXUS_RETURN_IF_ERROR(calibrate(
@@ -217,7 +219,9 @@ Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t to
         const std::span<const float> mem = ctx.long_term_memory(0, l);
         for (int64_t g = 0; g < kv; ++g) {
           const float* dm = mem.data() + g * tf;  // D1 [d][h], then D2 [h][d]
-          const float *w10 = w1[l] + g * n, *w20 = w2[l] + g * n;
+          const LayerWeights& lw = model.weights().layers[static_cast<size_t>(l)];
+          const float* w10 = lw.memory_w1.data_as<const float>() + g * n;
+          const float* w20 = lw.memory_w2.data_as<const float>() + g * n;
           for (int64_t e = 0; e < n; ++e) wa[e] = static_cast<double>(w10[e]) + dm[e];
           for (int64_t j = 0; j < h; ++j) {
             double s = 0;
@@ -240,23 +244,19 @@ Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t to
         }
       },
       progress));
-  std::vector<std::vector<std::vector<double>>> head_curve(static_cast<size_t>(L));
+  // Each head's units by energy, most first, and their energies in that order.
   std::vector<std::vector<std::vector<int64_t>>> order(static_cast<size_t>(L));
-  plan.curve.assign(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(h + 1), 0.0));
+  std::vector<std::vector<std::vector<double>>> sorted(static_cast<size_t>(L));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t g = 0; g < kv; ++g) {
       const double* e = energy.data() + (l * kv + g) * h;
-      std::vector<int64_t> idx(static_cast<size_t>(h));
+      std::vector<int64_t>& idx = order[l].emplace_back(static_cast<size_t>(h));
       std::iota(idx.begin(), idx.end(), 0);
       std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return e[a] > e[b]; });
-      std::vector<double> sorted;
-      for (int64_t j : idx) sorted.push_back(e[j]);
-      std::vector<double> curve = energy_curve(sorted);
-      for (int64_t k = 0; k <= h; ++k) plan.curve[l][k] += curve[k] / static_cast<double>(kv);
-      head_curve[l].push_back(std::move(curve));
-      order[l].push_back(std::move(idx));
+      std::vector<double>& es = sorted[l].emplace_back();
+      for (int64_t j : idx) es.push_back(e[j]);
     }
-  plan.slots = choose_slots(plan.curve, h, o, head_curve);
+  choose(sorted, h, o, plan);
   for (int64_t l = 0; l < L; ++l) {
     const int64_t r = plan.slots[l];
     std::vector<int64_t> units;
@@ -266,7 +266,6 @@ Status plan_deep(const Model& model, std::span<const int32_t> tokens, int64_t to
       units.insert(units.end(), keep.begin(), keep.end());
     }
     plan.units.push_back(std::move(units));
-    plan.kept.push_back(plan.curve[l][r]);
   }
   return Status::ok();
 }

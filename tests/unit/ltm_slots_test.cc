@@ -313,6 +313,20 @@ double logit_diff(const Model& a, const Model& b, size_t* a_bytes, size_t* b_byt
   return diff;
 }
 
+// `full` reduced as `plan` says, written next to `path` and loaded back (the file removed); null,
+// with a failure, when any step fails.
+std::unique_ptr<Model> load_reduced(const Model& full, const MemoryReducePlan& plan,
+                                    const std::string& path) {
+  const std::string out = path + ".reduced.gguf";
+  auto w = memory_reduce_gguf(full, plan);
+  EXPECT_TRUE(w) << w.status().message();
+  if (!w || !w->write(out)) return nullptr;
+  auto m = Model::load(out);
+  std::filesystem::remove(out);
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? std::move(m.value()) : nullptr;
+}
+
 class ReduceKinds : public ::testing::TestWithParam<ReduceCase> {
  protected:
   // Slots a layer before reduction: head_dim, or the deep memory's hidden units.
@@ -330,20 +344,15 @@ TEST_P(ReduceKinds, EverySlotKeptIsARotationThatKeepsTheLogits) {
   EXPECT_EQ(plan->segments, 50);
   EXPECT_EQ(plan->width, width());
   EXPECT_EQ(plan->slots, (std::vector<int64_t>{width(), width()}));
-  auto w = memory_reduce_gguf(**full, *plan);
-  ASSERT_TRUE(w);
-  const std::string out = path + ".reduced.gguf";
-  ASSERT_TRUE(w->write(out));
-  auto reduced = Model::load(out);
-  ASSERT_TRUE(reduced) << reduced.status().message();
-  EXPECT_EQ(reduced.value()->config().memory_slots, (std::vector<int64_t>{width(), width()}));
+  auto reduced = load_reduced(**full, *plan, path);
+  ASSERT_NE(reduced, nullptr);
+  EXPECT_EQ(reduced->config().memory_slots, (std::vector<int64_t>{width(), width()}));
   size_t full_bytes = 0, reduced_bytes = 0;
-  EXPECT_LT(logit_diff(**full, **reduced, &full_bytes, &reduced_bytes), 2e-4);
+  EXPECT_LT(logit_diff(**full, *reduced, &full_bytes, &reduced_bytes), 2e-4);
   EXPECT_EQ(full_bytes, reduced_bytes);
   // A reduced model is not trained or reduced again.
-  EXPECT_FALSE(plan_memory_reduce(**reduced, tokens(40, 1), o));
-  EXPECT_FALSE(train::TrainModel::create(reduced.value()->config(), 2, 8, {}));
-  std::filesystem::remove(out);
+  EXPECT_FALSE(plan_memory_reduce(*reduced, tokens(40, 1), o));
+  EXPECT_FALSE(train::TrainModel::create(reduced->config(), 2, 8, {}));
   std::filesystem::remove(path);
 }
 
@@ -368,14 +377,11 @@ TEST_P(ReduceKinds, FewerSlotsShrinkTheMemory) {
       EXPECT_GT(plan->kept[l], 0.5);
       EXPECT_LE(plan->kept[l], 1.0 + 1e-9);
     }
-    const std::string out = path + ".r2.gguf";
-    ASSERT_TRUE(memory_reduce_gguf(**full, *plan)->write(out));
-    auto reduced = Model::load(out);
-    ASSERT_TRUE(reduced) << reduced.status().message();
+    auto reduced = load_reduced(**full, *plan, path);
+    ASSERT_NE(reduced, nullptr);
     size_t bytes = 0;
     std::vector<LayerMemoryStats> stats;
-    const std::vector<float> b = logits(**reduced, text, &bytes, &stats);
-    std::filesystem::remove(out);
+    const std::vector<float> b = logits(*reduced, text, &bytes, &stats);
     // --memory-stats reads the reduced memory as what it is: its slots, and what was written.
     ASSERT_EQ(stats.size(), 2u);
     for (int64_t l = 0; l < 2; ++l) {
@@ -424,26 +430,19 @@ TEST(MemoryReduce, DeepMemoryDropsUnitsThatAreNeverActive) {
     EXPECT_EQ(std::vector<int64_t>(units.begin(), units.begin() + 11), live);
     EXPECT_EQ(std::vector<int64_t>(units.begin() + 11, units.end()), live);
   }
-  const std::string out = path + ".live.gguf";
   size_t full_bytes = 0, reduced_bytes = 0;
-  for (double ratio : {0.0, 2.0}) {
-    // Energy 1 keeps the live units; ratio 2 (8 of 16) drops live ones too, and the logits move.
-    o.energy = ratio > 0 ? 0 : 1;
-    o.ratio = ratio;
-    plan = plan_memory_reduce(**full, tokens(200, 1), o);
-    ASSERT_TRUE(plan);
-    ASSERT_TRUE(memory_reduce_gguf(**full, *plan)->write(out));
-    auto reduced = Model::load(out);
-    ASSERT_TRUE(reduced) << reduced.status().message();
-    const double diff = logit_diff(**full, **reduced, &full_bytes, &reduced_bytes);
-    if (ratio > 0) {
-      EXPECT_GT(diff, 1e-4);
-    } else {
-      EXPECT_LT(diff, 2e-5);
-      EXPECT_EQ(full_bytes * 11, reduced_bytes * 16);
-    }
-  }
-  std::filesystem::remove(out);
+  auto live_only = load_reduced(**full, *plan, path);
+  ASSERT_NE(live_only, nullptr);
+  EXPECT_LT(logit_diff(**full, *live_only, &full_bytes, &reduced_bytes), 2e-5);
+  EXPECT_EQ(full_bytes * 11, reduced_bytes * 16);
+  // Ratio 2 (8 of 16 units) drops live ones too: the logits move.
+  o.energy = 0;
+  o.ratio = 2;
+  plan = plan_memory_reduce(**full, tokens(200, 1), o);
+  ASSERT_TRUE(plan);
+  auto half = load_reduced(**full, *plan, path);
+  ASSERT_NE(half, nullptr);
+  EXPECT_GT(logit_diff(**full, *half, &full_bytes, &reduced_bytes), 1e-4);
   std::filesystem::remove(path);
 }
 
